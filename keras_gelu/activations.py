@@ -1,0 +1,446 @@
+"""Activation functions and the one table of their names.
+
+Every function here takes a tensor and returns a tensor of the same dtype.
+float16/bfloat16 inputs are computed in float32 and cast back, so no finite
+input gives inf or NaN (the tanh form's x**3 overflows float16 at |x| > 40).
+
+`ACTIVATIONS` is the single source of every name a config or a string may
+use; `get()` resolves a name, a Keras identifier, a config dict or a
+callable.
+"""
+
+import difflib
+import math
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_gelu import _backend
+
+_SQRT_HALF = 1.0 / math.sqrt(2.0)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_TANH_SCALE = math.sqrt(2.0 / math.pi)
+_TANH_CUBIC = 0.044715
+_SIGMOID_SCALE = 1.702
+
+APPROXIMATIONS = ("none", "tanh", "sigmoid")
+
+register = keras.saving.register_keras_serializable(package="keras_gelu")
+
+
+def _compute_dtype(dtype):
+    # Half precision: compute in float32 (overflow, accuracy); cast back.
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
+
+
+def _elementwise(x, kernel):
+    """Applies `kernel` in a safe compute dtype and casts back."""
+    x = ops.convert_to_tensor(x)
+    dtype = keras.backend.standardize_dtype(x.dtype)
+    if not dtype.startswith(("float", "bfloat")):
+        dtype = keras.config.floatx()
+        x = ops.cast(x, dtype)
+    compute = _compute_dtype(dtype)
+    y = kernel(ops.cast(x, compute) if compute != dtype else x)
+    return ops.cast(y, dtype) if compute != dtype else y
+
+
+# --- The math: each GELU mode as f(x) and f'(x), in keras.ops only. -------
+
+
+def _split(x, parts=12):
+    """Splits x into hi + lo with hi holding the top 12 mantissa bits.
+
+    Dekker's split: products of two such halves are exact in float32.
+    """
+    t = x * float(2**parts + 1)
+    hi = t - (t - x)
+    return hi, x - hi
+
+
+def _normal_cdf(x):
+    """Phi(x) = erfc(z) / 2 with z = -x/sqrt(2), accurate in the far tail.
+
+    Rounding z = fl(-x/sqrt(2)) moves erfc's argument by up to half an ulp,
+    which scales the result by exp(-2 z d): a relative error of ~x**2 * 6e-8,
+    i.e. 9e-6 at x = -12 on top of the kernel's own error (1.4e-5 in all,
+    measured on every backend). The exact rounding residue d is recovered
+    with Dekker's two-product and corrected to first order:
+    erfc(z + d) = erfc(z) - 2/sqrt(pi) * exp(-z**2) * d.
+    """
+    z = -x * _SQRT_HALF
+    # Residue d = (-x * c) - z, computed exactly. |x| > 16 is clipped: there
+    # exp(-z**2) underflows and the correction term is zero anyway.
+    xc = ops.clip(-x, -16.0, 16.0)
+    x_hi, x_lo = _split(xc)
+    c = _SQRT_HALF_SPLIT
+    d = ((x_hi * c[0] - z) + x_hi * c[1] + x_lo * c[0]) + x_lo * c[1]
+    d = d + xc * c[2]
+    erfc_z = _backend.erfc(z)
+    return 0.5 * (erfc_z - _TWO_OVER_SQRT_PI * ops.exp(-z * z) * d)
+
+
+def _sqrt_half_split():
+    # 1/sqrt(2) = hi + lo + rest: hi has 12 mantissa bits, hi + lo is the
+    # float32 constant, rest what float32 drops.
+    c32 = np.float32(_SQRT_HALF)
+    t = np.float32(c32 * np.float32(4097.0))
+    hi = np.float32(t - np.float32(t - c32))
+    return float(hi), float(np.float32(c32 - hi)), _SQRT_HALF - float(c32)
+
+
+_SQRT_HALF_SPLIT = _sqrt_half_split()
+
+
+def _gelu_exact(x):
+    return x * _normal_cdf(x)
+
+
+def _gelu_exact_grad(x):
+    return _normal_cdf(x) + x * _INV_SQRT_2PI * ops.exp(-0.5 * x * x)
+
+
+def _gelu_tanh(x):
+    inner = _TANH_SCALE * x * (1.0 + _TANH_CUBIC * x * x)
+    return 0.5 * x * (1.0 + ops.tanh(inner))
+
+
+def _gelu_tanh_grad(x):
+    x2 = x * x
+    t = ops.tanh(_TANH_SCALE * x * (1.0 + _TANH_CUBIC * x2))
+    d_inner = _TANH_SCALE * (1.0 + 3.0 * _TANH_CUBIC * x2)
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner
+
+
+def _gelu_sigmoid(x):
+    return x * ops.sigmoid(_SIGMOID_SCALE * x)
+
+
+def _gelu_sigmoid_grad(x):
+    s = ops.sigmoid(_SIGMOID_SCALE * x)
+    return s + _SIGMOID_SCALE * x * s * (1.0 - s)
+
+
+_GELU_KERNELS = {
+    "none": (_gelu_exact, _gelu_exact_grad),
+    "tanh": (_gelu_tanh, _gelu_tanh_grad),
+    "sigmoid": (_gelu_sigmoid, _gelu_sigmoid_grad),
+}
+
+
+def closest(name, valid):
+    """Returns ' Did you mean "x"?' for the closest valid name, or ''."""
+    match = difflib.get_close_matches(str(name), list(valid), n=1, cutoff=0.5)
+    return f' Did you mean "{match[0]}"?' if match else ""
+
+
+def standardize_approximate(approximate):
+    """Maps True/False/"none"/"tanh"/"sigmoid"/"exact"/"erf" to a mode."""
+    if approximate is True:
+        return "tanh"
+    if approximate is False or approximate is None:
+        return "none"
+    mode = str(approximate).lower()
+    mode = {"exact": "none", "erf": "none", "quick": "sigmoid"}.get(mode, mode)
+    if mode not in APPROXIMATIONS:
+        raise ValueError(
+            f"keras_gelu: unknown GELU approximation {approximate!r}. "
+            f"Expected one of {list(APPROXIMATIONS)} (or True for 'tanh', "
+            f"False for 'none').{closest(mode, APPROXIMATIONS)}"
+        )
+    return mode
+
+
+# --- Public functions. ---------------------------------------------------
+
+
+@register
+def gelu(x, approximate="none"):
+    """Gaussian error linear unit, GELU(x) = x * Phi(x).
+
+    Phi is the standard normal CDF. Modes:
+
+    - `"none"` (exact): `x * Phi(x)`, relative error <= 1e-5 in float32
+      over the whole range, far negative tail included.
+    - `"tanh"`: `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`,
+      max |deviation| from exact 4.73e-4 at |x| ~= 2.70 (BERT, GPT-2).
+    - `"sigmoid"`: `x * sigmoid(1.702 x)` ("QuickGELU", CLIP), max
+      |deviation| 0.0203 at |x| ~= 2.27.
+
+    Unlike `keras.ops.gelu` (tanh by default) and `keras.activations.gelu`
+    (exact by default), the default here is always stated: exact.
+
+    Args:
+        x: Input tensor.
+        approximate: `"none"`, `"tanh"` or `"sigmoid"`; `True` means
+            `"tanh"` and `False` means `"none"`. Anything else raises a
+            `ValueError` naming the valid modes.
+
+    Returns:
+        A tensor of the same shape and dtype as `x`.
+
+    Example:
+
+    >>> import keras_gelu
+    >>> y = keras_gelu.gelu([-1.0, 0.0, 1.0])  # [-0.1587, 0.0, 0.8413]
+    """
+    mode = standardize_approximate(approximate)
+    forward, derivative = _GELU_KERNELS[mode]
+    kernel = _backend.fused(f"gelu_{mode}", forward, derivative)
+    return _elementwise(x, kernel)
+
+
+@register
+def gelu_tanh(x):
+    """GELU, tanh approximation (BERT, GPT-2): `gelu(x, "tanh")`.
+
+    Example:
+
+    >>> import keras_gelu
+    >>> y = keras_gelu.gelu_tanh([1.0])  # [0.8412]
+    """
+    return gelu(x, approximate="tanh")
+
+
+@register
+def gelu_sigmoid(x):
+    """GELU, sigmoid approximation `x * sigmoid(1.702 x)` ("QuickGELU").
+
+    Example:
+
+    >>> import keras_gelu
+    >>> y = keras_gelu.gelu_sigmoid([1.0])  # [0.8458]
+    """
+    return gelu(x, approximate="sigmoid")
+
+
+quick_gelu = gelu_sigmoid
+
+
+@register
+def relu(x):
+    """Rectified linear unit, `max(x, 0)` (the comparison baseline)."""
+    return ops.relu(x)
+
+
+@register
+def leaky_relu(x, negative_slope=0.01):
+    """Leaky ReLU with a fixed slope: `x if x >= 0 else negative_slope * x`.
+
+    For a learnable slope use the `LearnableLeakyReLU` layer.
+    """
+    return ops.leaky_relu(x, negative_slope=negative_slope)
+
+
+@register
+def silu(x):
+    """SiLU / Swish, `x * sigmoid(x)`."""
+    return ops.silu(x)
+
+
+swish = silu
+
+
+@register
+def mish(x):
+    """Mish, `x * tanh(softplus(x))`."""
+    return _elementwise(x, lambda v: v * ops.tanh(ops.softplus(v)))
+
+
+@register
+def elu(x, alpha=1.0):
+    """Exponential linear unit, `x if x > 0 else alpha * (exp(x) - 1)`."""
+    return ops.elu(x, alpha=alpha)
+
+
+@register
+def sigmoid(x):
+    """Logistic sigmoid, `1 / (1 + exp(-x))` (the gate of plain GLU)."""
+    return ops.sigmoid(x)
+
+
+@register
+def linear(x):
+    """Identity (the gate of the Bilinear unit)."""
+    return x
+
+
+# --- Gated linear units as functions of a doubled input. ------------------
+
+
+def gated(x, gate, axis=-1):
+    """Splits `x` in two halves along `axis`: `gate(first) * second`.
+
+    Raises:
+        ValueError: if the size of `axis` is odd (or unknown).
+    """
+    x = ops.convert_to_tensor(x) if not isinstance(x, keras.KerasTensor) else x
+    size = x.shape[axis]
+    if size is None or size % 2:
+        raise ValueError(
+            f"keras_gelu: a gated unit splits its input in two equal halves "
+            f"along axis {axis}, but that axis has size {size}. Give it an "
+            f"even size (e.g. Dense(2 * units) before it), or use "
+            f"keras_gelu.GLU(units) which makes its own projection."
+        )
+    value_gate, value = ops.split(x, 2, axis=axis)
+    return gate(value_gate) * value
+
+
+@register
+def glu(x, axis=-1):
+    """GLU (Dauphin et al.): `sigmoid(a) * b` for `a, b = split(x, 2)`."""
+    return gated(x, sigmoid, axis)
+
+
+@register
+def geglu(x, axis=-1):
+    """GEGLU (Shazeer 2020): `gelu(a) * b` for `a, b = split(x, 2)`."""
+    return gated(x, gelu, axis)
+
+
+@register
+def swiglu(x, axis=-1):
+    """SwiGLU (Shazeer 2020): `silu(a) * b` for `a, b = split(x, 2)`."""
+    return gated(x, silu, axis)
+
+
+@register
+def reglu(x, axis=-1):
+    """ReGLU (Shazeer 2020): `relu(a) * b` for `a, b = split(x, 2)`."""
+    return gated(x, relu, axis)
+
+
+@register
+def bilinear(x, axis=-1):
+    """Bilinear (Shazeer 2020): `a * b` for `a, b = split(x, 2)`."""
+    return gated(x, linear, axis)
+
+
+# --- The name table. -------------------------------------------------------
+
+# Every name a config or a string may use. Kinds:
+#   "elementwise": f(x), same shape out.
+#   "gated": f(x) halves the split axis; value is the gate function.
+#   "layer": has weights; value is the keras_gelu layer class name.
+ACTIVATIONS = {
+    "gelu": ("elementwise", gelu),
+    "gelu_tanh": ("elementwise", gelu_tanh),
+    "gelu_sigmoid": ("elementwise", gelu_sigmoid),
+    "quick_gelu": ("elementwise", gelu_sigmoid),
+    "relu": ("elementwise", relu),
+    "leaky_relu": ("elementwise", leaky_relu),
+    "silu": ("elementwise", silu),
+    "swish": ("elementwise", silu),
+    "mish": ("elementwise", mish),
+    "elu": ("elementwise", elu),
+    "sigmoid": ("elementwise", sigmoid),
+    "linear": ("elementwise", linear),
+    "glu": ("gated", sigmoid),
+    "geglu": ("gated", gelu),
+    "swiglu": ("gated", silu),
+    "reglu": ("gated", relu),
+    "bilinear": ("gated", linear),
+    "learnable_leaky_relu": ("layer", "LearnableLeakyReLU"),
+}
+
+_GATED_FUNCTIONS = {
+    "glu": glu,
+    "geglu": geglu,
+    "swiglu": swiglu,
+    "reglu": reglu,
+    "bilinear": bilinear,
+}
+
+
+def names(kind=None):
+    """Returns the sorted activation names, optionally of one kind.
+
+    Args:
+        kind: `None` for all, or `"elementwise"`, `"gated"`, `"layer"`.
+    """
+    return sorted(n for n, (k, _) in ACTIVATIONS.items() if kind in (None, k))
+
+
+def standardize_name(name):
+    """Returns the table key for `name` or raises a helpful ValueError."""
+    key = str(name).strip().lower().replace("-", "_")
+    if key not in ACTIVATIONS:
+        raise ValueError(
+            f"keras_gelu: unknown activation {name!r}. Valid names: "
+            f"{', '.join(names())}.{closest(key, ACTIVATIONS)}"
+        )
+    return key
+
+
+def kind(name):
+    """Returns `"elementwise"`, `"gated"` or `"layer"` for a table name."""
+    return ACTIVATIONS[standardize_name(name)][0]
+
+
+def gate_function(name):
+    """Returns the gate function of a gated name (`"geglu"` -> `gelu`)."""
+    key = standardize_name(name)
+    entry_kind, target = ACTIVATIONS[key]
+    if entry_kind != "gated":
+        gated_names = ", ".join(names("gated"))
+        raise ValueError(
+            f"keras_gelu: {name!r} is not a gated unit. Gated units: "
+            f"{gated_names}."
+        )
+    return target
+
+
+def get(identifier):
+    """Resolves an activation: a name, a Keras identifier, dict or callable.
+
+    Names come from `ACTIVATIONS` (case-insensitive, `-` or `_`); other
+    Keras names (`"tanh"`, `"softplus"`...) and serialized config dicts go
+    through `keras.activations.get`. A gated name returns the split
+    function (`geglu` etc.); `"learnable_leaky_relu"` returns a new
+    `LearnableLeakyReLU` layer.
+
+    Args:
+        identifier: `None` (linear), a string, a dict or a callable.
+
+    Returns:
+        A callable.
+
+    Raises:
+        ValueError: for an unknown name, with the valid names and the
+            closest match.
+
+    Example:
+
+    >>> import keras_gelu
+    >>> keras_gelu.get("gelu_tanh") is keras_gelu.gelu_tanh
+    True
+    """
+    if identifier is None:
+        return linear
+    if callable(identifier):
+        return identifier
+    if isinstance(identifier, dict):
+        return keras.activations.get(identifier)
+    if isinstance(identifier, str):
+        key = identifier.strip().lower().replace("-", "_")
+        if key in ACTIVATIONS:
+            entry_kind, target = ACTIVATIONS[key]
+            if entry_kind == "gated":
+                return _GATED_FUNCTIONS[key]
+            if entry_kind == "layer":
+                from keras_gelu import layers
+
+                return getattr(layers, target)()
+            return target
+        try:
+            return keras.activations.get(identifier)
+        except (ValueError, TypeError):
+            standardize_name(identifier)  # raises with the closest name
+    raise ValueError(
+        f"keras_gelu: cannot interpret {identifier!r} as an activation. "
+        f"Expected a name ({', '.join(names())}), a Keras config dict or a "
+        f"callable."
+    )
