@@ -18,36 +18,6 @@ def backend():
     return keras.backend.backend()
 
 
-def erfc(x):
-    """Complementary error function, from the backend's own kernel.
-
-    `keras.ops` has `erf` but no `erfc`, and `1 - erf(z)` loses every digit
-    for z > ~4 (GELU's far negative tail), so each backend's native erfc is
-    used. All three are accurate to a few float32 ulps in the tail.
-    """
-    name = backend()
-    if name == "tensorflow":
-        import tensorflow as tf
-
-        return tf.math.erfc(x)
-    if name == "jax":
-        import jax
-
-        return jax.lax.erfc(x)
-    if name == "torch":
-        import torch
-
-        return torch.special.erfc(x)
-    if name == "numpy":
-        from scipy.special import erfc as scipy_erfc
-
-        return scipy_erfc(x).astype(x.dtype)
-    raise NotImplementedError(
-        f"keras_gelu: the exact GELU has no erfc kernel for the "
-        f"'{name}' Keras backend. Supported: tensorflow, jax, torch, numpy."
-    )
-
-
 def xla_fusion_enabled():
     """Whether TensorFlow-backend activations run as one XLA-fused kernel.
 
