@@ -1,0 +1,1 @@
+"""kg-train: seeded activation comparisons tracked in MLflow."""

@@ -1,0 +1,12 @@
+"""The one exception type the service raises for a user's mistake."""
+
+
+class ServiceError(Exception):
+    """A mistake the user can fix (bad config, missing file, bad flag).
+
+    The CLI prints its message as one paragraph and exits with code 2; no
+    traceback. The message names the file, the key path or argument, what
+    was expected, and the closest valid name for a typo.
+    """
+
+    exit_code = 2

@@ -1,0 +1,33 @@
+"""What a trained sweep member hands to statistics, reports and tracking."""
+
+import dataclasses
+from typing import Any, Optional
+
+
+@dataclasses.dataclass
+class MemberResult:
+    """One (activation, seed) member of a sweep, after training.
+
+    `history` holds one value per epoch for "loss", "accuracy" (training
+    set), "val_loss" and "val_accuracy". Test metrics are computed once,
+    after training: the test set plays no part in training or selection.
+    """
+
+    activation: str
+    seed: int
+    history: dict
+    test_loss: float
+    test_accuracy: float
+    # First epoch (1-based) whose val_accuracy reached the configured
+    # threshold; None if it never did.
+    epochs_to_threshold: Optional[int]
+    model: Any = None  # the trained plain keras.Model of the configured architecture
+    train_seconds: float = 0.0
+
+    @property
+    def val_accuracy(self):
+        return self.history["val_accuracy"][-1]
+
+    @property
+    def val_loss(self):
+        return self.history["val_loss"][-1]
