@@ -87,7 +87,10 @@ def _normal_cdf_and_gaussian(x):
     """
     gaussian = ops.exp(-0.5 * x * x)
     # Clip: beyond 20 the Gaussian is 0 and t**5 must not reach inf/inf.
-    t = ops.minimum(ops.abs(x), 20.0)
+    # where(), not abs(): abs' derivative at 0 is sign(0) = 0, which made
+    # Phi'(0) come out 0 instead of phi(0), so GELU''(0) was 0 (or phi(0)
+    # with the fused derivative) instead of 2 phi(0).
+    t = ops.minimum(ops.where(x < 0, -x, x), 20.0)
     lower_tail = gaussian * (_horner(t, _MILLS_P_PDF) / _horner(t, _MILLS_Q))
     return ops.where(x < 0, lower_tail, 1.0 - lower_tail), gaussian
 
