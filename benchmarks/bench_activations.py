@@ -1,0 +1,606 @@
+"""Speed of keras_gelu's activations relative to ReLU, on one Keras backend.
+
+Usage (the backend comes from KERAS_BACKEND, as for any Keras program):
+
+    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_activations.py
+    KERAS_BACKEND=jax .venv/bin/python benchmarks/bench_activations.py
+    KERAS_BACKEND=torch .venv/bin/python benchmarks/bench_activations.py
+
+Absolute times drift on a shared machine, so every candidate of a section
+runs in the same process, round-robin in a shuffled order, and the report
+is the median over rounds of (candidate time / baseline time in the same
+round), with the interquartile range of those ratios beside it.
+
+Sections:
+  a. elementwise, forward and forward+backward, on a float32 vector
+     (graph mode: TF tf.function without jit_compile, JAX jax.jit, torch
+     eager plus torch.compile when it compiles within a time budget);
+  b. an FFN train step, batch 1024 x 512 -> 2048 -> 512, MSE, Adam
+     (`train_on_batch`, jit_compile=False; JAX keeps jax.jit); forward =
+     the model call in graph mode;
+  c. the fused gated projection `keras_gelu.GLU(units)` (one Dense of
+     2 * units, then split) against two Dense layers and a multiply.
+
+The output is Markdown, for docs/benchmarks.md. It is a report, not a
+test: the exit status is 0 whether targets pass or not, and a section that
+raises is reported as FAILED (traceback on stderr) while the others run.
+"""
+
+import argparse
+import datetime
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+try:
+    import keras_gelu
+except ImportError:  # Run from a checkout without `pip install -e .`.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import keras_gelu
+
+import keras
+import numpy as np
+from keras import ops
+
+BACKEND = keras.backend.backend()
+
+# Targets, set for the TensorFlow backend (the main target); on JAX and
+# torch the same numbers are shown for information.
+ELEMENTWISE_TARGET = (1.15, 1.25)  # (forward, forward+backward) x ReLU
+FFN_TARGET = 1.03  # GELU train step x ReLU train step
+GLU_TARGET = 1.00  # fused GLU x two Dense layers
+
+
+# --- One harness per backend: compile a function once, return a thunk. ----
+
+
+class _Harness:
+    """Builds zero-argument calls that run one step and wait for it.
+
+    `forward(fn, x)` times `fn(x)`; `forward_backward(fn, x, dy, layer)`
+    times `fn(x)` and its vector-Jacobian product with `dy`, with respect
+    to `x` and to `layer`'s trainable weights when a layer is given.
+    """
+
+    def sync(self, result):
+        return result
+
+    def tensor(self, array):
+        return ops.convert_to_tensor(array)
+
+
+class _TensorFlowHarness(_Harness):
+    name = "tf.function (graph, no jit_compile)"
+
+    def __init__(self):
+        import tensorflow as tf
+
+        self.tf = tf
+
+    def forward(self, fn, x, jit=False):
+        step = self.tf.function(fn, autograph=False, jit_compile=jit)
+        return lambda: step(x)
+
+    def forward_backward(self, fn, x, dy, layer=None, jit=False):
+        tf = self.tf
+        weights = list(layer.trainable_weights) if layer is not None else []
+
+        @tf.function(autograph=False, jit_compile=jit)
+        def step(x, dy):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = fn(x)
+            return y, tape.gradient(y, [x, *weights], output_gradients=dy)
+
+        return lambda: step(x, dy)
+
+
+class _JaxHarness(_Harness):
+    name = "jax.jit"
+
+    def __init__(self):
+        import jax
+
+        self.jax = jax
+
+    def sync(self, result):
+        return self.jax.block_until_ready(result)
+
+    def _pure(self, fn, layer):
+        # A layer's weights become explicit arguments (stateless_call).
+        if layer is None:
+            return (lambda params, x: fn(x)), []
+        trainable = [v.value for v in layer.trainable_variables]
+        frozen = [v.value for v in layer.non_trainable_variables]
+
+        def pure(params, x):
+            return layer.stateless_call(params, frozen, x)[0]
+
+        return pure, trainable
+
+    def forward(self, fn, x, layer=None):
+        pure, params = self._pure(fn, layer)
+        step = self.jax.jit(pure)
+        return lambda: step(params, x)
+
+    def forward_backward(self, fn, x, dy, layer=None):
+        jax = self.jax
+        pure, params = self._pure(fn, layer)
+
+        @jax.jit
+        def step(params, x, dy):
+            y, vjp = jax.vjp(pure, params, x)
+            return y, vjp(dy)
+
+        return lambda: step(params, x, dy)
+
+
+class _TorchHarness(_Harness):
+    name = "torch eager"
+
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+
+    def forward(self, fn, x, compiled=False):
+        torch = self.torch
+        fn = torch.compile(fn) if compiled else fn
+
+        def step():
+            with torch.no_grad():
+                return fn(x)
+
+        return step
+
+    def forward_backward(self, fn, x, dy, layer=None, compiled=False):
+        torch = self.torch
+        fn = torch.compile(fn) if compiled else fn
+        weights = [v.value for v in layer.trainable_variables] if layer else []
+        x = x.detach().requires_grad_(True)
+
+        def step():
+            y = fn(x)
+            return y, torch.autograd.grad(y, [x, *weights], dy)
+
+        return step
+
+
+HARNESSES = {
+    "tensorflow": _TensorFlowHarness,
+    "jax": _JaxHarness,
+    "torch": _TorchHarness,
+}
+
+
+# --- Timing. ---------------------------------------------------------------
+
+
+def _time_once(call, sync, inner):
+    start = time.perf_counter()
+    for _ in range(inner):
+        sync(call())
+    return (time.perf_counter() - start) / inner
+
+
+def interleaved_ratios(calls, baseline, sync, rounds, min_seconds, seed=0):
+    """Times `calls` round-robin; returns per-candidate ratio lists.
+
+    Args:
+        calls: dict name -> zero-argument callable (already warmed up).
+        baseline: the key every ratio is taken against, round by round.
+        sync: waits for a call's result (JAX dispatch is asynchronous).
+        rounds: number of rounds; each times every call once, in a
+            shuffled order so that no candidate always follows another.
+        min_seconds: each timing repeats a call until the baseline would
+            take about this long, so timer resolution does not matter.
+
+    Returns:
+        (ratios, baseline_seconds): name -> list of per-round ratios, and
+        the list of the baseline's per-call times.
+    """
+    probe = min(_time_once(calls[baseline], sync, 1) for _ in range(3))
+    inner = max(1, math.ceil(min_seconds / max(probe, 1e-9)))
+    rng = np.random.default_rng(seed)
+    names = list(calls)
+    times = {name: [] for name in names}
+    for _ in range(rounds):
+        for index in rng.permutation(len(names)):
+            name = names[index]
+            times[name].append(_time_once(calls[name], sync, inner))
+    base = times[baseline]
+    ratios = {name: [t / b for t, b in zip(times[name], base)] for name in names}
+    return ratios, base
+
+
+def _summary(ratios):
+    if not ratios:
+        return "—"
+    q1, median, q3 = np.percentile(ratios, [25, 50, 75])
+    return f"{median:.2f} [{q1:.2f}–{q3:.2f}]"
+
+
+def _median(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def _warm(calls, sync, times=2):
+    for call in calls.values():
+        for _ in range(times):
+            sync(call())
+
+
+def _ms(seconds):
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def _verdict(pairs):
+    """'pass' / 'MISS (x over)' for [(median, limit), ...]; '' if none."""
+    pairs = [(m, limit) for m, limit in pairs if limit is not None]
+    if not pairs:
+        return ""
+    misses = [(m, limit) for m, limit in pairs if m > limit]
+    if not misses:
+        return "pass"
+    worst = max(m / limit for m, limit in misses)
+    return f"**MISS** (+{(worst - 1) * 100:.0f}% over)"
+
+
+def _table(rows, columns=("fwd ratio", "fwd+bwd ratio")):
+    lines = [
+        f"| candidate | {columns[0]} | {columns[1]} | target | result |",
+        "|---|---|---|---|---|",
+    ]
+    for name, fwd, fwd_bwd, targets in rows:
+        target_text = ", ".join(
+            f"{label} ≤ {limit:.2f}"
+            for label, limit in zip(("fwd", "f+b"), targets)
+            if limit is not None
+        )
+        verdict = _verdict(
+            [(_median(fwd), targets[0]), (_median(fwd_bwd), targets[1])]
+        )
+        lines.append(
+            f"| {name} | {_summary(fwd)} | {_summary(fwd_bwd)} | "
+            f"{target_text or '—'} | {verdict or 'info'} |"
+        )
+    return "\n".join(lines)
+
+
+# --- a. Elementwise. -------------------------------------------------------
+
+
+def _erf_gelu(x):
+    import tensorflow as tf
+
+    return 0.5 * x * (1.0 + tf.math.erf(x * (1.0 / math.sqrt(2.0))))
+
+
+def elementwise_candidates():
+    """name -> (fn, targets, options) for the current backend."""
+    no_target = (None, None)
+    candidates = {
+        "relu (keras.ops.relu), baseline": (ops.relu, no_target, {}),
+    }
+    for mode in ("none", "tanh", "sigmoid"):
+        candidates[f"keras_gelu.gelu {mode}"] = (
+            lambda x, mode=mode: keras_gelu.gelu(x, approximate=mode),
+            ELEMENTWISE_TARGET,
+            {},
+        )
+    candidates["keras.activations.gelu (exact)"] = (
+        keras.activations.gelu,
+        no_target,
+        {},
+    )
+    candidates["keras.ops.gelu (tanh)"] = (ops.gelu, no_target, {})
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        candidates["tf.nn.gelu (exact)"] = (tf.nn.gelu, no_target, {})
+        candidates["erf formula, full XLA (jit_compile=True)"] = (
+            _erf_gelu,
+            no_target,
+            {"jit": True},
+        )
+        candidates["keras_gelu.gelu none, xla_fusion(False)"] = (
+            lambda x: keras_gelu.gelu(x),
+            no_target,
+            {"fusion": False},
+        )
+    return candidates
+
+
+def _build(harness, fn, x, dy, options):
+    """Traces/compiles fwd and fwd+bwd calls for one candidate."""
+    options = dict(options)
+    fusion = options.pop("fusion", True)
+    # keras_gelu picks its kernels at trace time, so trace inside the block
+    # and warm up (which traces) there too.
+    with keras_gelu.xla_fusion(fusion):
+        calls = (
+            harness.forward(fn, x, **options),
+            harness.forward_backward(fn, x, dy, **options),
+        )
+        for call in calls:
+            harness.sync(call())
+    return calls
+
+
+def bench_elementwise(harness, args, out):
+    rng = np.random.default_rng(0)
+    # Standard normal inputs: the range activations see after a LayerNorm.
+    x = harness.tensor(rng.standard_normal(args.size).astype("float32"))
+    dy = harness.tensor(rng.standard_normal(args.size).astype("float32"))
+    candidates = elementwise_candidates()
+    fwd_calls, fwd_bwd_calls, targets = {}, {}, {}
+    for name, (fn, target, options) in candidates.items():
+        fwd_calls[name], fwd_bwd_calls[name] = _build(harness, fn, x, dy, options)
+        targets[name] = target
+
+    skipped = []
+    if BACKEND == "torch" and args.torch_compile:
+        budget_end = time.perf_counter() + args.compile_budget
+        for name in ("relu (keras.ops.relu), baseline", *list(candidates)[1:]):
+            fn, target, _ = candidates[name]
+            if time.perf_counter() > budget_end:
+                skipped.append(name)
+                continue
+            short = name.replace(", baseline", "")
+            try:
+                calls = _build(harness, fn, x, dy, {"compiled": True})
+            except Exception as error:  # noqa: BLE001 — report, don't crash.
+                skipped.append(f"{name} ({type(error).__name__})")
+                continue
+            label = f"{short} [torch.compile]"
+            fwd_calls[label], fwd_bwd_calls[label] = calls
+            targets[label] = target
+
+    baseline = "relu (keras.ops.relu), baseline"
+    fwd, fwd_base = interleaved_ratios(
+        fwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
+    )
+    fwd_bwd, fwd_bwd_base = interleaved_ratios(
+        fwd_bwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
+    )
+    rows = [(n, fwd[n], fwd_bwd[n], targets[n]) for n in fwd_calls]
+    out(f"### a. Elementwise, {args.size:,} float32 elements ({harness.name})\n")
+    out(_table(rows))
+    out(
+        f"\nReLU absolute (median): forward {_ms(_median(fwd_base))}, "
+        f"forward+backward {_ms(_median(fwd_bwd_base))}."
+    )
+    if BACKEND == "torch":
+        if not args.torch_compile:
+            out("torch.compile rows: skipped (--no-torch-compile).")
+        elif skipped:
+            out(f"torch.compile skipped (over budget or failed): {skipped}.")
+    out("")
+
+
+# --- b. FFN train step. ----------------------------------------------------
+
+
+def _ffn_model(activation, hidden, width, match_params=False):
+    inputs = keras.Input((width,))
+    ffn = keras_gelu.FeedForward(
+        hidden, activation=activation, match_params=match_params, name="ffn"
+    )
+    model = keras.Model(inputs, ffn(inputs))
+    # jit_compile=False: TF runs the plain graph (the activation's own XLA
+    # fusion is what is measured) and torch runs eagerly. JAX has no
+    # graph mode without jit, so it keeps jax.jit.
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss="mse",
+        jit_compile=BACKEND == "jax",
+    )
+    return model, ffn.inner_dim
+
+
+def bench_ffn(harness, args, out):
+    batch, width, hidden = args.ffn_batch, 512, 2048
+    rng = np.random.default_rng(1)
+    x_np = rng.standard_normal((batch, width)).astype("float32")
+    y_np = rng.standard_normal((batch, width)).astype("float32")
+    x = harness.tensor(x_np)
+    specs = {
+        "FFN relu, baseline": ("relu", False, (None, None)),
+        "FFN keras_gelu.gelu (exact)": ("gelu", False, (None, FFN_TARGET)),
+        "FFN keras_gelu.gelu_tanh": ("gelu_tanh", False, (None, FFN_TARGET)),
+        "FFN keras_gelu.gelu_sigmoid": ("gelu_sigmoid", False, (None, FFN_TARGET)),
+        "FFN geglu, match_params": ("geglu", True, (None, None)),
+        "FFN swiglu, match_params": ("swiglu", True, (None, None)),
+    }
+    fwd_calls, step_calls, targets, labels = {}, {}, {}, {}
+    for name, (activation, match, target) in specs.items():
+        keras.utils.set_random_seed(0)
+        model, inner = _ffn_model(activation, hidden, width, match)
+        label = f"{name} (hidden {inner})"
+        labels[name] = label
+        if BACKEND == "jax":
+            fwd_calls[label] = harness.forward(model, x, layer=model)
+        else:
+            fwd_calls[label] = harness.forward(model, x)
+        step_calls[label] = (
+            lambda model=model: model.train_on_batch(x_np, y_np)
+        )
+        targets[label] = target
+    _warm(fwd_calls, harness.sync)
+    _warm(step_calls, harness.sync)
+    baseline = labels["FFN relu, baseline"]
+    rounds = max(3, args.repeats // 2)
+    fwd, fwd_base = interleaved_ratios(
+        fwd_calls, baseline, harness.sync, rounds, args.min_seconds
+    )
+    step, step_base = interleaved_ratios(
+        step_calls, baseline, harness.sync, rounds, args.min_seconds
+    )
+    rows = [(n, fwd[n], step[n], targets[n]) for n in fwd_calls]
+    out(
+        f"### b. FFN, batch {batch} x {width} -> {hidden} -> {width}, "
+        f"MSE, Adam\n"
+    )
+    out(_table(rows, columns=("fwd ratio", "train step ratio")))
+    out(
+        f"\nReLU FFN absolute (median): forward {_ms(_median(fwd_base))}, "
+        f"train_on_batch {_ms(_median(step_base))}. Forward = model call "
+        f"({harness.name}); train step = `train_on_batch` (forward, "
+        f"backward, Adam), jit_compile={BACKEND == 'jax'}. Gated FFNs use "
+        f"match_params=True (hidden width 2/3, same weight count).\n"
+    )
+
+
+# --- c. Fused gated projection. ---------------------------------------------
+
+
+class _TwoDenseGLU(keras.layers.Layer):
+    """The unfused reference: gelu(x W) * (x V) with two Dense layers."""
+
+    def __init__(self, units, name="two_dense_glu", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.gate_proj = keras.layers.Dense(units, name="gate_proj")
+        self.up_proj = keras.layers.Dense(units, name="up_proj")
+
+    def build(self, input_shape):
+        self.gate_proj.build(input_shape)
+        self.up_proj.build(input_shape)
+
+    def call(self, inputs):
+        return keras_gelu.gelu(self.gate_proj(inputs)) * self.up_proj(inputs)
+
+
+def bench_glu(harness, args, out):
+    batch, width, units = args.ffn_batch, 512, 2048
+    rng = np.random.default_rng(2)
+    x = harness.tensor(rng.standard_normal((batch, width)).astype("float32"))
+    dy = harness.tensor(rng.standard_normal((batch, units)).astype("float32"))
+    layers = {
+        "two Dense + multiply, baseline": (_TwoDenseGLU(units), (None, None)),
+        "keras_gelu.GLU(units, 'gelu') fused": (
+            keras_gelu.GLU(units, activation="gelu"),
+            (GLU_TARGET, GLU_TARGET),
+        ),
+    }
+    fwd_calls, fwd_bwd_calls, targets = {}, {}, {}
+    for name, (layer, target) in layers.items():
+        layer.build((batch, width))
+        if BACKEND == "jax":
+            fwd_calls[name] = harness.forward(layer, x, layer=layer)
+        else:
+            fwd_calls[name] = harness.forward(layer, x)
+        fwd_bwd_calls[name] = harness.forward_backward(layer, x, dy, layer=layer)
+        targets[name] = target
+    _warm(fwd_calls, harness.sync)
+    _warm(fwd_bwd_calls, harness.sync)
+    baseline = "two Dense + multiply, baseline"
+    fwd, fwd_base = interleaved_ratios(
+        fwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
+    )
+    fwd_bwd, fwd_bwd_base = interleaved_ratios(
+        fwd_bwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
+    )
+    rows = [(n, fwd[n], fwd_bwd[n], targets[n]) for n in fwd_calls]
+    out(
+        f"### c. Gated projection, GEGLU, batch {batch} x {width} -> {units}\n"
+    )
+    out(_table(rows))
+    out(
+        f"\nTwo-Dense absolute (median): forward {_ms(_median(fwd_base))}, "
+        f"forward+backward {_ms(_median(fwd_bwd_base))} (gradients with "
+        f"respect to the input and all weights).\n"
+    )
+
+
+# --- CLI. ------------------------------------------------------------------
+
+SECTIONS = {"elementwise": bench_elementwise, "ffn": bench_ffn, "glu": bench_glu}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=(
+            "Time keras_gelu's activations against ReLU on the current "
+            "Keras backend (set KERAS_BACKEND) and print Markdown tables."
+        )
+    )
+    parser.add_argument(
+        "--size", type=int, default=4 * 1024 * 1024,
+        help="elements of the elementwise benchmark (default 4M = 2**22)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=30,
+        help="round-robin rounds per section (FFN: half; default 30)",
+    )
+    parser.add_argument(
+        "--min-seconds", type=float, default=0.03,
+        help="repeat each timed call until the baseline takes about this long",
+    )
+    parser.add_argument(
+        "--ffn-batch", type=int, default=1024,
+        help="batch of the FFN and GLU benchmarks (default 1024)",
+    )
+    parser.add_argument(
+        "--sections", nargs="+", choices=list(SECTIONS), default=list(SECTIONS),
+        help="which sections to run (default: all)",
+    )
+    parser.add_argument(
+        "--no-torch-compile", dest="torch_compile", action="store_false",
+        help="torch backend: skip the torch.compile rows",
+    )
+    parser.add_argument(
+        "--compile-budget", type=float, default=180.0,
+        help="torch backend: seconds allowed for torch.compile before "
+        "the remaining compiled rows are skipped (default 180)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true",
+        help="smoke run: 256K elements, 5 rounds, batch 128, no torch.compile",
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.size, args.repeats, args.ffn_batch = 2**18, 5, 128
+        args.min_seconds, args.torch_compile = 0.005, False
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    harness = HARNESSES[BACKEND]()
+    versions = {"keras": keras.__version__, "keras_gelu": keras_gelu.__version__}
+    backend_module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
+    module = __import__(backend_module[BACKEND])
+    versions[BACKEND] = module.__version__
+    print(
+        f"## Backend `{BACKEND}` — "
+        f"{datetime.date.today().isoformat()}, {os.cpu_count()} cores, "
+        f"{platform.machine()}, "
+        + ", ".join(f"{k} {v}" for k, v in versions.items())
+    )
+    print(
+        f"\nRatios: median over rounds of (candidate / baseline in the same "
+        f"round), [interquartile range]; {args.repeats} rounds "
+        f"(FFN {max(3, args.repeats // 2)}), shuffled order each round. "
+        f"Lower is faster.\n",
+        flush=True,
+    )
+    for section in args.sections:
+        try:
+            SECTIONS[section](harness, args, lambda text: print(text, flush=True))
+        except Exception:  # noqa: BLE001 — one broken section must not hide the rest.
+            traceback.print_exc()
+            print(f"### {section}: FAILED on this backend (traceback on stderr)\n")
+    return 0
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)
