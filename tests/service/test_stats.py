@@ -1,0 +1,337 @@
+"""service.stats against scipy and hand-computed references.
+
+Independent references: Student's sleep data (Cushny & Peebles 1905) as
+paired differences, whose paired t-test R reports as t = 4.0621, df = 9,
+p = 0.002833, 95% CI 0.7001142 to 2.4598858 (`t.test(..., paired=TRUE)`);
+small exact Wilcoxon and Holm examples worked by hand.
+"""
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from service import stats
+from service.errors import ServiceError
+from service.results import MemberResult
+
+SLEEP_DIFFS = [1.2, 2.4, 1.3, 1.3, 0.0, 1.0, 1.8, 0.8, 4.6, 1.4]
+
+
+def member(activation, seed, test_acc, test_loss=0.3, val_acc=0.9, val_loss=0.3,
+           epochs_to_threshold=5, epochs=3):
+    history = {
+        "loss": [0.5] * epochs,
+        "accuracy": [0.8] * epochs,
+        "val_loss": [0.5] * (epochs - 1) + [val_loss],
+        "val_accuracy": [0.8] * (epochs - 1) + [val_acc],
+    }
+    return MemberResult(activation, seed, history, test_loss, test_acc, epochs_to_threshold)
+
+
+def sweep(accs, losses=None):
+    """{activation: [test acc per seed]} -> MemberResult list, seeds 0..n-1."""
+    out = []
+    for act, values in accs.items():
+        for seed, acc in enumerate(values):
+            loss = losses[act][seed] if losses else 1.0 - acc
+            out.append(member(act, seed, acc, test_loss=loss))
+    return out
+
+
+# --- estimate / paired_test / holm against references. -------------------------
+
+
+def test_estimate_matches_scipy_t_interval_and_ddof1_std():
+    x = [0.91, 0.93, 0.92, 0.95, 0.90]
+    e = stats.estimate(x, 0.95)
+    low, high = st.t.interval(0.95, len(x) - 1, loc=np.mean(x), scale=st.sem(x))
+    assert e.n == 5
+    assert e.mean == pytest.approx(np.mean(x))
+    assert e.std == pytest.approx(np.std(x, ddof=1))
+    assert (e.ci_low, e.ci_high) == pytest.approx((low, high))
+
+
+def test_estimate_of_one_value_has_mean_but_no_spread():
+    e = stats.estimate([0.9])
+    assert e.mean == 0.9 and math.isnan(e.std) and math.isnan(e.ci_low)
+
+
+def test_paired_test_reproduces_student_sleep_data_published_values():
+    t = stats.paired_test(SLEEP_DIFFS)
+    assert t.n == 10
+    assert t.mean_diff == pytest.approx(1.58)
+    assert t.t_statistic == pytest.approx(4.0621, abs=1e-4)
+    assert t.p_t == pytest.approx(0.002833, abs=1e-6)
+    assert (t.ci_low, t.ci_high) == pytest.approx((0.7001142, 2.4598858), abs=1e-7)
+    assert t.d_z == pytest.approx(1.58 / np.std(SLEEP_DIFFS, ddof=1))
+    assert t.d_z == pytest.approx(1.2846, abs=1e-4)
+    assert t.test == "paired t" and t.p_value == t.p_t
+
+
+def test_paired_test_agrees_with_scipy_ttest_rel_and_wilcoxon():
+    rng = np.random.default_rng(1)
+    a = rng.normal(0.95, 0.01, 12)
+    b = a + rng.normal(0.004, 0.005, 12)
+    t = stats.paired_test(b - a)
+    ref = st.ttest_rel(b, a)
+    assert t.t_statistic == pytest.approx(ref.statistic)
+    assert t.p_t == pytest.approx(ref.pvalue)
+    ci = ref.confidence_interval(0.95)
+    assert (t.ci_low, t.ci_high) == pytest.approx((ci.low, ci.high))
+    assert t.p_wilcoxon == pytest.approx(st.wilcoxon(b, a).pvalue)
+
+
+def test_wilcoxon_exact_hand_example_all_positive_five_pairs():
+    # All 5 signs positive: only 1 of 2^5 sign patterns is as extreme per
+    # side, so the two-sided exact p = 2/32.
+    assert stats.paired_test([0.1, 0.2, 0.3, 0.4, 0.5]).p_wilcoxon == pytest.approx(0.0625)
+
+
+def test_paired_t_hand_example_one_to_five():
+    # mean 3, sd sqrt(2.5), t = 3 / (sqrt(2.5)/sqrt(5)) = 3*sqrt(2), df 4.
+    t = stats.paired_test([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert t.t_statistic == pytest.approx(3 * math.sqrt(2))
+    assert t.p_t == pytest.approx(2 * st.t.sf(3 * math.sqrt(2), 4))
+    assert t.d_z == pytest.approx(3 / math.sqrt(2.5))
+
+
+def test_all_zero_differences_give_p_one_and_no_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = stats.paired_test([0.0, 0.0, 0.0, 0.0])
+    assert t.p_t == 1.0 and t.p_wilcoxon == 1.0 and t.p_value == 1.0
+    assert t.d_z == 0.0 and t.mean_diff == 0.0
+    assert (t.ci_low, t.ci_high) == (0.0, 0.0)
+    assert any("zero" in n for n in t.notes)
+
+
+def test_constant_nonzero_differences_are_inf_safe_and_decided_by_wilcoxon():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = stats.paired_test([0.0025] * 6)
+    assert t.d_z == math.inf and t.t_statistic == math.inf
+    assert t.test == "Wilcoxon"
+    assert t.p_value == pytest.approx(2 / 2**6)  # exact: all 6 signs positive
+    assert t.notes
+
+
+def test_fewer_than_two_pairs_give_nan_p_and_a_note():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        one = stats.paired_test([0.01])
+        none = stats.paired_test([])
+    assert one.mean_diff == 0.01 and math.isnan(one.p_value) and math.isnan(one.d_z)
+    assert "at least 2" in one.notes[0]
+    assert none.n == 0 and math.isnan(none.p_value)
+
+
+def test_holm_hand_example_and_monotone_step_down():
+    # sorted 0.01*3 = 0.03, 0.03*2 = 0.06, 0.04*1 = 0.04 -> max(0.06, 0.04).
+    assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert stats.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+    adj = stats.holm([0.02, math.nan, 0.01])
+    assert adj[0] == pytest.approx(0.02) and math.isnan(adj[1]) and adj[2] == pytest.approx(0.02)
+
+
+# --- summarize. ----------------------------------------------------------------------
+
+
+def test_summary_per_activation_fields_from_known_numbers():
+    rs = [
+        member("relu", 0, 0.90, test_loss=0.30, val_acc=0.91, val_loss=0.25, epochs_to_threshold=10),
+        member("relu", 1, 0.92, test_loss=0.28, val_acc=0.93, val_loss=0.20, epochs_to_threshold=None),
+        member("relu", 2, 0.94, test_loss=0.26, val_acc=0.93, val_loss=0.22, epochs_to_threshold=20),
+        member("relu", 3, 0.96, test_loss=0.24, val_acc=0.93, val_loss=0.20, epochs_to_threshold=40),
+    ]
+    s = stats.summarize(rs, "relu")
+    a = s.activation("relu")
+    assert a.n == 4 and a.seeds == (0, 1, 2, 3)
+    assert a.test_accuracy.mean == pytest.approx(0.93)
+    assert a.test_accuracy.std == pytest.approx(np.std([0.90, 0.92, 0.94, 0.96], ddof=1))
+    assert a.test_loss.mean == pytest.approx(0.27)
+    assert a.reached == 3 and a.reached_text == "3/4 reached"
+    assert a.epochs_to_threshold_mean == pytest.approx(70 / 3)
+    assert a.epochs_to_threshold_median == 20
+    assert a.val_accuracy_mean == pytest.approx(0.925)
+    # Seeds 1, 2, 3 tie on val acc 0.93; 1 and 3 tie on val loss 0.20 -> lower seed.
+    assert a.best_seed == 1
+    assert s.comparisons == () and s.winner.activation == "relu"
+
+
+def test_best_seed_uses_validation_never_test():
+    rs = [
+        member("relu", 0, test_acc=0.99, val_acc=0.80),
+        member("relu", 1, test_acc=0.80, val_acc=0.95),
+    ]
+    assert stats.summarize(rs, "relu").activation("relu").best_seed == 1
+
+
+def test_comparison_pairs_by_seed_and_matches_scipy():
+    relu = [0.950, 0.9425, 0.955, 0.9475, 0.960, 0.945, 0.9525, 0.950]
+    gelu = [0.9575, 0.950, 0.9575, 0.955, 0.965, 0.9525, 0.955, 0.9660]
+    rs = sweep({"gelu": gelu, "relu": relu})  # baseline listed second on purpose
+    s = stats.summarize(rs, "relu")
+    assert [a.activation for a in s.activations] == ["relu", "gelu"]
+    (c,) = s.comparisons
+    ref = st.ttest_rel(gelu, relu)
+    assert c.accuracy.mean_diff == pytest.approx(np.mean(np.subtract(gelu, relu)))
+    assert c.accuracy.p_t == pytest.approx(ref.pvalue)
+    assert c.accuracy.p_wilcoxon == pytest.approx(st.wilcoxon(gelu, relu).pvalue)
+    assert c.loss.mean_diff == pytest.approx(-c.accuracy.mean_diff)
+    assert c.p_holm == c.accuracy.p_value and not s.holm
+    assert c.significant and ref.pvalue < 0.05
+    assert c.verdict.startswith("gelu beats relu by +0.70 pp test accuracy (95% CI +")
+    assert "paired t p=0.002" in c.verdict and "8 seeds" in c.verdict
+    assert s.winner.activation == "gelu" and s.winner.significant_over_runner_up
+    assert s.winner.significant_over_baseline
+
+
+def test_only_common_seeds_are_paired_with_a_note():
+    rs = sweep({"relu": [0.90, 0.91, 0.92, 0.93], "gelu": [0.91, 0.92, 0.94]})
+    rs = [r for r in rs if not (r.activation == "relu" and r.seed == 1)]
+    c = stats.summarize(rs, "relu").comparisons[0]
+    assert c.accuracy.seeds == (0, 2)
+    assert c.accuracy.mean_diff == pytest.approx(0.015)
+    assert any("common seeds" in n for n in c.accuracy.notes)
+
+
+def test_no_significant_difference_verdict_reports_p():
+    relu = [0.90, 0.92, 0.91, 0.93, 0.90]
+    gelu = [0.91, 0.91, 0.92, 0.92, 0.90]
+    s = stats.summarize(sweep({"relu": relu, "gelu": gelu}), "relu")
+    c = s.comparisons[0]
+    assert not c.significant
+    assert c.verdict.startswith(f"gelu vs relu: no significant difference (p={c.p_holm:.2f};")
+    assert "not significant" in s.winner.verdict
+
+
+def test_worse_activation_gets_worse_verdict():
+    relu = [0.95, 0.96, 0.94, 0.95, 0.97, 0.96]
+    elu = [0.92, 0.935, 0.91, 0.925, 0.94, 0.93]
+    c = stats.summarize(sweep({"relu": relu, "elu": elu}), "relu").comparisons[0]
+    assert c.significant and c.verdict.startswith("elu is worse than relu by -2.83 pp")
+
+
+def test_holm_applied_across_several_comparisons():
+    base = [0.90, 0.91, 0.92, 0.93, 0.94, 0.95]
+    accs = {
+        "relu": base,
+        "gelu": [b + d for b, d in zip(base, [0.010, 0.012, 0.008, 0.011, 0.009, 0.010])],
+        "silu": [b + d for b, d in zip(base, [0.010, -0.005, 0.004, -0.002, 0.006, 0.0])],
+        "mish": [b + d for b, d in zip(base, [0.003, 0.006, -0.001, 0.005, 0.002, 0.004])],
+    }
+    s = stats.summarize(sweep(accs), "relu")
+    assert s.holm
+    raw = [c.accuracy.p_value for c in s.comparisons]
+    assert [c.p_holm for c in s.comparisons] == pytest.approx(stats.holm(raw))
+    assert all(c.p_holm >= c.accuracy.p_value for c in s.comparisons)
+    assert all(c.significant == (c.p_holm < 0.05) for c in s.comparisons)
+    assert all("Holm p" in c.verdict for c in s.comparisons)
+    assert s.winner.activation == "gelu" and s.winner.runner_up == "mish"
+    assert "post hoc" in s.winner.verdict  # gelu vs mish is outside the Holm family
+
+
+def test_identical_activations_all_zero_differences_without_warnings():
+    accs = {"relu": [0.9, 0.91, 0.92], "gelu": [0.9, 0.91, 0.92]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = stats.summarize(sweep(accs), "relu")
+        stats.format_table(s)
+    c = s.comparisons[0]
+    assert c.accuracy.p_value == 1.0 and c.accuracy.d_z == 0.0 and not c.significant
+    # Tied means: the baseline is preferred as winner.
+    assert s.winner.activation == "relu" and not s.winner.significant_over_runner_up
+
+
+def test_single_seed_sweep_is_handled_gracefully():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = stats.summarize(sweep({"relu": [0.9], "gelu": [0.95]}), "relu")
+        text = stats.format_table(s)
+    c = s.comparisons[0]
+    assert math.isnan(c.accuracy.p_value) and not c.significant
+    assert "not tested" in c.verdict
+    assert "n/a" in text
+    json.dumps(stats.summary_to_dict(s), allow_nan=False)
+
+
+def test_bad_inputs_raise_service_error_with_actionable_message():
+    with pytest.raises(ServiceError, match="No sweep results"):
+        stats.summarize([], "relu")
+    with pytest.raises(ServiceError, match="gelu"):
+        stats.summarize(sweep({"gelu": [0.9, 0.91]}), "relu")
+    with pytest.raises(ServiceError, match="seed 0"):
+        stats.summarize(sweep({"relu": [0.9]}) * 2, "relu")
+    with pytest.raises(ServiceError, match="confidence"):
+        stats.summarize(sweep({"relu": [0.9]}), "relu", confidence=95)
+
+
+def test_confidence_level_changes_interval_and_alpha():
+    relu = [0.90, 0.92, 0.91, 0.93, 0.90, 0.92]
+    gelu = [0.915, 0.925, 0.92, 0.935, 0.91, 0.93]
+    s90 = stats.summarize(sweep({"relu": relu, "gelu": gelu}), "relu", confidence=0.90)
+    s99 = stats.summarize(sweep({"relu": relu, "gelu": gelu}), "relu", confidence=0.99)
+    w90 = s90.comparisons[0].accuracy.ci_high - s90.comparisons[0].accuracy.ci_low
+    w99 = s99.comparisons[0].accuracy.ci_high - s99.comparisons[0].accuracy.ci_low
+    assert w99 > w90 and s90.alpha == pytest.approx(0.10)
+    assert "90% CI" in s90.comparisons[0].verdict
+
+
+# --- Output forms. -------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_way():
+    relu = [0.950, 0.9425, 0.955, 0.9475, 0.960, 0.945, 0.9525, 0.950]
+    gelu = [0.9575, 0.950, 0.9575, 0.955, 0.965, 0.9525, 0.955, 0.9660]
+    return stats.summarize(sweep({"relu": relu, "gelu": gelu}), "relu")
+
+
+def test_format_table_lists_every_activation_and_the_verdicts(two_way):
+    text = stats.format_table(two_way)
+    header = text.splitlines()[0]
+    for col in ("activation", "seeds", "test acc %", "95% CI", "test loss", "Δ acc vs base",
+                "p", "d_z", "epochs to thr"):
+        assert col in header
+    relu = [a.test_accuracy for a in [two_way.activation("relu")]][0]
+    assert "(baseline)" in text and "+0.70 pp" in text
+    assert f"{100 * relu.mean:.2f} ± {100 * relu.std:.2f}" in text
+    for verdict in two_way.verdicts:
+        assert verdict in text
+
+
+def test_summary_to_dict_is_strict_json_with_all_sections(two_way):
+    d = stats.summary_to_dict(two_way)
+    text = json.dumps(d, allow_nan=False)
+    back = json.loads(text)
+    assert back["baseline"] == "relu" and back["winner"]["activation"] == "gelu"
+    assert set(back["activations"]) == {"relu", "gelu"}
+    acc = back["comparisons"]["gelu"]["accuracy"]
+    assert acc["p_t"] == pytest.approx(two_way.comparisons[0].accuracy.p_t)
+    assert back["verdicts"] == list(two_way.verdicts)
+
+
+def test_summary_to_dict_encodes_inf_and_nan_as_strict_json():
+    s = stats.summarize(sweep({"relu": [0.90, 0.91, 0.92], "gelu": [0.91, 0.92, 0.93]}), "relu")
+    d = stats.summary_to_dict(s)
+    assert d["comparisons"]["gelu"]["accuracy"]["d_z"] == "inf"
+    json.dumps(d, allow_nan=False)
+
+
+def test_comparison_sentence_is_one_line_for_each_activation(two_way):
+    g = stats.comparison_sentence(two_way, "gelu")
+    r = stats.comparison_sentence(two_way, "relu")
+    assert "\n" not in g and "\n" not in r
+    assert g.startswith("gelu: 95.73% ± 0.56 test accuracy over 8 seeds") and "beats relu" in g
+    assert r.startswith("relu: ") and "winner gelu" in r
+
+
+def test_flat_metrics_are_finite_floats(two_way):
+    m = stats.flat_metrics(two_way)
+    assert m["gelu.test_accuracy_mean"] == pytest.approx(0.9503125 + 0.007)
+    assert "gelu.vs_baseline.p_holm" in m
+    assert all(isinstance(v, float) and math.isfinite(v) for v in m.values())
