@@ -1,0 +1,114 @@
+"""SavedModel export in the TF Serving layout, verified before registration.
+
+Layout: `<export_dir>/<model_name>/<version>/` (TF Serving's model base path
+is `<export_dir>/<model_name>`). The version matches the registry version.
+A model is exported into a staging folder, reloaded with
+`tf.saved_model.load` and compared with the in-memory model; only a
+verified export is promoted to its version folder after registration.
+"""
+
+import dataclasses
+import pathlib
+import shutil
+import uuid
+
+import keras
+import numpy as np
+
+import keras_gelu
+from service.errors import ServiceError
+
+
+class ExportVerificationError(ServiceError):
+    """The reloaded SavedModel disagrees with the in-memory model."""
+
+    exit_code = 1
+
+
+@dataclasses.dataclass
+class StagedExport:
+    model_name: str
+    path: pathlib.Path
+    max_abs_diff: float
+
+
+def check_can_export():
+    """Raises a ServiceError if this environment cannot write SavedModels."""
+    backend = keras.backend.backend()
+    if backend not in ("tensorflow", "jax"):
+        raise ServiceError(
+            f"SavedModel export needs the tensorflow or jax Keras backend; "
+            f"KERAS_BACKEND is {backend!r}. Set KERAS_BACKEND=tensorflow, or "
+            f"turn export off with `--set export.enabled=false`."
+        )
+    try:
+        import tensorflow  # noqa: F401
+    except ImportError:
+        raise ServiceError(
+            "SavedModel export needs TensorFlow, which is not installed here "
+            f"(Keras backend: {backend}). Install it (`pip install "
+            "tensorflow`), or turn export off with `--set export.enabled=false`."
+        ) from None
+
+
+def version_dir(export_dir, model_name, version):
+    return pathlib.Path(export_dir) / model_name / str(version)
+
+
+def stage(model, export_dir, model_name, inputs, tolerance):
+    """Exports `model` to a staging folder and verifies it.
+
+    Args:
+        model: The trained keras model.
+        export_dir: Root of the TF Serving layout.
+        model_name: Registered model name (the TF Serving model name).
+        inputs: float32 array of real inputs to compare predictions on.
+        tolerance: Max allowed absolute difference of the predictions.
+
+    Returns:
+        A `StagedExport`.
+
+    Raises:
+        ExportVerificationError: if the reloaded SavedModel's predictions
+            differ by more than `tolerance`.
+    """
+    import tensorflow as tf
+
+    path = pathlib.Path(export_dir) / model_name / f".staging-{uuid.uuid4().hex[:8]}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Plain TF ops in the graph (no nested XLA clusters): any TF Serving
+    # build runs it, and it needs nothing from keras_gelu to load.
+    with keras_gelu.xla_fusion(False):
+        model.export(str(path), format="tf_saved_model", verbose=False)
+    inputs = np.asarray(inputs, dtype="float32")
+    expected = keras.ops.convert_to_numpy(model(inputs, training=False))
+    reloaded = tf.saved_model.load(str(path))
+    actual = reloaded.signatures["serving_default"](tf.constant(inputs))
+    actual = next(iter(actual.values())).numpy()
+    max_abs_diff = float(np.max(np.abs(actual.astype("float64") - expected)))
+    if not max_abs_diff <= tolerance:
+        shutil.rmtree(path, ignore_errors=True)
+        raise ExportVerificationError(
+            f"the SavedModel exported for {model_name!r} does not reproduce "
+            f"the trained model: max |difference| {max_abs_diff:.3g} > "
+            f"tolerance {tolerance:g} on {len(inputs)} test inputs. Nothing "
+            f"was registered."
+        )
+    return StagedExport(model_name, path, max_abs_diff)
+
+
+def promote(staged, export_dir, version):
+    """Moves a verified staged export to `<export_dir>/<name>/<version>`."""
+    target = version_dir(export_dir, staged.model_name, version)
+    if target.exists():
+        raise ServiceError(
+            f"cannot place the SavedModel of {staged.model_name!r} version "
+            f"{version} at {target}: that folder already exists. The verified "
+            f"export is kept at {staged.path}; move it there by hand."
+        )
+    staged.path.rename(target)
+    return target
+
+
+def discard(staged):
+    shutil.rmtree(staged.path, ignore_errors=True)

@@ -1,0 +1,259 @@
+"""Everything kg-train says to MLflow: runs, metrics, artifacts, registry.
+
+The only module that imports mlflow (besides the pyfunc model file it logs).
+"""
+
+import contextlib
+import json
+import logging
+import os
+import pathlib
+import tempfile
+import time
+
+import keras
+import numpy as np
+
+from service.errors import ServiceError
+
+_METRICS_PER_CALL = 1000  # MLflow's log_batch limit
+_MODEL_FILE = pathlib.Path(__file__).with_name("mlflow_model.py")
+
+
+def _mlflow():
+    import mlflow
+
+    # MLflow's INFO chatter ("View run at...", "Created version") would
+    # break the progress display; warnings and errors still show.
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return mlflow
+
+
+class Tracker:
+    """One sweep's view of an MLflow tracking server and model registry.
+
+    Args:
+        tracking_uri: e.g. `sqlite:///mlflow.db` or `http://host:5000`.
+        experiment: MLflow experiment name (created if missing).
+    """
+
+    def __init__(self, tracking_uri, experiment):
+        self.mlflow = _mlflow()
+        self.tracking_uri = tracking_uri
+        self.mlflow.set_tracking_uri(tracking_uri)
+        self.mlflow.set_registry_uri(tracking_uri)
+        self.client = self.mlflow.MlflowClient(tracking_uri, registry_uri=tracking_uri)
+        try:
+            found = self.client.get_experiment_by_name(experiment)
+            self.experiment_id = (
+                found.experiment_id
+                if found
+                else self.client.create_experiment(experiment)
+            )
+        except Exception as error:  # connection refused, bad URI, bad DB
+            raise ServiceError(
+                f"cannot use the MLflow tracking store at {tracking_uri!r}: "
+                f"{type(error).__name__}: {error}. Check --tracking-uri, "
+                f"MLFLOW_TRACKING_URI or tracking.uri in the config (e.g. "
+                f"sqlite:///mlflow.db, or http://127.0.0.1:5000 for a server)."
+            ) from None
+        self.parent_run_id = None
+
+    @contextlib.contextmanager
+    def sweep_run(self, run_name, params, tags):
+        """Opens the parent run of a sweep; marks it FAILED on an error."""
+        run = self.client.create_run(
+            self.experiment_id, run_name=run_name, tags=_strings(tags)
+        )
+        self.parent_run_id = run.info.run_id
+        self._log_params(self.parent_run_id, params)
+        status = "FAILED"
+        try:
+            yield self.parent_run_id
+            status = "FINISHED"
+        except KeyboardInterrupt:
+            status = "KILLED"
+            raise
+        finally:
+            self.client.set_terminated(self.parent_run_id, status)
+
+    def log_member(self, result, params, tags):
+        """Logs one (activation, seed) member as a child run; returns its id."""
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=f"{result.activation}-seed{result.seed}",
+            tags=_strings(
+                {
+                    "mlflow.parentRunId": self.parent_run_id,
+                    "activation": result.activation,
+                    "seed": result.seed,
+                    **tags,
+                }
+            ),
+        )
+        run_id = run.info.run_id
+        self._log_params(run_id, {**params, "activation": result.activation, "seed": result.seed})
+        Metric = self.mlflow.entities.Metric
+        now = int(time.time() * 1000)
+        metrics = [
+            Metric(key, float(value), now, step)
+            for key, values in result.history.items()
+            for step, value in enumerate(values, start=1)
+        ]
+        final = {
+            "test_loss": result.test_loss,
+            "test_accuracy": result.test_accuracy,
+            "final_val_accuracy": result.val_accuracy,
+            "final_val_loss": result.val_loss,
+            "train_seconds": result.train_seconds,
+        }
+        if result.epochs_to_threshold is not None:
+            final["epochs_to_threshold"] = result.epochs_to_threshold
+        metrics += [Metric(k, float(v), now, 0) for k, v in final.items()]
+        self._log_metrics(run_id, metrics)
+        self.client.set_terminated(run_id, "FINISHED")
+        return run_id
+
+    def log_summary(self, metrics, tags, artifact_paths):
+        """Summary metrics, tags and report files on the parent run."""
+        Metric = self.mlflow.entities.Metric
+        now = int(time.time() * 1000)
+        self._log_metrics(
+            self.parent_run_id,
+            [Metric(k, float(v), now, 0) for k, v in metrics.items() if _finite(v)],
+        )
+        for key, value in _strings(tags).items():
+            self.client.set_tag(self.parent_run_id, key, value)
+        for path in artifact_paths:
+            self.client.log_artifact(self.parent_run_id, str(path), "report")
+
+    def log_dict(self, run_id, data, artifact_file):
+        self.client.log_dict(run_id, data, artifact_file)
+
+    def register(
+        self,
+        run_id,
+        model,
+        model_name,
+        alias,
+        tags,
+        description,
+        pip_requirements,
+        extra_artifacts=None,
+    ):
+        """Logs `model` as a pyfunc in `run_id`, registers it, sets `alias`.
+
+        The logged model carries its own copy of keras_gelu (code path) and
+        a pyfunc loader that imports it, so `mlflow models serve` works in a
+        fresh process that never imported keras_gelu.
+
+        Returns:
+            The new model version (an int, as a string per MLflow).
+        """
+        import keras_gelu
+
+        mlflow = self.mlflow
+        signature = mlflow.models.ModelSignature(
+            inputs=mlflow.types.Schema(
+                [mlflow.types.TensorSpec(np.dtype("float32"), (-1, model.input_shape[-1]))]
+            ),
+            outputs=mlflow.types.Schema(
+                [mlflow.types.TensorSpec(np.dtype("float32"), (-1, model.output_shape[-1]))]
+            ),
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            keras_path = os.path.join(tmp, "model.keras")
+            model.save(keras_path)
+            artifacts = {"keras_model": keras_path, **(extra_artifacts or {})}
+            with mlflow.start_run(run_id=run_id, nested=True):
+                info = mlflow.pyfunc.log_model(
+                    name="model",
+                    python_model=str(_MODEL_FILE),
+                    artifacts=artifacts,
+                    code_paths=[os.path.dirname(keras_gelu.__file__)],
+                    signature=signature,
+                    pip_requirements=pip_requirements,
+                )
+        version = mlflow.register_model(info.model_uri, model_name, tags=_strings(tags))
+        self.client.update_model_version(model_name, version.version, description)
+        self.client.set_registered_model_alias(model_name, alias, version.version)
+        return version.version
+
+    def set_version_tag(self, model_name, version, key, value):
+        self.client.set_model_version_tag(model_name, version, key, str(value))
+
+    def next_version(self, model_name):
+        """The version number the registry will give `model_name` next."""
+        versions = self.client.search_model_versions(f"name='{model_name}'")
+        return 1 + max((int(v.version) for v in versions), default=0)
+
+    def _log_params(self, run_id, params):
+        Param = self.mlflow.entities.Param
+        items = [Param(k, _param_value(v)) for k, v in sorted(params.items())]
+        for start in range(0, len(items), 100):
+            self.client.log_batch(run_id, params=items[start : start + 100])
+
+    def _log_metrics(self, run_id, metrics):
+        for start in range(0, len(metrics), _METRICS_PER_CALL):
+            self.client.log_batch(
+                run_id, metrics=metrics[start : start + _METRICS_PER_CALL]
+            )
+
+
+def pip_requirements():
+    """Pinned requirements of a logged model (explicit: no inference)."""
+    requirements = [f"keras=={keras.__version__}", f"numpy=={np.__version__}"]
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        requirements.append(f"tensorflow=={tf.__version__}")
+    elif backend == "jax":
+        import jax
+
+        requirements.append(f"jax=={jax.__version__}")
+    elif backend == "torch":
+        import torch
+
+        requirements.append(f"torch=={torch.__version__.split('+')[0]}")
+    return requirements
+
+
+def library_versions():
+    import platform
+
+    import keras_gelu
+
+    versions = {
+        "python": platform.python_version(),
+        "keras": keras.__version__,
+        "keras_gelu": keras_gelu.__version__,
+        "numpy": np.__version__,
+        "mlflow": _mlflow().__version__,
+    }
+    for name in ("tensorflow", "jax", "torch", "sklearn"):
+        try:
+            module = __import__(name)
+            versions[name] = module.__version__
+        except Exception:
+            pass
+    return {f"version.{k}": v for k, v in versions.items()}
+
+
+def _param_value(value):
+    if isinstance(value, (list, tuple, dict)):
+        value = json.dumps(value)
+    value = str(value)
+    return value if len(value) <= 6000 else value[:5997] + "..."
+
+
+def _strings(tags):
+    return {k: str(v) for k, v in tags.items() if v is not None}
+
+
+def _finite(value):
+    try:
+        return np.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
