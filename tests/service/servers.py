@@ -1,0 +1,189 @@
+"""Real servers for the service tests: PostgreSQL, MLflow, model serving.
+
+Each runs on 127.0.0.1 on a free port and is stopped by the fixture that
+started it.
+"""
+
+import contextlib
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+VENV_BIN = os.path.dirname(sys.executable)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_http(url, process, timeout, log_path):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"server exited with {process.returncode}:\n{_tail(log_path)}"
+            )
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError(f"server not ready after {timeout} s:\n{_tail(log_path)}")
+
+
+def _tail(path, lines=40):
+    with open(path, errors="replace") as f:
+        return "".join(f.readlines()[-lines:])
+
+
+def stop(process):
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def server_env(**extra):
+    """Environment with the venv's bin first on PATH (uvicorn, mlflow)."""
+    env = dict(os.environ)
+    env["PATH"] = VENV_BIN + os.pathsep + env.get("PATH", "")
+    env.update(extra)
+    return env
+
+
+def postgres_bin(name):
+    found = shutil.which(name) or next(
+        iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)),
+        None,
+    )
+    if found is None:
+        raise RuntimeError(
+            f"PostgreSQL's {name} is not installed (Debian: apt-get install "
+            f"postgresql); .ci/run installs it."
+        )
+    return found
+
+
+@contextlib.contextmanager
+def postgres():
+    """A throwaway PostgreSQL cluster; yields its SQLAlchemy URI."""
+    root = tempfile.mkdtemp(prefix="kg-pg-", dir="/tmp")
+    os.chmod(root, 0o777)
+    data = os.path.join(root, "data")
+    as_user = []
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root.
+        as_user = ["runuser", "-u", "postgres", "--"]
+        shutil.chown(root, "postgres")
+    port = free_port()
+    log_path = os.path.join(root, "postgres.log")
+    subprocess.run(
+        as_user
+        + [postgres_bin("initdb"), "-D", data, "-U", "kg", "--auth=trust", "-E", "UTF8"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        as_user
+        + [
+            postgres_bin("pg_ctl"),
+            "-D",
+            data,
+            "-l",
+            log_path,
+            "-w",
+            "-o",
+            f"-p {port} -k {root} -c listen_addresses=127.0.0.1",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        subprocess.run(
+            [postgres_bin("createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "kg", "mlflow"],
+            check=True,
+            capture_output=True,
+        )
+        yield f"postgresql://kg@127.0.0.1:{port}/mlflow"
+    finally:
+        subprocess.run(
+            as_user + [postgres_bin("pg_ctl"), "-D", data, "-m", "fast", "stop"],
+            capture_output=True,
+        )
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def mlflow_server(backend_store_uri, artifacts_dir):
+    """`mlflow server` on 127.0.0.1; yields its http URI."""
+    port = free_port()
+    log_path = os.path.join(artifacts_dir, "mlflow-server.log")
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [
+                os.path.join(VENV_BIN, "mlflow"),
+                "server",
+                "--backend-store-uri",
+                backend_store_uri,
+                "--artifacts-destination",
+                artifacts_dir,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "1",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=server_env(),
+        )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/health", process, 180, log_path)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(process)
+
+
+@contextlib.contextmanager
+def model_server(model_uri, tracking_uri, cwd):
+    """`mlflow models serve` in a fresh process; yields its http URI."""
+    port = free_port()
+    log_path = os.path.join(cwd, "model-server.log")
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [
+                os.path.join(VENV_BIN, "mlflow"),
+                "models",
+                "serve",
+                "-m",
+                model_uri,
+                "--env-manager",
+                "local",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=server_env(MLFLOW_TRACKING_URI=tracking_uri),
+        )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/ping", process, 180, log_path)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(process)
