@@ -55,11 +55,13 @@ def _closest(name, valid):
 
     keras_gelu.activations.closest cannot be imported without Keras (and
     TensorFlow); this is its difflib match at the same cutoff, except that
-    swapped letters win first ("gleu" -> "gelu", where difflib says "glu").
+    a case difference or swapped letters win first ("gleu" -> "gelu", where
+    difflib says "glu").
     """
     name, valid = str(name), [str(v) for v in valid]
+    same = [v for v in valid if v.lower() == name.lower()]  # "GPU" -> "gpu"
     swapped = [v for v in valid if len(v) == len(name) and sorted(v) == sorted(name)]
-    match = swapped or difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+    match = same or swapped or difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
     return f' Did you mean "{match[0]}"?' if match else ""
 
 
@@ -611,7 +613,19 @@ class _Validation:
     def add(self, path, message):
         where = self.locate(path)
         label = _path_text(path) + (f" ({where})" if where else "")
-        self.problems.append((label, message))
+        # Listed as the user reads them: the file's in line order, then --set.
+        if where and where.startswith("line "):
+            order = (1, int(where[5:]))
+        else:
+            order = (2, 0) if where else (1, math.inf)
+        self.problems.append((order, label, message))
+
+    def add_override(self, label, message):
+        """A --set that could not be applied at all (syntax, unknown key)."""
+        self.problems.append(((0, 0), label, message))
+
+    def sorted_problems(self):
+        return [(label, m) for _, label, m in sorted(self.problems, key=lambda p: p[0])]
 
     def bad_value(self, path, value, expected, suggestion=""):
         self.add(path, f"got {_show(value)} ({_kind(value)}); expected {expected}.{suggestion}")
@@ -658,10 +672,12 @@ class _Validation:
                 converted = rule(converted)
             except _Problem as problem:
                 # Show what the user wrote (1, not 1.0), and where in a list.
-                shown, at = value, path
+                shown, at, expected = value, path, problem.expected
                 if problem.index is not None:
                     shown, at = value[problem.index], path + (problem.index,)
-                self.bad_value(at, shown, problem.expected, problem.suggestion)
+                elif _optional_of(tp) is not None:
+                    expected += " or null"
+                self.bad_value(at, shown, expected, problem.suggestion)
                 return _INVALID
         return converted
 
@@ -669,7 +685,9 @@ class _Validation:
         """Checks `value` against a type annotation; converts int->float, list->tuple."""
         inner = _optional_of(tp)
         if inner is not None:
-            return None if value is None else self.typed(inner, value, path, expected)
+            if value is None:
+                return None
+            return self.typed(inner, value, path, expected or _describe_type(tp))
         if typing.get_origin(tp) is tuple:
             if not isinstance(value, list):
                 self.bad_value(path, value, expected or _describe_type(tp))
@@ -807,29 +825,38 @@ def _apply_overrides(raw, overrides, check):
         key, sep, text = str(override).partition("=")
         key = key.strip()
         if not sep or not key:
-            check.problems.append(
-                (label, "expected KEY=VALUE, e.g. --set training.epochs=5 or "
-                 "--set activations=[relu,gelu].")
+            check.add_override(
+                label,
+                "expected KEY=VALUE, e.g. --set training.epochs=5 or "
+                "--set activations=[relu,gelu].",
             )
             continue
         path = tuple(key.split("."))
         tp, problem = _schema_type(path)
         if problem:
-            check.problems.append((label, problem))
+            check.add_override(label, problem)
             continue
         try:
             value = _override_value(tp, text)
         except yaml.YAMLError as error:
-            check.problems.append((label, f"the value is {_yaml_problem(error)}."))
+            mark = getattr(error, "problem_mark", None)
+            where = f" at column {mark.column + 1}" if mark else ""
+            what = getattr(error, "problem", None) or str(error)
+            check.add_override(
+                label,
+                f"the value is not valid YAML{where}: {what}. Quote text, write lists "
+                "as [a,b].",
+            )
             continue
         node = raw
         for i, part in enumerate(path[:-1]):
             if node.get(part) is None:
                 node[part] = _Mapping()
             elif not isinstance(node[part], dict):
-                check.problems.append(
-                    (label, f"{_path_text(path[: i + 1])} in the file is {_kind(node[part])}, "
-                     "not a mapping of settings; fix the file first.")
+                check.add_override(
+                    label,
+                    f"{_path_text(path[: i + 1])} in the file is {_kind(node[part])}, "
+                    "not a mapping of settings; fix the file first.",
                 )
                 break
             node = node[part]
@@ -905,7 +932,7 @@ def load_config(path, overrides=()):
     values = check.section(Config, raw, ())
     _cross_checks(check, values, raw)
     if check.problems:
-        lines = [f"{label}: {message}" for label, message in check.problems]
+        lines = [f"{label}: {message}" for label, message in check.sorted_problems()]
         if len(lines) == 1:
             raise ServiceError(f"config file {path}: {lines[0]}")
         listing = "\n".join(f"  {line}" for line in lines)

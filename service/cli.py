@@ -1,0 +1,153 @@
+"""kg-train: the command line, a thin shell over config and pipeline.
+
+It reads and validates the config (service.config), applies the flags, and
+hands the `Config` to `service.pipeline.run`. It imports the pipeline (and
+so TensorFlow and MLflow) only once the config is valid and the run is
+real: `--help`, `--dry-run` and config errors are fast and write nothing.
+
+Exit codes: 0 done; 2 a usage or config error (`ServiceError`, or click's
+own usage errors), printed as one paragraph without a traceback; 130
+interrupted; otherwise what `pipeline.run` returns. Any other exception is
+a bug and keeps its traceback.
+
+The pipeline contract:
+
+    service.pipeline.run(config, *, quiet, echo) -> int
+
+`config` is a validated `service.config.Config` (`tracking.uri` and
+`output_dir` already carry `--tracking-uri`/`--output-dir`; use
+`service.config.resolve_tracking_uri(config)` for the URI). `quiet` True
+means no progress display, only log records through `logging` (the CLI
+configures the root logger: INFO when quiet, DEBUG with --verbose, else
+WARNING). `echo(line)` prints one line for the user on stdout (e.g. the
+summary and where the report went). The return value is the exit code
+(None counts as 0). Raise `ServiceError` for anything the user can fix.
+"""
+
+import dataclasses
+import logging
+import os
+import sys
+
+import click
+
+from service.config import describe_plan
+from service.config import load_config
+from service.errors import ServiceError
+
+EXIT_INTERRUPTED = 130
+
+
+@click.command(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    metavar="PATH",
+    help="The sweep's YAML config, e.g. configs/moons.yaml.",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override one config key, value read as YAML; repeatable. "
+    "E.g. --set training.epochs=5 --set activations=[relu,gelu].",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Validate the config, print the plan and exit; trains and writes nothing.",
+)
+@click.option(
+    "--tracking-uri",
+    metavar="URI",
+    help="MLflow tracking URI; wins over tracking.uri and MLFLOW_TRACKING_URI.",
+)
+@click.option(
+    "--output-dir",
+    metavar="DIR",
+    help="Where the report, plots and resolved config go (config: output_dir).",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Log lines instead of the progress display.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Debug logging; with --dry-run, also print the resolved config.",
+)
+@click.pass_context
+def main(ctx, config_path, overrides, dry_run, tracking_uri, output_dir, quiet, verbose):
+    """Train every activation x seed member of a sweep, compare the activations
+    with paired statistics, and track, register and export it all with MLflow.
+
+    \b
+    Examples:
+      kg-train --config configs/moons.yaml --dry-run
+      kg-train --config configs/tiny.yaml --tracking-uri sqlite:///smoke.db
+      kg-train --config configs/moons.yaml --set seeds=3 --set training.epochs=20
+    """
+    try:
+        config = load_config(config_path, overrides)
+        config = _apply_flags(config, tracking_uri=tracking_uri, output_dir=output_dir)
+        if dry_run:
+            click.echo(describe_plan(config))
+            if verbose:
+                click.echo("\nresolved config:\n" + _config_yaml(config))
+            return
+        _configure_logging(quiet=quiet, verbose=verbose)
+        if not verbose:
+            # TensorFlow's C++ start-up chatter would bury the progress display.
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        from service import pipeline  # TensorFlow, MLflow: only for a real run
+
+        code = pipeline.run(config, quiet=quiet, echo=click.echo)
+    except ServiceError as error:
+        click.echo(f"kg-train: error: {error}", err=True)
+        ctx.exit(getattr(error, "exit_code", 2))
+    except KeyboardInterrupt:
+        click.echo("\nkg-train: interrupted.", err=True)
+        ctx.exit(EXIT_INTERRUPTED)
+    ctx.exit(code or 0)
+
+
+def _apply_flags(config, *, tracking_uri, output_dir):
+    """Returns `config` with --tracking-uri and --output-dir applied."""
+    if tracking_uri is not None:
+        if not tracking_uri.strip():
+            raise ServiceError(
+                "--tracking-uri: got an empty string; expected an MLflow tracking URI, "
+                "e.g. sqlite:///mlflow.db."
+            )
+        tracking = dataclasses.replace(config.tracking, uri=tracking_uri.strip())
+        config = dataclasses.replace(config, tracking=tracking)
+    if output_dir is not None:
+        if not output_dir.strip():
+            raise ServiceError(
+                "--output-dir: got an empty string; expected a directory, e.g. kg-output."
+            )
+        config = dataclasses.replace(config, output_dir=output_dir)
+    return config
+
+
+def _config_yaml(config):
+    import yaml
+
+    from service.config import config_to_dict
+
+    return yaml.safe_dump(config_to_dict(config), sort_keys=False).rstrip()
+
+
+def _configure_logging(*, quiet, verbose):
+    level = logging.DEBUG if verbose else logging.INFO if quiet else logging.WARNING
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    main(prog_name="kg-train")
