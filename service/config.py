@@ -596,7 +596,7 @@ class _Validation:
     def __init__(self, raw, origins):
         self.raw = raw
         self.origins = origins  # key path tuple -> "--set a.b=c"
-        self.problems = []  # (location text, message)
+        self.problems = []  # (sort order, "key.path (line 7)", message)
 
     # Where a key path came from: "line 7" in the file, or its --set.
     def locate(self, path):
