@@ -38,7 +38,9 @@ def run(config, quiet=False, echo=print):
 
     progress = SweepProgress(quiet=quiet)
     tracking_uri = config_lib.resolve_tracking_uri(config)
-    names = {a: model_name(config, a) for a in config.activations}
+    names = {
+        a: config_lib.registered_model_name(config, a) for a in config.activations
+    }
 
     # --- Pre-flight: fail before any training. ---
     device = train.describe_device(config.device)
@@ -111,8 +113,8 @@ def run(config, quiet=False, echo=print):
         )
         summary_dict = stats.summary_to_dict(summary)
         tracker.log_summary(
-            summary_metrics(summary_dict),
-            {"winner": summary_dict.get("winner")},
+            stats.flat_metrics(summary),
+            {"winner": summary.winner.activation},
             report_paths,
         )
         tracker.log_dict(sweep_run_id, summary_dict, "summary.json")
@@ -185,16 +187,9 @@ def run(config, quiet=False, echo=print):
     return 0
 
 
-def model_name(config, activation):
-    return config.registry.model_name.format(
-        experiment=config.experiment,
-        dataset=config.data.dataset,
-        activation=activation,
-    )
-
-
 def best_member(summary, results, activation):
-    seed = summary.activations[activation].best_seed
+    """The member of `activation` with the best validation accuracy."""
+    (seed,) = [s.best_seed for s in summary.activations if s.activation == activation]
     for result in results:
         if result.activation == activation and result.seed == seed:
             return result
@@ -210,15 +205,6 @@ def registry_description(summary, activation, member, config):
         f"test accuracy {member.test_accuracy:.4f}. "
         f"{stats.comparison_sentence(summary, activation)}"
     )
-
-
-def summary_metrics(summary_dict):
-    metrics = {}
-    for activation, values in summary_dict.get("activations", {}).items():
-        for key, value in values.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                metrics[f"{activation}.{key}"] = value
-    return metrics
 
 
 def flatten(tree, prefix=""):
@@ -266,7 +252,7 @@ def print_summary(echo, config, summary, registered, out_dir, uri, seconds, stat
     if registered:
         _, name, _, _, export_path = registered[0]
         for activation, n, _, _, p in registered:
-            if activation == summary.winner:
+            if activation == summary.winner.activation:
                 name, export_path = n, p
         echo(
             f"Serve:      MLFLOW_TRACKING_URI={uri} mlflow models serve "
