@@ -236,18 +236,21 @@ def paired_test(diffs, metric=ACCURACY, seeds=(), confidence=0.95):
     est = estimate(d, confidence)
     mean, sd = est.mean, est.std
     notes = []
-    # Differences of accuracies are multiples of 1/n_test; treat sub-1e-12
-    # spreads as exact ties so round-off does not fake a huge t.
-    scale = max(1.0, float(np.max(np.abs(d))))
-    if sd <= 1e-12 * scale:
+    # Keras reports metrics in float32, so equal accuracies can differ by
+    # ~1e-7; on the tie grid they are equal, and round-off neither fakes a
+    # huge t nor breaks Wilcoxon's zeros and ties.
+    snapped = _snap(d)
+    if np.all(snapped == snapped[0]):
         sd = 0.0
+        if snapped[0] == 0.0:
+            mean = 0.0
     if sd == 0.0 and mean == 0.0:
         notes.append("all paired differences are zero")
         return PairedTest(
             metric, n, seeds, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0,
             "paired t", tuple(notes),
         )
-    p_w = _wilcoxon_p(d)
+    p_w = _wilcoxon_p(snapped)
     if sd == 0.0:
         t = math.copysign(math.inf, mean)
         notes.append(
@@ -264,6 +267,15 @@ def paired_test(diffs, metric=ACCURACY, seeds=(), confidence=0.95):
         metric, n, seeds, mean, sd, est.ci_low, est.ci_high, t, p_t, p_w,
         mean / sd, p_t, "paired t", tuple(notes),
     )
+
+
+# Differences closer than this count as ties (float32 metrics; 1e-6 is far
+# below one test example, 1/n_test, for any test set under a million).
+_TIE_GRID = 1e-6
+
+
+def _snap(d):
+    return np.round(np.asarray(d, dtype=float) / _TIE_GRID) * _TIE_GRID
 
 
 def _wilcoxon_p(d):
@@ -451,7 +463,7 @@ def _winner(activations, comparisons, by_act, baseline, alpha, confidence, use_h
         c = comp_by_name[top.activation]
         text += (f" Against the baseline {baseline}: {_pp(c.accuracy.mean_diff)}, "
                  f"{'significant' if sig_base else 'not significant'} "
-                 f"({'Holm p' if use_holm else 'p'}{_eq_p(c.p_holm)}).")
+                 f"({'Holm p' if use_holm else 'p'}{p_equals(c.p_holm)}).")
     return Winner(top.activation, top.test_accuracy.mean, second.activation, lead, lead_p,
                   sig_runner, sig_base, text)
 
@@ -459,7 +471,7 @@ def _winner(activations, comparisons, by_act, baseline, alpha, confidence, use_h
 # --- Words. ------------------------------------------------------------------
 
 
-def _fmt_p(p):
+def format_p(p):
     if p is None or math.isnan(p):
         return "n/a"
     if p < 0.001:
@@ -469,12 +481,12 @@ def _fmt_p(p):
     return f"{p:.2f}"
 
 
-def _eq_p(p):
-    s = _fmt_p(p)
+def p_equals(p):
+    s = format_p(p)
     return s if s.startswith("<") else f"={s}"
 
 
-def _fmt_d(d):
+def format_d(d):
     if d is None or math.isnan(d):
         return "n/a"
     if math.isinf(d):
@@ -499,7 +511,7 @@ def _ci_text(test, confidence):
 
 
 def _p_text(test_name, p, extra=""):
-    return f"{test_name} p{_eq_p(p)}{extra}"
+    return f"{test_name} p{p_equals(p)}{extra}"
 
 
 def _verdict(name, baseline, acc, p_adj, use_holm, significant, confidence):
@@ -507,14 +519,14 @@ def _verdict(name, baseline, acc, p_adj, use_holm, significant, confidence):
     if acc.n < 2:
         return (f"{name} vs {baseline}: not tested ({seeds} paired with the "
                 "baseline; a paired test needs at least 2).")
-    ci, d_z = _ci_text(acc, confidence), f"d_z={_fmt_d(acc.d_z)}"
-    holm_text = f", Holm p{_eq_p(p_adj)}" if use_holm else ""
+    ci, d_z = _ci_text(acc, confidence), f"d_z={format_d(acc.d_z)}"
+    holm_text = f", Holm p{p_equals(p_adj)}" if use_holm else ""
     if significant:
         verb = "beats" if acc.mean_diff > 0 else "is worse than"
         return (f"{name} {verb} {baseline} by {_pp(acc.mean_diff)} test accuracy ({ci}, {acc.test} "
-            f"p{_eq_p(acc.p_value)}{holm_text}, {d_z}, {seeds})")
-    lead = f"Holm p{_eq_p(p_adj)}" if use_holm else f"p{_eq_p(acc.p_value)}"
-    tail = f", {acc.test} p{_eq_p(acc.p_value)}" if use_holm else ""
+            f"p{p_equals(acc.p_value)}{holm_text}, {d_z}, {seeds})")
+    lead = f"Holm p{p_equals(p_adj)}" if use_holm else f"p{p_equals(acc.p_value)}"
+    tail = f", {acc.test} p{p_equals(acc.p_value)}" if use_holm else ""
     return (f"{name} vs {baseline}: no significant difference ({lead}; "
             f"{_pp(acc.mean_diff)} test accuracy, {ci}{tail}, {d_z}, {seeds})")
 
@@ -538,12 +550,12 @@ def comparison_sentence(summary, activation):
     if w.activation == activation:
         return (f"{head} Baseline and winner of the sweep; lead over {w.runner_up} "
                 f"{_pp(w.lead.mean_diff)}, {'significant' if w.significant_over_runner_up else 'not significant'} "
-                f"(p{_eq_p(w.lead_p)}).")
+                f"(p{p_equals(w.lead_p)}).")
     wc = summary.comparison(w.activation)
     return (f"{head} Baseline of the sweep; winner {w.activation}: "
             f"{_pp(wc.accuracy.mean_diff)} over {activation}, "
             f"{'significant' if wc.significant else 'not significant'} "
-            f"({'Holm p' if summary.holm else 'p'}{_eq_p(wc.p_holm)}).")
+            f"({'Holm p' if summary.holm else 'p'}{p_equals(wc.p_holm)}).")
 
 
 def _acc_pm(e):
@@ -572,8 +584,8 @@ def table_rows(summary):
             delta, p, d = "(baseline)", "", ""
         else:
             delta = _pp(c.accuracy.mean_diff)
-            p = _fmt_p(c.p_holm) + ("*" if c.significant else "")
-            d = _fmt_d(c.accuracy.d_z)
+            p = format_p(c.p_holm) + ("*" if c.significant else "")
+            d = format_d(c.accuracy.d_z)
         if a.reached:
             ett = f"{a.epochs_to_threshold_median:g} ({a.reached}/{a.n})"
         else:

@@ -1,0 +1,582 @@
+"""The sweep report: report.md, summary.json and PNG figures in one folder.
+
+The numbers come from `service.stats` (pure); this module only renders
+them. Figures use matplotlib's object API on the Agg canvas (no pyplot,
+so no global backend or figure state). Keras is imported only for the
+two figures that evaluate something: decision boundaries and activation
+curves.
+"""
+
+import json
+import math
+import pathlib
+import warnings
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from service import stats
+
+REPORT = "report.md"
+SUMMARY = "summary.json"
+LEARNING_CURVES = "learning_curves.png"
+PER_SEED = "test_accuracy_per_seed.png"
+DECISION_BOUNDARIES = "decision_boundaries.png"
+ACTIVATION_CURVES = "activation_curves.png"
+
+_DPI = 110
+_GRID = 150  # decision-boundary grid points per axis
+_BATCH = 8192  # grid points per model call
+
+
+def write_report(summary, results, out_dir, *, title, dataset=None, config_dict=None):
+    """Writes report.md, summary.json and the figures into `out_dir`.
+
+    Figures: learning_curves.png, test_accuracy_per_seed.png,
+    activation_curves.png, and decision_boundaries.png when `dataset` is
+    given, has 2 input features, and the best-validation seed of an
+    activation carries a model.
+
+    Args:
+        summary: a `stats.Summary` of `results`.
+        results: the `MemberResult` list the summary was computed from.
+        out_dir: folder to write into; created if missing.
+        title: the report's heading.
+        dataset: optional `service.data.Dataset` (x_train/y_train/x_test/
+            y_test arrays as fed to the models, `input_dim`).
+        config_dict: optional nested dict of the resolved `Config`
+            (e.g. `dataclasses.asdict(config)`) for the setup section.
+
+    Returns:
+        The paths written, report.md first.
+    """
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results = list(results)
+    colors = _colors(summary)
+    config_dict = config_dict or {}
+
+    figures = []  # (file name, alt text)
+    _save(_learning_curves(summary, results, colors, config_dict), out / LEARNING_CURVES)
+    figures.append((LEARNING_CURVES, "Validation accuracy and loss per epoch"))
+    _save(_per_seed(summary, results, colors), out / PER_SEED)
+    figures.append((PER_SEED, "Test accuracy per seed"))
+    boundaries = _decision_boundaries(summary, results, dataset)
+    if boundaries is not None:
+        _save(boundaries, out / DECISION_BOUNDARIES)
+        figures.append((DECISION_BOUNDARIES, "Decision boundaries of the best-validation seeds"))
+    curves = _activation_curves(summary, colors)
+    if curves is not None:
+        _save(curves, out / ACTIVATION_CURVES)
+        figures.append((ACTIVATION_CURVES, "The activation functions and their derivatives"))
+
+    summary_path = out / SUMMARY
+    summary_path.write_text(
+        json.dumps(stats.summary_to_dict(summary), indent=2, allow_nan=False) + "\n"
+    )
+    report_path = out / REPORT
+    report_path.write_text(
+        render_markdown(summary, results, title=title, dataset=dataset,
+                        config_dict=config_dict, figures=figures)
+    )
+    return [report_path, summary_path] + [out / name for name, _ in figures]
+
+
+# --- Markdown. -----------------------------------------------------------------
+
+
+def render_markdown(summary, results, *, title, dataset=None, config_dict=None, figures=()):
+    """The report's Markdown text (pure; `write_report` saves it)."""
+    lines = [f"# {title}", ""]
+    lines += _setup(summary, results, dataset, config_dict or {})
+    lines += ["## Results", ""]
+    header, rows = stats.table_rows(summary)
+    lines += _md_table(header, rows)
+    foot = ("Test accuracy in percent, mean ± sd over seeds (sd with n − 1), with a "
+            f"t-based {summary.confidence:.0%} interval of the mean. Δ: mean paired "
+            "difference from the baseline, seed by seed, in percentage points. "
+            "p: two-sided paired t-test")
+    foot += (f", Holm-adjusted over the {len(summary.comparisons)} comparisons with the "
+             "baseline" if summary.holm else "")
+    foot += (f"; * marks p < {summary.alpha:g}. d_z: Cohen's effect size of the paired "
+             "differences. Epochs to thr: median first epoch whose validation accuracy "
+             "reached the threshold, over the seeds that reached it (k/n).")
+    lines += ["", foot, "", "## Verdicts", ""]
+    lines += [f"- {v}" for v in summary.verdicts]
+    lines += _comparison_details(summary)
+    notes = list(summary.notes)
+    for c in summary.comparisons:
+        notes += [f"{c.activation} vs {c.baseline}: {n}" for n in c.accuracy.notes]
+    if notes:
+        lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]
+    if figures:
+        lines += ["", "## Figures", ""]
+        for name, alt in figures:
+            lines += [f"![{alt}]({name})", ""]
+    lines += ["## Per seed", ""]
+    lines += _per_seed_tables(summary, results)
+    lines += ["", "## How to read this", ""]
+    lines += _how_to_read(summary, dataset)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _get(d, dotted, default=None):
+    for key in dotted.split("."):
+        if not isinstance(d, dict) or key not in d:
+            return default
+        d = d[key]
+    return d
+
+
+def _setup(summary, results, dataset, cfg):
+    lines = ["## Setup", ""]
+    names = ", ".join(f"{a.activation} (baseline)" if a.activation == summary.baseline
+                      else a.activation for a in summary.activations)
+    seeds = sorted({r.seed for r in results})
+    lines.append(f"- Activations: {names}; {len(seeds)} seeds: {_seed_list(seeds)}.")
+    ds_name = _get(cfg, "data.dataset") or getattr(dataset, "name", None)
+    if ds_name:
+        parts = [str(ds_name)]
+        if ds_name in ("moons", "circles"):
+            parts.append(f"{_get(cfg, 'data.n_samples', '?')} samples, noise "
+                         f"{_get(cfg, 'data.noise', '?')}")
+        if dataset is not None:
+            parts.append(f"train/val/test {len(dataset.y_train)}/"
+                         f"{len(getattr(dataset, 'y_val', []))}/{len(dataset.y_test)}, "
+                         f"{dataset.input_dim} features, "
+                         f"{getattr(dataset, 'n_classes', len(np.unique(dataset.y_train)))} classes")
+        if _get(cfg, "data.seed") is not None:
+            parts.append(f"split seed {_get(cfg, 'data.seed')} (the same for every member)")
+        lines.append("- Data: " + "; ".join(parts) + ". The test split is used only "
+                     "for the final numbers, never for training or selection.")
+    if _get(cfg, "model"):
+        m = cfg["model"]
+        text = f"- Model: {m.get('block', 'dense')} block, hidden {tuple(m.get('hidden_units', ()))}"
+        if m.get("block") == "feedforward":
+            text += f", d_model {m.get('d_model')}"
+        if m.get("dropout"):
+            text += f", dropout {m['dropout']}"
+        if m.get("match_params"):
+            text += ", gated FFNs parameter-matched"
+        lines.append(text + ".")
+    if _get(cfg, "training"):
+        t = cfg["training"]
+        lines.append(f"- Training: {t.get('optimizer')} lr {t.get('learning_rate')}, "
+                     f"{t.get('epochs')} epochs, batch {t.get('batch_size')}; "
+                     f"convergence threshold: validation accuracy ≥ "
+                     f"{t.get('convergence_threshold')}.")
+    if cfg:
+        lines += ["", "<details><summary>Full configuration</summary>", ""]
+        lines += _config_block(cfg) + ["", "</details>"]
+    return lines + [""]
+
+
+def _config_block(cfg):
+    try:  # YAML, as the user writes configs; lists of scalars stay on one line
+        import yaml
+
+        class Dumper(yaml.SafeDumper):
+            pass
+
+        def flow_list(dumper, data):
+            return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True)
+
+        Dumper.add_representer(list, flow_list)
+        text = yaml.dump(json.loads(json.dumps(cfg, default=str)), Dumper=Dumper,
+                         sort_keys=False, default_flow_style=False, width=100)
+        return ["```yaml", text.rstrip(), "```"]
+    except ImportError:
+        return ["```json", json.dumps(cfg, indent=2, default=str), "```"]
+
+
+def _seed_list(seeds):
+    if seeds and seeds == list(range(seeds[0], seeds[0] + len(seeds))) and len(seeds) > 2:
+        return f"{seeds[0]}–{seeds[-1]}"
+    return ", ".join(str(s) for s in seeds)
+
+
+def _md_escape(cell):
+    return str(cell).replace("|", "\\|")
+
+
+def _md_table(header, rows):
+    out = ["| " + " | ".join(_md_escape(h) for h in header) + " |",
+           "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
+    out += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def _comparison_details(summary):
+    if not summary.comparisons:
+        return []
+    conf = f"{summary.confidence:.0%} CI"
+    header = ["vs " + summary.baseline, "seeds", "Δ acc (pp)", conf, "paired t p",
+              "Wilcoxon p", "d_z", "Δ loss", f"{conf} (loss)", "p (loss)"]
+    rows = []
+    for c in summary.comparisons:
+        a, lo = c.accuracy, c.loss
+        rows.append([
+            c.activation, str(a.n), _num(100 * a.mean_diff, "+.2f"),
+            _interval(100 * a.ci_low, 100 * a.ci_high, "+.2f"), stats.format_p(a.p_t),
+            stats.format_p(a.p_wilcoxon), stats.format_d(a.d_z), _num(lo.mean_diff, "+.4f"),
+            _interval(lo.ci_low, lo.ci_high, "+.4f"), stats.format_p(lo.p_value),
+        ])
+    return ["", "Paired comparisons in detail (test loss: lower is better; "
+            "its p-values are not adjusted):", ""] + _md_table(header, rows)
+
+
+def _num(v, fmt):
+    return "n/a" if not math.isfinite(v) else format(v, fmt)
+
+
+def _interval(lo, hi, fmt):
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "n/a"
+    return f"{format(lo, fmt)} to {format(hi, fmt)}"
+
+
+def _per_seed_tables(summary, results):
+    table = {(r.activation, r.seed): r for r in results}
+    names = [a.activation for a in summary.activations]
+    best = {a.activation: a.best_seed for a in summary.activations}
+    seeds = sorted({r.seed for r in results})
+    base = summary.baseline
+    header = ["seed"] + names + [f"{n} − {base}" for n in names if n != base]
+    rows = []
+    for s in seeds:
+        row = [str(s)]
+        for n in names:
+            r = table.get((n, s))
+            row.append("–" if r is None else
+                       f"{100 * r.test_accuracy:.2f}" + (" ★" if best[n] == s else ""))
+        for n in names:
+            if n == base:
+                continue
+            r, b = table.get((n, s)), table.get((base, s))
+            row.append("–" if r is None or b is None else
+                       f"{100 * (r.test_accuracy - b.test_accuracy):+.2f}")
+        rows.append(row)
+    lines = ["Test accuracy (%) by seed; ★ marks each activation's best seed by final "
+             "validation accuracy (the one whose model is shown and registered). The "
+             "last columns are the paired differences the tests use (pp).", ""]
+    lines += _md_table(header, rows)
+    long_header = ["activation", "seed", "val acc", "val loss", "test acc", "test loss",
+                   "epochs to thr", "train s"]
+    long_rows = []
+    for n in names:
+        for s in seeds:
+            r = table.get((n, s))
+            if r is None:
+                continue
+            long_rows.append([
+                n, str(s), f"{100 * r.val_accuracy:.2f}", f"{r.val_loss:.4f}",
+                f"{100 * r.test_accuracy:.2f}", f"{r.test_loss:.4f}",
+                "–" if r.epochs_to_threshold is None else str(r.epochs_to_threshold),
+                f"{r.train_seconds:.1f}",
+            ])
+    lines += ["", "<details><summary>Every member (final-epoch validation metrics)</summary>",
+              ""] + _md_table(long_header, long_rows) + ["", "</details>"]
+    return lines
+
+
+def _how_to_read(summary, dataset):
+    n = min((a.n for a in summary.activations), default=0)
+    lines = [
+        "- One seed is one training run: the seed sets the initial weights and the "
+        "batch order; the data split is the same for every run. Activations are "
+        "compared seed by seed (paired), which removes the seed-to-seed variation "
+        "they share.",
+        f"- The {summary.confidence:.0%} interval of Δ is where the true mean "
+        "difference plausibly lies. Small seed counts give wide intervals: the "
+        "t multiplier is "
+        + ", ".join(f"{_t_mult(k, summary.confidence):.2f} for {k} seeds" for k in (3, 5, 10))
+        + (f" (this sweep: {n})" if n >= 2 else "")
+        + ", and the sd itself is poorly known.",
+        "- \"No significant difference\" is not evidence that the activations are "
+        "equal; it means these seeds cannot tell them apart. Read the interval: "
+        "every difference inside it is still plausible.",
+        "- d_z (mean difference / sd of the differences) around 0.2 is small, 0.5 "
+        "medium, 0.8 large; with few seeds it is itself very noisy. The Wilcoxon "
+        "signed-rank p-value is a check that does not assume normal differences.",
+    ]
+    if summary.holm:
+        lines.append("- Several activations were compared with the baseline, so "
+                     "significance uses Holm-adjusted p-values (family-wise error "
+                     f"≤ {summary.alpha:g}); the intervals are not adjusted.")
+    if dataset is not None and len(dataset.y_test):
+        step = 100.0 / len(dataset.y_test)
+        lines.append(f"- With {len(dataset.y_test)} test points one test example is "
+                     f"{step:.2f} pp of accuracy; differences below that are ties.")
+    lines.append("- The winner is the highest mean test accuracy; when its lead over "
+                 "a runner-up that is not the baseline is tested, that p-value is "
+                 "unadjusted and optimistic, since the pair was chosen after looking.")
+    lines.append("- Seeds vary initialisation only, so the intervals do not cover "
+                 "the variation from drawing a different data set.")
+    return lines
+
+
+def _t_mult(n, confidence):
+    from scipy import stats as st
+
+    return float(st.t.ppf(0.5 + confidence / 2, n - 1))
+
+
+# --- Figures. -------------------------------------------------------------------
+
+
+def _colors(summary):
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    return {a.activation: cmap(i % 10) for i, a in enumerate(summary.activations)}
+
+
+def _figure(width, height):
+    fig = Figure(figsize=(width, height), dpi=_DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path):
+    fig.savefig(path, dpi=_DPI)
+
+
+def _stack(results, key):
+    """[seeds, epochs] array of one history key, NaN-padded to the longest run."""
+    series = [np.asarray(r.history.get(key, []), dtype=float) for r in results]
+    length = max((len(s) for s in series), default=0)
+    out = np.full((len(series), length), np.nan)
+    for i, s in enumerate(series):
+        out[i, : len(s)] = s
+    return out
+
+
+def _learning_curves(summary, results, colors, cfg):
+    fig = _figure(11, 4.2)
+    axes = fig.subplots(1, 2)
+    threshold = _get(cfg, "training.convergence_threshold")
+    for ax, key, label in ((axes[0], "val_accuracy", "validation accuracy"),
+                           (axes[1], "val_loss", "validation loss")):
+        for a in summary.activations:
+            members = [r for r in results if r.activation == a.activation]
+            values = _stack(members, key)
+            if values.size == 0:
+                continue
+            epochs = np.arange(1, values.shape[1] + 1)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN epochs
+                mean = np.nanmean(values, axis=0)
+                lo, hi = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
+            c = colors[a.activation]
+            ax.fill_between(epochs, lo, hi, color=c, alpha=0.18, linewidth=0)
+            ax.plot(epochs, mean, color=c, linewidth=1.8,
+                    label=f"{a.activation} (mean of {a.n} seeds)")
+        if key == "val_accuracy" and threshold is not None:
+            ax.axhline(threshold, color="0.4", linestyle="--", linewidth=0.9,
+                       label=f"threshold {threshold:g}")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, loc="lower right")
+    fig.suptitle("Learning curves: mean over seeds, band = min–max", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def _per_seed(summary, results, colors):
+    names = [a.activation for a in summary.activations]
+    table = {(r.activation, r.seed): r.test_accuracy for r in results}
+    seeds = sorted({r.seed for r in results})
+    has_diffs = bool(summary.comparisons)
+    fig = _figure(11 if has_diffs else 6, 4.4)
+    axes = fig.subplots(1, 2 if has_diffs else 1, squeeze=False)[0]
+    ax = axes[0]
+    # Spread seeds a little along x so overlapping (discrete) accuracies and
+    # their connecting lines stay visible.
+    offsets = np.linspace(-0.12, 0.12, len(seeds)) if len(seeds) > 1 else np.zeros(1)
+    for off, s in zip(offsets, seeds):
+        xs = [i + off for i, n in enumerate(names) if (n, s) in table]
+        ys = [100 * table[(n, s)] for n in names if (n, s) in table]
+        ax.plot(xs, ys, color="0.6", linewidth=0.8, alpha=0.7, zorder=1)
+    for i, a in enumerate(summary.activations):
+        pts = [(i + off, 100 * table[(a.activation, s)])
+               for off, s in zip(offsets, seeds) if (a.activation, s) in table]
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=22, color=colors[a.activation],
+                   edgecolor="white", linewidth=0.5, zorder=2)
+        _mean_bar(ax, i + 0.3, 100 * a.test_accuracy.mean,
+                  100 * a.test_accuracy.ci_low, 100 * a.test_accuracy.ci_high)
+    ax.set_xticks(range(len(names)), names)
+    ax.set_xlim(-0.5, len(names) - 0.3)
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title(f"Per seed (lines join a seed); black: mean, {summary.confidence:.0%} CI",
+                 fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    if has_diffs:
+        ax = axes[1]
+        ax.axhline(0.0, color="0.3", linewidth=0.9)
+        for i, c in enumerate(summary.comparisons):
+            diffs = [100 * (table[(c.activation, s)] - table[(c.baseline, s)])
+                     for s in c.accuracy.seeds]
+            xs = i + np.linspace(-0.12, 0.12, len(diffs)) if len(diffs) > 1 else [i]
+            ax.scatter(xs, diffs, s=22, color=colors[c.activation], edgecolor="white",
+                       linewidth=0.5, zorder=2)
+            _mean_bar(ax, i + 0.3, 100 * c.accuracy.mean_diff,
+                      100 * c.accuracy.ci_low, 100 * c.accuracy.ci_high)
+        label = "Holm p" if summary.holm else "p"
+        ax.set_xticks(range(len(summary.comparisons)),
+                      [f"{c.activation} − {c.baseline}\n{label}{stats.p_equals(c.p_holm)}"
+                       for c in summary.comparisons])
+        ax.set_xlim(-0.5, len(summary.comparisons) - 0.3)
+        ax.set_ylabel("Δ test accuracy vs baseline (pp)")
+        ax.set_title("Paired differences per seed; black: mean, CI", fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _mean_bar(ax, x, mean, lo, hi):
+    if math.isfinite(lo) and math.isfinite(hi):
+        ax.errorbar([x], [mean], yerr=[[mean - lo], [hi - mean]], fmt="D", color="black",
+                    markersize=5, capsize=4, linewidth=1.2, zorder=3)
+    elif math.isfinite(mean):
+        ax.plot([x], [mean], "D", color="black", markersize=5, zorder=3)
+
+
+def predict_proba(model, x, batch_size=_BATCH):
+    """Class probabilities [N, C] of a Keras model, in batches, as numpy."""
+    import keras
+
+    parts = []
+    for start in range(0, len(x), batch_size):
+        chunk = keras.ops.convert_to_tensor(x[start:start + batch_size], dtype="float32")
+        parts.append(np.asarray(keras.ops.convert_to_numpy(model(chunk, training=False))))
+    probs = np.concatenate(parts, axis=0).astype(float)
+    return probs.reshape(len(x), -1)
+
+
+def _decision_boundaries(summary, results, dataset):
+    if dataset is None or int(dataset.input_dim) != 2:
+        return None
+    by_key = {(r.activation, r.seed): r for r in results}
+    panels = [(a, by_key.get((a.activation, a.best_seed))) for a in summary.activations]
+    panels = [(a, r) for a, r in panels if r is not None and r.model is not None]
+    if not panels:
+        return None
+    x_test = np.asarray(dataset.x_test, dtype=np.float32)
+    y_test = _labels(dataset.y_test)
+    x_all = np.concatenate([np.asarray(dataset.x_train, dtype=np.float32), x_test])
+    lo, hi = x_all.min(axis=0), x_all.max(axis=0)
+    pad = 0.08 * (hi - lo) + 1e-6
+    g0 = np.linspace(lo[0] - pad[0], hi[0] + pad[0], _GRID)
+    g1 = np.linspace(lo[1] - pad[1], hi[1] + pad[1], _GRID)
+    xx, yy = np.meshgrid(g0, g1)
+    grid = np.stack([xx.ravel(), yy.ravel()], axis=1).astype(np.float32)
+
+    cols = min(len(panels), 3)
+    rows = math.ceil(len(panels) / cols)
+    fig = _figure(4.3 * cols + 0.8, 4.0 * rows)
+    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
+    mappable = None
+    for ax, (a, r) in zip(axes, panels):
+        probs = predict_proba(r.model, grid)
+        test_pred = predict_proba(r.model, x_test)
+        if probs.shape[1] <= 2:
+            p1 = probs[:, -1].reshape(xx.shape)
+            mappable = ax.contourf(xx, yy, p1, levels=np.linspace(0, 1, 11),
+                                   cmap="RdBu_r", alpha=0.5, vmin=0, vmax=1)
+            ax.contour(xx, yy, p1, levels=[0.5], colors="black", linewidths=1.2)
+            pred = (test_pred[:, -1] >= 0.5).astype(int)
+        else:
+            cls = probs.argmax(axis=1).reshape(xx.shape)
+            ax.contourf(xx, yy, cls, levels=np.arange(probs.shape[1] + 1) - 0.5,
+                        cmap="tab10", alpha=0.35)
+            pred = test_pred.argmax(axis=1)
+        right = pred == y_test
+        ax.scatter(x_test[right, 0], x_test[right, 1], c=y_test[right], cmap="coolwarm",
+                   vmin=0, vmax=max(1, y_test.max()), s=12, edgecolor="white",
+                   linewidth=0.4)
+        ax.scatter(x_test[~right, 0], x_test[~right, 1], c="yellow", marker="X", s=30,
+                   edgecolor="black", linewidth=0.5, label=f"misclassified ({(~right).sum()})")
+        ax.set_title(f"{a.activation}, seed {r.seed}: val {100 * r.val_accuracy:.1f}%, "
+                     f"test {100 * r.test_accuracy:.1f}%", fontsize=10)
+        ax.set_xlim(g0[0], g0[-1])
+        ax.set_ylim(g1[0], g1[-1])
+        ax.set_aspect("equal", adjustable="box")
+        ax.tick_params(labelsize=8)
+        ax.legend(fontsize=7, loc="lower left", framealpha=0.8)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle("Decision boundaries of each activation's best-validation seed, "
+                 "test points overlaid", fontsize=11)
+    fig.tight_layout()
+    if mappable is not None:
+        fig.colorbar(mappable, ax=list(axes[:len(panels)]), shrink=0.8,
+                     label="P(class 1)", pad=0.02)
+    return fig
+
+
+def _labels(y):
+    y = np.asarray(y)
+    return y.argmax(axis=1) if y.ndim == 2 else y.astype(int)
+
+
+def activation_curve(name):
+    """(label, f, is_gate) for plotting `name` as a scalar function.
+
+    Elementwise names plot themselves; gated names plot their gate
+    ("geglu gate: gelu"); learnable_leaky_relu plots leaky ReLU at its
+    initial slope 0.01. Returns None for names it cannot plot.
+    """
+    import keras_gelu
+    from keras_gelu import activations as acts
+
+    try:
+        entry_kind = acts.kind(name)
+    except ValueError:
+        entry_kind = None
+    if entry_kind == "gated":
+        gate = acts.gate_function(name)
+        return f"{name} gate: {getattr(gate, '__name__', 'gate')}", gate, True
+    if entry_kind == "layer":
+        return (f"{name}: leaky relu, initial slope 0.01",
+                lambda x: keras_gelu.leaky_relu(x, negative_slope=0.01), False)
+    try:
+        f = keras_gelu.get(name)
+    except ValueError:
+        return None
+    return (name, f, False) if callable(f) else None
+
+
+def _activation_curves(summary, colors):
+    import keras
+
+    x = np.linspace(-4.0, 4.0, 801)
+    xt = keras.ops.convert_to_tensor(x.astype(np.float32))
+    curves = []
+    for a in summary.activations:
+        spec = activation_curve(a.activation)
+        if spec is None:
+            continue
+        label, f, is_gate = spec
+        y = np.asarray(keras.ops.convert_to_numpy(f(xt)), dtype=float)
+        curves.append((a.activation, label, y, np.gradient(y, x), is_gate))
+    if not curves:
+        return None
+    fig = _figure(11, 4.2)
+    axes = fig.subplots(1, 2)
+    for name, label, y, dy, is_gate in curves:
+        style = dict(color=colors[name], linewidth=1.8, linestyle="--" if is_gate else "-",
+                     label=label)
+        axes[0].plot(x, y, **style)
+        axes[1].plot(x, dy, **style)
+    for ax, ylabel in ((axes[0], "f(x)"), (axes[1], "df/dx (finite differences)")):
+        ax.axhline(0, color="0.5", linewidth=0.6)
+        ax.axvline(0, color="0.5", linewidth=0.6)
+        ax.set_xlabel("x")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, loc="upper left")
+    fig.suptitle("The activations compared (gated units: their gate function)", fontsize=11)
+    fig.tight_layout()
+    return fig
