@@ -233,13 +233,15 @@ def leaky_relu(x, negative_slope=0.01):
 
     For a learnable slope use the `LearnableLeakyReLU` layer.
     """
-    return ops.leaky_relu(x, negative_slope=negative_slope)
+    return _elementwise(
+        x, lambda v: ops.leaky_relu(v, negative_slope=negative_slope)
+    )
 
 
 @register
 def silu(x):
     """SiLU / Swish, `x * sigmoid(x)`."""
-    return ops.silu(x)
+    return _elementwise(x, ops.silu)
 
 
 swish = silu
@@ -254,13 +256,13 @@ def mish(x):
 @register
 def elu(x, alpha=1.0):
     """Exponential linear unit, `x if x > 0 else alpha * (exp(x) - 1)`."""
-    return ops.elu(x, alpha=alpha)
+    return _elementwise(x, lambda v: ops.elu(v, alpha=alpha))
 
 
 @register
 def sigmoid(x):
     """Logistic sigmoid, `1 / (1 + exp(-x))` (the gate of plain GLU)."""
-    return ops.sigmoid(x)
+    return _elementwise(x, ops.sigmoid)
 
 
 @register
