@@ -1,0 +1,141 @@
+import keras
+import numpy as np
+import pytest
+
+from service.config import ModelConfig
+from service.errors import ServiceError
+from service.models import build_model
+from service.models import stack_weights
+from service.models import unstack_weights
+
+ACTIVATIONS = ["relu", "gelu", "geglu", "swiglu", "learnable_leaky_relu"]
+BLOCKS = {
+    "dense": ModelConfig(hidden_units=(8, 6), block="dense"),
+    "feedforward": ModelConfig(
+        hidden_units=(12, 6), block="feedforward", d_model=4, match_params=True
+    ),
+}
+INPUT_DIM, N_CLASSES, MEMBERS = 3, 4, 3
+
+
+def _inputs(batch=16):
+    return np.random.default_rng(0).normal(size=(batch, INPUT_DIM)).astype("float32")
+
+
+def _plain_models(cfg, activation, seeds=range(MEMBERS), **kwargs):
+    models = []
+    for seed in seeds:
+        keras.utils.set_random_seed(seed)
+        models.append(build_model(cfg, activation, INPUT_DIM, N_CLASSES, **kwargs))
+    return models
+
+
+def _stacked_prediction(stacked, x):
+    tiled = np.repeat(x[:, None], stacked.input_shape[1], axis=1)
+    return keras.ops.convert_to_numpy(stacked(tiled))
+
+
+@pytest.mark.parametrize("block", sorted(BLOCKS))
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_plain_model_outputs_class_probabilities(activation, block):
+    model = build_model(BLOCKS[block], activation, INPUT_DIM, N_CLASSES)
+    probs = keras.ops.convert_to_numpy(model(_inputs()))
+    assert model.input_shape == (None, INPUT_DIM)
+    assert probs.shape == (16, N_CLASSES)
+    assert np.all(probs >= 0)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("block", sorted(BLOCKS))
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_stacked_model_equals_its_plain_members_after_stack_weights(activation, block):
+    cfg = BLOCKS[block]
+    plain = _plain_models(cfg, activation)
+    stacked = build_model(cfg, activation, INPUT_DIM, N_CLASSES, members=MEMBERS)
+    assert stacked.input_shape == (None, MEMBERS, INPUT_DIM)
+    assert stacked.output_shape == (None, MEMBERS, N_CLASSES)
+    stack_weights(stacked, plain)
+    x = _inputs()
+    got = _stacked_prediction(stacked, x)
+    for m, model in enumerate(plain):
+        want = keras.ops.convert_to_numpy(model(x))
+        np.testing.assert_allclose(got[:, m], want, atol=1e-6)
+
+
+def test_stacked_members_see_their_own_inputs():
+    cfg = BLOCKS["dense"]
+    plain = _plain_models(cfg, "gelu")
+    stacked = build_model(cfg, "gelu", INPUT_DIM, N_CLASSES, members=MEMBERS)
+    stack_weights(stacked, plain)
+    x = np.random.default_rng(1).normal(size=(5, MEMBERS, INPUT_DIM)).astype("float32")
+    got = keras.ops.convert_to_numpy(stacked(x))
+    for m, model in enumerate(plain):
+        want = keras.ops.convert_to_numpy(model(x[:, m]))
+        np.testing.assert_allclose(got[:, m], want, atol=1e-6)
+
+
+@pytest.mark.parametrize("activation", ["geglu", "learnable_leaky_relu"])
+def test_unstack_weights_copies_each_member_back_to_its_plain_model(activation):
+    cfg = BLOCKS["feedforward"]
+    stacked = build_model(cfg, activation, INPUT_DIM, N_CLASSES, members=MEMBERS)
+    rng = np.random.default_rng(2)
+    for variable in stacked.weights:
+        variable.assign(rng.normal(size=variable.shape).astype("float32"))
+    plain = _plain_models(cfg, activation)
+    unstack_weights(stacked, plain)
+    x = _inputs()
+    got = _stacked_prediction(stacked, x)
+    for m, model in enumerate(plain):
+        want = keras.ops.convert_to_numpy(model(x))
+        np.testing.assert_allclose(got[:, m], want, atol=1e-6)
+
+
+def test_learnable_slope_is_one_scalar_per_member():
+    cfg = ModelConfig(hidden_units=(8,))
+    plain = _plain_models(cfg, "learnable_leaky_relu")
+    for m, model in enumerate(plain):
+        model.get_layer("hidden_0_activation").slope.assign(0.1 * (m + 1))
+    stacked = build_model(cfg, "learnable_leaky_relu", INPUT_DIM, N_CLASSES, members=MEMBERS)
+    stack_weights(stacked, plain)
+    slope = keras.ops.convert_to_numpy(stacked.get_layer("hidden_0_activation").slope)
+    np.testing.assert_allclose(slope.ravel(), [0.1, 0.2, 0.3], rtol=1e-6)
+
+
+def test_stack_weights_rejects_a_different_architecture():
+    plain = _plain_models(BLOCKS["dense"], "relu")
+    stacked = build_model(BLOCKS["dense"], "geglu", INPUT_DIM, N_CLASSES, members=MEMBERS)
+    with pytest.raises(ValueError, match="does not match"):
+        stack_weights(stacked, plain)
+    wider = build_model(ModelConfig(hidden_units=(8,)), "relu", INPUT_DIM, N_CLASSES, members=MEMBERS)
+    with pytest.raises(ValueError, match="not the same architecture"):
+        stack_weights(wider, plain)
+
+
+def test_dropout_adds_no_weights_so_members_still_line_up():
+    cfg = ModelConfig(hidden_units=(8, 6), dropout=0.3)
+    plain = _plain_models(cfg, "swiglu")
+    stacked = build_model(cfg, "swiglu", INPUT_DIM, N_CLASSES, members=MEMBERS)
+    stack_weights(stacked, plain)  # Raises if the weight lists differ.
+    got = _stacked_prediction(stacked, _inputs())  # Inference: no dropout.
+    want = keras.ops.convert_to_numpy(plain[1](_inputs()))
+    np.testing.assert_allclose(got[:, 1], want, atol=1e-6)
+
+
+def test_same_seed_builds_identical_initial_weights():
+    a, b = _plain_models(BLOCKS["dense"], "gelu", seeds=(7, 7))
+    (c,) = _plain_models(BLOCKS["dense"], "gelu", seeds=(8,))
+    for wa, wb in zip(a.get_weights(), b.get_weights()):
+        np.testing.assert_array_equal(wa, wb)
+    assert not np.array_equal(a.get_weights()[0], c.get_weights()[0])
+
+
+def test_mixed_precision_model_outputs_float32_probabilities():
+    model = build_model(BLOCKS["dense"], "gelu", INPUT_DIM, N_CLASSES, dtype="mixed_bfloat16")
+    assert model.get_layer("hidden_0").compute_dtype == "bfloat16"
+    probs = model(_inputs())
+    assert keras.backend.standardize_dtype(probs.dtype) == "float32"
+
+
+def test_unknown_block_raises_service_error():
+    with pytest.raises(ServiceError, match="feedforward"):
+        build_model(ModelConfig(block="conv"), "relu", INPUT_DIM, N_CLASSES)
