@@ -389,8 +389,16 @@ def _per_seed(summary, results, colors):
     table = {(r.activation, r.seed): r.test_accuracy for r in results}
     seeds = sorted({r.seed for r in results})
     has_diffs = bool(summary.comparisons)
-    fig = _figure(11 if has_diffs else 6, 4.4)
-    axes = fig.subplots(1, 2 if has_diffs else 1, squeeze=False)[0]
+    # Side by side for a few activations, stacked for many.
+    stacked = has_diffs and len(names) > 3
+    panel_w = max(5.5, 1.2 * len(names) + 2)
+    if stacked:
+        fig = _figure(panel_w, 8.4)
+        axes = fig.subplots(2, 1)
+    else:
+        fig = _figure(2 * panel_w if has_diffs else panel_w, 4.6)
+        axes = fig.subplots(1, 2 if has_diffs else 1, squeeze=False)[0]
+    rotate = dict(rotation=15, ha="right") if sum(map(len, names)) > 7 * panel_w else {}
     ax = axes[0]
     # Spread seeds a little along x so overlapping (discrete) accuracies and
     # their connecting lines stay visible.
@@ -406,7 +414,7 @@ def _per_seed(summary, results, colors):
                    edgecolor="white", linewidth=0.5, zorder=2)
         _mean_bar(ax, i + 0.3, 100 * a.test_accuracy.mean,
                   100 * a.test_accuracy.ci_low, 100 * a.test_accuracy.ci_high)
-    ax.set_xticks(range(len(names)), names)
+    ax.set_xticks(range(len(names)), names, **rotate)
     ax.set_xlim(-0.5, len(names) - 0.3)
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(f"Per seed (lines join a seed); black: mean, {summary.confidence:.0%} CI",
@@ -425,10 +433,10 @@ def _per_seed(summary, results, colors):
                       100 * c.accuracy.ci_low, 100 * c.accuracy.ci_high)
         label = "Holm p" if summary.holm else "p"
         ax.set_xticks(range(len(summary.comparisons)),
-                      [f"{c.activation} − {c.baseline}\n{label}{stats.p_equals(c.p_holm)}"
-                       for c in summary.comparisons])
+                      [f"{c.activation}\n{label}{stats.p_equals(c.p_holm)}"
+                       for c in summary.comparisons], **rotate)
         ax.set_xlim(-0.5, len(summary.comparisons) - 0.3)
-        ax.set_ylabel("Δ test accuracy vs baseline (pp)")
+        ax.set_ylabel(f"Δ test accuracy vs {summary.baseline} (pp)")
         ax.set_title("Paired differences per seed; black: mean, CI", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

@@ -335,3 +335,16 @@ def test_flat_metrics_are_finite_floats(two_way):
     assert m["gelu.test_accuracy_mean"] == pytest.approx(0.9503125 + 0.007)
     assert "gelu.vs_baseline.p_holm" in m
     assert all(isinstance(v, float) and math.isfinite(v) for v in m.values())
+
+
+def test_float32_round_off_in_metrics_counts_as_ties():
+    # Keras reports accuracies in float32: equal accuracies may differ by ~1e-8.
+    relu = [float(np.float32(v)) for v in (0.94, 0.955, 0.95, 0.945)]
+    same = [v + e for v, e in zip(relu, (1e-8, -2e-8, 0.0, 3e-9))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        zero = stats.paired_test(np.subtract(same, relu))
+        const = stats.paired_test([0.0050000191, 0.0049999952, 0.005, 0.0050000012])
+    assert zero.p_value == 1.0 and zero.d_z == 0.0
+    assert const.test == "Wilcoxon" and const.d_z == math.inf
+    assert const.p_value == pytest.approx(2 / 2**4)

@@ -1,0 +1,156 @@
+"""service.report: the files it writes and what the Markdown says."""
+
+import json
+import types
+
+import keras
+import numpy as np
+import pytest
+
+from service import report
+from service import stats
+from service.results import MemberResult
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def tiny_model(input_dim, seed):
+    """Dense(2, softmax): a real Keras model, untrained, seeded weights."""
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((input_dim,))
+    return keras.Model(inputs, keras.layers.Dense(2, activation="softmax")(inputs))
+
+
+def fake_dataset(input_dim, n=40, seed=0):
+    rng = np.random.default_rng(seed)
+
+    def split(k):
+        x = rng.normal(size=(k, input_dim)).astype(np.float32)
+        return x, (x[:, 0] + 0.3 * x[:, 1] > 0).astype(np.int32)
+
+    (xtr, ytr), (xv, yv), (xte, yte) = split(n), split(n // 4), split(n // 4)
+    return types.SimpleNamespace(
+        name="moons", x_train=xtr, y_train=ytr, x_val=xv, y_val=yv, x_test=xte, y_test=yte,
+        n_classes=2, input_dim=input_dim,
+    )
+
+
+def sweep(input_dim=2, with_models=True, seeds=(0, 1, 2, 3), epochs=6):
+    rng = np.random.default_rng(7)
+    out = []
+    for act, shift in (("relu", 0.0), ("gelu", 0.01)):
+        for s in seeds:
+            va = list(np.clip(np.linspace(0.6, 0.93 + shift, epochs) + rng.normal(0, 0.01, epochs), 0, 1))
+            vl = list(np.linspace(0.7, 0.2 - shift, epochs))
+            history = {"loss": vl, "accuracy": va, "val_loss": vl, "val_accuracy": va}
+            acc = round((0.92 + shift + rng.normal(0, 0.005)) * 400) / 400
+            model = tiny_model(input_dim, s) if with_models else None
+            out.append(MemberResult(act, s, history, 0.25 - shift, acc, None, model, 1.5))
+    return out
+
+
+CONFIG = {
+    "experiment": "test",
+    "activations": ["relu", "gelu"],
+    "baseline": "relu",
+    "data": {"dataset": "moons", "n_samples": 2000, "noise": 0.2, "seed": 0},
+    "model": {"hidden_units": [64, 64], "block": "dense", "dropout": 0.0},
+    "training": {"optimizer": "adam", "learning_rate": 0.001, "epochs": 6, "batch_size": 32,
+                 "convergence_threshold": 0.95},
+}
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    results = sweep()
+    summary = stats.summarize(results, "relu")
+    out = tmp_path_factory.mktemp("r") / "nested" / "report"
+    paths = report.write_report(summary, results, out, title="moons: relu vs gelu",
+                                dataset=fake_dataset(2), config_dict=CONFIG)
+    return summary, out, paths
+
+
+def test_write_report_creates_dir_and_returns_every_file_written(written):
+    _, out, paths = written
+    names = [p.name for p in paths]
+    assert names[0] == "report.md"
+    assert set(names) == {"report.md", "summary.json", "learning_curves.png",
+                          "test_accuracy_per_seed.png", "decision_boundaries.png",
+                          "activation_curves.png"}
+    assert sorted(p.name for p in out.iterdir()) == sorted(names)
+    for p in paths:
+        if p.suffix == ".png":
+            assert p.read_bytes()[:8] == PNG_MAGIC and p.stat().st_size > 5000
+
+
+def test_markdown_has_setup_table_verdicts_per_seed_and_caveat(written):
+    summary, out, _ = written
+    md = (out / "report.md").read_text()
+    assert md.startswith("# moons: relu vs gelu\n")
+    assert "adam lr 0.001" in md and "hidden (64, 64)" in md and "2000 samples" in md
+    assert "| activation | seeds | test acc % | 95% CI |" in md
+    for a in summary.activations:
+        assert f"| {a.activation} | {a.n} | {100 * a.test_accuracy.mean:.2f} ± " in md
+    for verdict in summary.verdicts:
+        assert f"- {verdict}" in md
+    assert "| seed | relu | gelu | gelu − relu |" in md
+    assert "★" in md
+    assert "## How to read this" in md and "Small seed counts give wide intervals" in md
+    for png in ("learning_curves", "test_accuracy_per_seed", "decision_boundaries",
+                "activation_curves"):
+        assert f"]({png}.png)" in md  # relative links, next to report.md
+
+
+def test_summary_json_is_the_strict_json_summary(written):
+    summary, out, _ = written
+    assert json.loads((out / "summary.json").read_text()) == stats.summary_to_dict(summary)
+
+
+def test_decision_boundaries_skipped_for_more_than_two_features(tmp_path):
+    results = sweep(input_dim=3, seeds=(0, 1))
+    summary = stats.summarize(results, "relu")
+    paths = report.write_report(summary, results, tmp_path, title="t", dataset=fake_dataset(3))
+    assert "decision_boundaries.png" not in [p.name for p in paths]
+    assert not (tmp_path / "decision_boundaries.png").exists()
+    assert "decision_boundaries" not in (tmp_path / "report.md").read_text()
+
+
+def test_report_without_dataset_config_or_models(tmp_path):
+    results = sweep(with_models=False, seeds=(0, 1, 2))
+    summary = stats.summarize(results, "relu")
+    paths = report.write_report(summary, results, tmp_path, title="bare",
+                                dataset=fake_dataset(2))
+    assert "decision_boundaries.png" not in [p.name for p in paths]
+    md = (tmp_path / "report.md").read_text()
+    assert "## Results" in md and "Full configuration" not in md
+
+
+def test_predict_proba_batches_match_one_call():
+    model = tiny_model(2, 0)
+    x = np.random.default_rng(0).normal(size=(10, 2)).astype(np.float32)
+    full = report.predict_proba(model, x)
+    assert full.shape == (10, 2)
+    np.testing.assert_allclose(report.predict_proba(model, x, batch_size=3), full, rtol=1e-6)
+    np.testing.assert_allclose(full.sum(axis=1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "name, label, x, y",
+    [
+        ("gelu", "gelu", 1.0, 0.841345),
+        ("relu", "relu", -1.0, 0.0),
+        ("geglu", "geglu gate: gelu", 1.0, 0.841345),
+        ("swiglu", "swiglu gate: silu", 1.0, 0.731059),
+        ("learnable_leaky_relu", "learnable_leaky_relu: leaky relu, initial slope 0.01",
+         -1.0, -0.01),
+    ],
+)
+def test_activation_curve_labels_and_values(name, label, x, y):
+    got_label, f, _ = report.activation_curve(name)
+    assert got_label == label
+    value = float(np.asarray(keras.ops.convert_to_numpy(f(keras.ops.convert_to_tensor([x]))))[0])
+    assert value == pytest.approx(y, abs=1e-5)
+
+
+def test_activation_curve_unknown_name_is_skipped():
+    assert report.activation_curve("no_such_activation") is None
