@@ -1,0 +1,346 @@
+"""Training a sweep: every activation, every seed, all seeds at once.
+
+Member (activation, seed) is defined by three things: its initial weights
+(`keras.utils.set_random_seed(seed)`, then `build_model`), its per-epoch
+data order (`np.random.default_rng(seed)`, one permutation per epoch) and
+the configured optimizer. `train_sweep` trains all seeds of one
+activation as ONE stacked model (`build_model(..., members=M)`): each step
+feeds member m its own batch, and the loss is each member's mean batch
+loss summed over members, so each member's gradient, and with an
+elementwise optimizer (Adam, AdamW, SGD, RMSprop) its update, is exactly
+that of the plain model trained alone. Per-step overhead, which dominates
+small models on a CPU, is paid once per step instead of once per member.
+
+Pure apart from the device settings: no MLflow, no files.
+"""
+
+import contextlib
+import platform
+import time
+
+import keras
+import numpy as np
+
+from service.errors import ServiceError
+from service.models import build_model
+from service.models import stack_weights
+from service.models import unstack_weights
+from service.results import MemberResult
+
+HISTORY_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")
+
+# One line per optimizer name in TrainingConfig. All four update each
+# weight from its own gradient only, so stacked members stay independent.
+OPTIMIZERS = {
+    "adam": keras.optimizers.Adam,
+    "adamw": keras.optimizers.AdamW,
+    "sgd": keras.optimizers.SGD,
+    "rmsprop": keras.optimizers.RMSprop,
+}
+
+# Probabilities are clipped like Keras' crossentropy on probabilities.
+_EPSILON = 1e-7
+
+
+def make_optimizer(training_cfg):
+    """Returns a new optimizer for `training_cfg` (name, learning rate).
+
+    Raises:
+        ServiceError: for an unknown optimizer name.
+    """
+    factory = OPTIMIZERS.get(training_cfg.optimizer)
+    if factory is None:
+        raise ServiceError(
+            f"training.optimizer: unknown optimizer {training_cfg.optimizer!r}; "
+            f"expected one of {', '.join(sorted(OPTIMIZERS))}."
+        )
+    return factory(learning_rate=training_cfg.learning_rate)
+
+
+# --- Device. ---------------------------------------------------------------
+
+
+def _tensorflow_gpus(hide):
+    import tensorflow as tf
+
+    if hide:
+        try:
+            tf.config.set_visible_devices([], "GPU")
+        except RuntimeError:
+            pass  # Already initialized: TF cannot hide them any more.
+    gpus = tf.config.get_visible_devices("GPU")
+    return [
+        tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name)
+        for gpu in gpus
+    ]
+
+
+def _jax_gpus(hide):
+    import jax
+
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:  # No GPU backend.
+        gpus = []
+    if hide and gpus:
+        jax.config.update("jax_default_device", jax.devices("cpu")[0])
+        return []
+    return [gpu.device_kind for gpu in gpus]
+
+
+def _torch_gpus(hide):
+    import torch
+
+    if hide or not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+
+
+# One line per Keras backend: hide=bool -> names of the GPUs it will use.
+_GPU_PROBES = {
+    "tensorflow": _tensorflow_gpus,
+    "jax": _jax_gpus,
+    "torch": _torch_gpus,
+}
+
+
+def describe_device(device_cfg):
+    """Applies `device_cfg.type` and says what the sweep will run on.
+
+    `"cpu"` hides the GPUs from the backend (TensorFlow: only before it
+    first touches them); `"gpu"` requires one; `"auto"` uses one if any.
+
+    Args:
+        device_cfg: A `service.config.DeviceConfig`.
+
+    Returns:
+        A dict: `device` ("cpu" or "gpu"), `device_name`, `backend` (the
+        Keras backend), `mixed_precision` (policy name or None) and `xla`.
+
+    Raises:
+        ServiceError: for `type: gpu` when the backend sees no GPU.
+
+    Example:
+
+    >>> from service.config import DeviceConfig
+    >>> describe_device(DeviceConfig(type="cpu"))["device"]
+    'cpu'
+    """
+    backend = keras.backend.backend()
+    probe = _GPU_PROBES.get(backend, lambda hide: [])
+    gpus = probe(device_cfg.type == "cpu")
+    if device_cfg.type == "gpu" and not gpus:
+        raise ServiceError(
+            f"device.type: gpu, but the {backend} backend sees no GPU. Set "
+            f"device.type to auto or cpu, or check the CUDA installation "
+            f"(nvidia-smi, and a GPU build of {backend})."
+        )
+    on_gpu = bool(gpus)
+    return {
+        "device": "gpu" if on_gpu else "cpu",
+        "device_name": gpus[0] if on_gpu else (platform.processor() or "cpu"),
+        "backend": backend,
+        "mixed_precision": device_cfg.mixed_precision,
+        "xla": bool(device_cfg.xla),
+    }
+
+
+@contextlib.contextmanager
+def _dtype_policy(name):
+    """Sets the global dtype policy inside the block (None: unchanged)."""
+    if not name:
+        yield
+        return
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(name)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+# --- Metrics. --------------------------------------------------------------
+
+
+def member_metrics(probs, labels):
+    """Crossentropy and accuracy of each member, in float64.
+
+    Args:
+        probs: `(N, M, C)` class probabilities of M members.
+        labels: `(N,)` int labels, the same for every member.
+
+    Returns:
+        `(loss, accuracy)`, each an `(M,)` array.
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    p_true = np.take_along_axis(probs, labels[:, None, None], axis=2)[..., 0]
+    loss = -np.log(np.clip(p_true, _EPSILON, 1.0 - _EPSILON)).mean(axis=0)
+    accuracy = (probs.argmax(axis=2) == labels[:, None]).mean(axis=0)
+    return loss, accuracy
+
+
+def epochs_to_threshold(val_accuracy, threshold):
+    """First epoch (1-based) whose validation accuracy is >= threshold."""
+    for epoch, value in enumerate(val_accuracy, start=1):
+        if value >= threshold:
+            return epoch
+    return None
+
+
+def _members_loss(members):
+    # Keras averages the (batch, M) per-example losses over batch AND
+    # members; times M that is the sum over members of each member's mean
+    # batch loss, whose gradient for member m is member m's own gradient.
+    def loss(y_true, y_pred):
+        return members * keras.losses.sparse_categorical_crossentropy(y_true, y_pred)
+
+    return loss
+
+
+def _tile(x, members):
+    """`(N, F)` -> `(N, M, F)`: every member sees the same examples."""
+    return np.ascontiguousarray(np.broadcast_to(x[:, None], (len(x), members) + x.shape[1:]))
+
+
+def _train_epoch(model, x, y, batch_size):
+    """One epoch over pre-permuted `(N, M, F)` arrays, batches in order."""
+    model.fit(x, y, batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
+
+
+# --- The sweep. ------------------------------------------------------------
+
+
+def train_sweep(dataset, config, progress=None):
+    """Trains every (activation, seed) member of `config` on `dataset`.
+
+    All seeds of one activation train together as one stacked model; each
+    member's weights, data order and results are those of the plain model
+    trained alone with that seed (see the module docstring).
+
+    Per epoch, each member's loss and accuracy on the whole training and
+    validation sets are recorded after the epoch's last step. The test
+    set is used once, after training.
+
+    Args:
+        dataset: A `service.data.Dataset`.
+        config: A `service.config.Config` (activations, seeds, model,
+            training, device).
+        progress: Optional callable, called once per epoch per activation
+            with a dict: `activation`, `epoch`, `epochs`, `members_done`,
+            `members_total`, `val_accuracy` (mean over the members).
+
+    Returns:
+        A list of `MemberResult`, activations in config order, seeds in
+        config order within each. `model` is the trained plain
+        `keras.Model` (compiled with the configured optimizer, sparse
+        crossentropy and accuracy); `train_seconds` is the activation's
+        training wall time divided by its number of members.
+
+    Raises:
+        ServiceError: for an unavailable device or an unknown optimizer
+            or block.
+    """
+    describe_device(config.device)
+    seeds = tuple(int(seed) for seed in config.seeds)
+    total = len(config.activations) * len(seeds)
+    results = []
+    for activation in config.activations:
+        results.extend(
+            _train_activation(
+                dataset, config, activation, seeds, progress, len(results), total
+            )
+        )
+    return results
+
+
+def _train_activation(dataset, config, activation, seeds, progress, done, total):
+    training = config.training
+    members = len(seeds)
+    n_train = len(dataset.y_train)
+    start = time.perf_counter()
+
+    with _dtype_policy(config.device.mixed_precision):
+        plain_models = []
+        for seed in seeds:
+            keras.utils.set_random_seed(seed)
+            plain_models.append(
+                build_model(
+                    config.model,
+                    activation,
+                    dataset.input_dim,
+                    dataset.n_classes,
+                    name=f"{activation}_seed{seed}",
+                )
+            )
+        stacked = build_model(
+            config.model,
+            activation,
+            dataset.input_dim,
+            dataset.n_classes,
+            members=members,
+            name=f"{activation}_x{members}",
+        )
+    stack_weights(stacked, plain_models)
+    stacked.compile(
+        optimizer=make_optimizer(training),
+        loss=_members_loss(members),
+        jit_compile=True if config.device.xla else "auto",
+    )
+
+    rngs = [np.random.default_rng(seed) for seed in seeds]
+    # Train and validation sets in one forward pass per epoch.
+    x_eval = _tile(np.concatenate([dataset.x_train, dataset.x_val]), members)
+    history = {key: [] for key in HISTORY_KEYS}
+    for epoch in range(1, training.epochs + 1):
+        order = np.stack([rng.permutation(n_train) for rng in rngs], axis=1)
+        _train_epoch(
+            stacked, dataset.x_train[order], dataset.y_train[order], training.batch_size
+        )
+        probs = stacked.predict_on_batch(x_eval)
+        loss, accuracy = member_metrics(probs[:n_train], dataset.y_train)
+        val_loss, val_accuracy = member_metrics(probs[n_train:], dataset.y_val)
+        for key, values in zip(HISTORY_KEYS, (loss, accuracy, val_loss, val_accuracy)):
+            history[key].append(values)
+        if progress is not None:
+            progress(
+                {
+                    "activation": activation,
+                    "epoch": epoch,
+                    "epochs": training.epochs,
+                    "members_done": done + (members if epoch == training.epochs else 0),
+                    "members_total": total,
+                    "val_accuracy": float(val_accuracy.mean()),
+                }
+            )
+    seconds = time.perf_counter() - start
+
+    test_loss, test_accuracy = member_metrics(
+        stacked.predict_on_batch(_tile(dataset.x_test, members)), dataset.y_test
+    )
+    unstack_weights(stacked, plain_models)
+
+    results = []
+    for m, (seed, model) in enumerate(zip(seeds, plain_models)):
+        model.compile(
+            optimizer=make_optimizer(training),
+            loss="sparse_categorical_crossentropy",
+            metrics=["accuracy"],
+        )
+        member_history = {
+            key: [float(values[m]) for values in history[key]] for key in HISTORY_KEYS
+        }
+        results.append(
+            MemberResult(
+                activation=activation,
+                seed=seed,
+                history=member_history,
+                test_loss=float(test_loss[m]),
+                test_accuracy=float(test_accuracy[m]),
+                epochs_to_threshold=epochs_to_threshold(
+                    member_history["val_accuracy"], training.convergence_threshold
+                ),
+                model=model,
+                train_seconds=seconds / members,
+            )
+        )
+    return results

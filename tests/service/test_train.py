@@ -1,0 +1,250 @@
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+from sklearn.metrics import accuracy_score
+from sklearn.metrics import log_loss
+
+from service.config import Config
+from service.config import DataConfig
+from service.config import DeviceConfig
+from service.config import ModelConfig
+from service.config import TrainingConfig
+from service.data import load_dataset
+from service.errors import ServiceError
+from service.models import build_model
+from service.train import describe_device
+from service.train import train_sweep
+
+HISTORY_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    # 128 training examples: batch 24 leaves a partial last batch of 8.
+    return load_dataset(DataConfig(n_samples=200, seed=0))
+
+
+def _config(activation="relu", seeds=(0, 1, 2), epochs=3, optimizer="adam", **model):
+    model = {"hidden_units": (8, 8), **model}
+    return Config(
+        activations=(activation,) if isinstance(activation, str) else activation,
+        seeds=seeds,
+        model=ModelConfig(**model),
+        training=TrainingConfig(
+            optimizer=optimizer,
+            learning_rate=0.01,
+            epochs=epochs,
+            batch_size=24,
+            convergence_threshold=0.8,
+        ),
+    )
+
+
+# The reference: one plain model, trained alone, step by step.
+REFERENCE_OPTIMIZERS = {
+    "adam": keras.optimizers.Adam,
+    "adamw": keras.optimizers.AdamW,
+    "sgd": keras.optimizers.SGD,
+    "rmsprop": keras.optimizers.RMSprop,
+}
+
+
+def _train_alone(dataset, config, activation, seed):
+    training = config.training
+    keras.utils.set_random_seed(seed)
+    model = build_model(config.model, activation, dataset.input_dim, dataset.n_classes)
+    model.compile(
+        optimizer=REFERENCE_OPTIMIZERS[training.optimizer](training.learning_rate),
+        loss="sparse_categorical_crossentropy",
+    )
+    rng = np.random.default_rng(seed)
+    n = len(dataset.y_train)
+    history = {key: [] for key in HISTORY_KEYS}
+    for _ in range(training.epochs):
+        order = rng.permutation(n)
+        for start in range(0, n, training.batch_size):
+            batch = order[start : start + training.batch_size]
+            model.train_on_batch(dataset.x_train[batch], dataset.y_train[batch])
+        for prefix, x, y in (
+            ("", dataset.x_train, dataset.y_train),
+            ("val_", dataset.x_val, dataset.y_val),
+        ):
+            probs = keras.ops.convert_to_numpy(model(x)).astype("float64")
+            probs /= probs.sum(axis=1, keepdims=True)  # float32 rounding
+            history[prefix + "loss"].append(log_loss(y, probs, labels=[0, 1]))
+            history[prefix + "accuracy"].append(accuracy_score(y, probs.argmax(1)))
+    return model, history
+
+
+@pytest.mark.parametrize(
+    "activation, optimizer, model",
+    [
+        ("relu", "adam", {}),
+        ("gelu", "adam", {}),
+        ("geglu", "rmsprop", {}),
+        ("learnable_leaky_relu", "adamw", {}),
+        ("swiglu", "sgd", {"block": "feedforward", "d_model": 4, "match_params": True}),
+    ],
+)
+def test_each_sweep_member_equals_the_model_trained_alone_with_its_seed(
+    dataset, activation, optimizer, model
+):
+    config = _config(activation, optimizer=optimizer, **model)
+    results = train_sweep(dataset, config)
+    assert [(r.activation, r.seed) for r in results] == [(activation, s) for s in (0, 1, 2)]
+    for result in results:
+        reference, history = _train_alone(dataset, config, activation, result.seed)
+        for got, want in zip(result.model.get_weights(), reference.get_weights()):
+            np.testing.assert_allclose(got, want, atol=1e-4)
+        for key in HISTORY_KEYS:
+            np.testing.assert_allclose(result.history[key], history[key], atol=1e-4)
+    # The seeds really are different members.
+    assert not np.allclose(
+        results[0].model.get_weights()[0], results[1].model.get_weights()[0]
+    )
+
+
+def test_results_carry_full_history_test_metrics_and_plain_models(dataset):
+    config = _config(("relu", "gelu"), seeds=(3, 4), epochs=4)
+    results = train_sweep(dataset, config)
+    assert [(r.activation, r.seed) for r in results] == [
+        ("relu", 3), ("relu", 4), ("gelu", 3), ("gelu", 4)
+    ]
+    for result in results:
+        assert set(result.history) == set(HISTORY_KEYS)
+        assert all(len(result.history[key]) == 4 for key in HISTORY_KEYS)
+        assert all(isinstance(v, float) for v in result.history["val_loss"])
+        hit = [e for e, a in enumerate(result.history["val_accuracy"], 1) if a >= 0.8]
+        assert result.epochs_to_threshold == (hit[0] if hit else None)
+        assert result.train_seconds > 0
+        probs = keras.ops.convert_to_numpy(result.model(dataset.x_test))
+        assert result.model.input_shape == (None, dataset.input_dim)
+        np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-5)
+        probs = probs.astype("float64") / probs.sum(axis=1, keepdims=True)
+        want = log_loss(dataset.y_test, probs, labels=[0, 1])
+        assert result.test_loss == pytest.approx(want, abs=1e-5)
+        assert result.test_accuracy == pytest.approx(
+            accuracy_score(dataset.y_test, probs.argmax(1))
+        )
+
+
+def test_test_set_plays_no_part_in_training(dataset):
+    config = _config("gelu", seeds=(0, 1), epochs=2)
+    rng = np.random.default_rng(0)
+    scrambled = dataclasses.replace(
+        dataset,
+        x_test=rng.normal(size=dataset.x_test.shape).astype("float32"),
+        y_test=rng.permutation(dataset.y_test),
+    )
+    a = train_sweep(dataset, config)
+    b = train_sweep(scrambled, config)
+    for ra, rb in zip(a, b):
+        assert ra.history == rb.history
+        for wa, wb in zip(ra.model.get_weights(), rb.model.get_weights()):
+            np.testing.assert_array_equal(wa, wb)
+    assert [r.test_loss for r in a] != [r.test_loss for r in b]
+
+
+def test_progress_reports_once_per_epoch_per_activation(dataset):
+    events = []
+    train_sweep(dataset, _config(("relu", "geglu"), seeds=(0, 1), epochs=2), events.append)
+    assert [(e["activation"], e["epoch"], e["members_done"]) for e in events] == [
+        ("relu", 1, 0), ("relu", 2, 2), ("geglu", 1, 2), ("geglu", 2, 4)
+    ]
+    assert all(e["epochs"] == 2 and e["members_total"] == 4 for e in events)
+    assert all(0.0 <= e["val_accuracy"] <= 1.0 for e in events)
+
+
+def test_mixed_precision_and_xla_train_and_restore_the_dtype_policy(dataset):
+    before = keras.config.dtype_policy().name
+    config = dataclasses.replace(
+        _config("gelu", seeds=(0, 1), epochs=1),
+        device=DeviceConfig(mixed_precision="mixed_bfloat16", xla=True),
+    )
+    (result, _) = train_sweep(dataset, config)
+    assert keras.config.dtype_policy().name == before
+    assert result.model.get_layer("hidden_0").compute_dtype == "bfloat16"
+    assert np.isfinite(result.history["loss"][0]) and np.isfinite(result.test_loss)
+
+
+def test_describe_device_reports_cpu_and_refuses_a_missing_gpu():
+    info = describe_device(DeviceConfig(type="cpu"))
+    assert info["device"] == "cpu"
+    assert info["backend"] == keras.backend.backend()
+    assert set(info) >= {"device", "device_name", "backend", "mixed_precision"}
+    if describe_device(DeviceConfig(type="auto"))["device"] == "cpu":
+        with pytest.raises(ServiceError, match="no GPU"):
+            describe_device(DeviceConfig(type="gpu"))
+
+
+def test_unknown_optimizer_raises_service_error(dataset):
+    with pytest.raises(ServiceError, match="adam"):
+        train_sweep(dataset, _config(optimizer="lbfgs"))
+
+
+JAX_SWEEP = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import keras
+    from service.config import Config, DataConfig, ModelConfig, TrainingConfig
+    from service.data import load_dataset
+    from service.models import build_model
+    from service.train import train_sweep
+
+    ds = load_dataset(DataConfig(n_samples=200))
+    config = Config(
+        activations=("gelu", "learnable_leaky_relu"),
+        seeds=(0, 1),
+        model=ModelConfig(hidden_units=(8,)),
+        training=TrainingConfig(epochs=2, batch_size=24, learning_rate=0.01),
+    )
+    results = train_sweep(ds, config)
+    # Member gelu/seed 1 against the plain model trained alone.
+    keras.utils.set_random_seed(1)
+    ref = build_model(config.model, "gelu", ds.input_dim, ds.n_classes)
+    ref.compile(optimizer=keras.optimizers.Adam(0.01),
+                loss="sparse_categorical_crossentropy")
+    rng = np.random.default_rng(1)
+    for _ in range(2):
+        order = rng.permutation(len(ds.y_train))
+        for i in range(0, len(order), 24):
+            ref.train_on_batch(ds.x_train[order[i:i + 24]], ds.y_train[order[i:i + 24]])
+    diff = max(float(np.abs(a - b).max())
+               for a, b in zip(ref.get_weights(), results[1].model.get_weights()))
+    print(json.dumps({
+        "backend": keras.backend.backend(),
+        "members": [[r.activation, r.seed, len(r.history["val_loss"])] for r in results],
+        "weight_diff": diff,
+    }))
+    """
+)
+
+
+def test_sweep_runs_on_the_jax_backend():
+    pytest.importorskip("jax")
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run(
+        [sys.executable, "-c", JAX_SWEEP, REPO],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["backend"] == "jax"
+    assert out["members"] == [
+        ["gelu", 0, 2], ["gelu", 1, 2],
+        ["learnable_leaky_relu", 0, 2], ["learnable_leaky_relu", 1, 2],
+    ]
+    assert out["weight_diff"] < 1e-4
