@@ -102,6 +102,12 @@ class GLU(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         self.units = _check_units(units, type(self).__name__, allow_none=True)
+        if isinstance(activation, str):
+            key = activation.strip().lower().replace("-", "_")
+            if key in activations.names("gated"):
+                # A gated name ("geglu") means its gate (gelu), as in
+                # FeedForward; its split function would halve the gate again.
+                activation = activations.gate_function(key)
         self.activation = activations.get(activation)
         self.use_bias = use_bias
         self.axis = axis
