@@ -142,17 +142,18 @@ def _setup(summary, results, dataset, cfg):
             parts.append(f"{_get(cfg, 'data.n_samples', '?')} samples, noise "
                          f"{_get(cfg, 'data.noise', '?')}")
         if dataset is not None:
+            n_classes = getattr(dataset, "n_classes", None) or len(np.unique(dataset.y_train))
             parts.append(f"train/val/test {len(dataset.y_train)}/"
                          f"{len(getattr(dataset, 'y_val', []))}/{len(dataset.y_test)}, "
-                         f"{dataset.input_dim} features, "
-                         f"{getattr(dataset, 'n_classes', len(np.unique(dataset.y_train)))} classes")
+                         f"{dataset.input_dim} features, {n_classes} classes")
         if _get(cfg, "data.seed") is not None:
             parts.append(f"split seed {_get(cfg, 'data.seed')} (the same for every member)")
         lines.append("- Data: " + "; ".join(parts) + ". The test split is used only "
                      "for the final numbers, never for training or selection.")
     if _get(cfg, "model"):
         m = cfg["model"]
-        text = f"- Model: {m.get('block', 'dense')} block, hidden {tuple(m.get('hidden_units', ()))}"
+        hidden = tuple(m.get("hidden_units", ()))
+        text = f"- Model: {m.get('block', 'dense')} block, hidden {hidden}"
         if m.get("block") == "feedforward":
             text += f", d_model {m.get('d_model')}"
         if m.get("dropout"):

@@ -231,7 +231,7 @@ def paired_test(diffs, metric=ACCURACY, seeds=(), confidence=0.95):
         return PairedTest(
             metric, n, seeds, mean, math.nan, math.nan, math.nan, math.nan,
             math.nan, math.nan, math.nan, math.nan, "paired t",
-            (f"{n} paired seed{'s' if n != 1 else ''}: a paired test needs at least 2",),
+            (f"{_seeds(n, 'paired seed')}: a paired test needs at least 2",),
         )
     est = estimate(d, confidence)
     mean, sd = est.mean, est.std
@@ -348,7 +348,7 @@ def summarize(results, baseline, confidence=0.95):
             f"results: {', '.join(by_act)}. Set `baseline` to one of them."
         )
     order = [baseline] + [a for a in by_act if a != baseline]
-    alpha = 1.0 - confidence
+    alpha = round(1.0 - confidence, 12)  # 0.05, not 0.050000000000000044
     notes = []
 
     activations = tuple(_summarize_one(a, by_act[a], confidence) for a in order)
@@ -420,7 +420,8 @@ def _paired(members, reference, metric, confidence):
     extra = []
     unpaired = len(set(members) ^ set(reference))
     if unpaired:
-        extra.append(f"paired on {len(seeds)} common seeds; {unpaired} seed results without a partner left out")
+        extra.append(f"paired on {len(seeds)} common seeds; {unpaired} seed results "
+                     "without a partner left out")
     if dropped:
         extra.append(f"{dropped} seed(s) with a non-finite {_LABELS[metric]} left out")
     if extra:
@@ -454,15 +455,19 @@ def _winner(activations, comparisons, by_act, baseline, alpha, confidence, use_h
     sig_base = None if top.activation == baseline else comp_by_name[top.activation].significant
 
     text = (f"Winner: {top.activation} ({mean_pct} mean test accuracy over "
-            f"{top.n} seeds). Its lead over the runner-up {second.activation} "
-            f"({_pp(lead.mean_diff)}, {_ci_text(lead, confidence)}, "
-            f"{_p_text(lead.test, lead_p, how)}, {lead.n} paired seeds) is ")
-    text += "significant." if sig_runner else (
-        "not significant: the data do not separate them.")
+            f"{_seeds(top.n)}). Its lead over the runner-up {second.activation} ")
+    if lead.n < 2:
+        text += (f"({_pp(lead.mean_diff)} on {_seeds(lead.n, 'paired seed')}) cannot be "
+                 "tested: a paired test needs at least 2 seeds.")
+    else:
+        text += (f"({_pp(lead.mean_diff)}, {_ci_text(lead, confidence)}, "
+                 f"{lead.test} p{p_equals(lead_p)}{how}, {_seeds(lead.n, 'paired seed')}) is ")
+        text += "significant." if sig_runner else (
+            "not significant: the data do not separate them.")
     if sig_base is not None and second.activation != baseline:
         c = comp_by_name[top.activation]
         text += (f" Against the baseline {baseline}: {_pp(c.accuracy.mean_diff)}, "
-                 f"{'significant' if sig_base else 'not significant'} "
+                 f"{_significance(c.p_holm, alpha)} "
                  f"({'Holm p' if use_holm else 'p'}{p_equals(c.p_holm)}).")
     return Winner(top.activation, top.test_accuracy.mean, second.activation, lead, lead_p,
                   sig_runner, sig_base, text)
@@ -510,12 +515,18 @@ def _ci_text(test, confidence):
             f"{scale * test.ci_high:+.{digits}f}")
 
 
-def _p_text(test_name, p, extra=""):
-    return f"{test_name} p{p_equals(p)}{extra}"
+def _seeds(n, word="seed"):
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _significance(p, alpha):
+    if p is None or math.isnan(p):
+        return "untested"
+    return "significant" if p < alpha else "not significant"
 
 
 def _verdict(name, baseline, acc, p_adj, use_holm, significant, confidence):
-    seeds = f"{acc.n} seed{'s' if acc.n != 1 else ''}"
+    seeds = _seeds(acc.n)
     if acc.n < 2:
         return (f"{name} vs {baseline}: not tested ({seeds} paired with the "
                 "baseline; a paired test needs at least 2).")
@@ -523,8 +534,8 @@ def _verdict(name, baseline, acc, p_adj, use_holm, significant, confidence):
     holm_text = f", Holm p{p_equals(p_adj)}" if use_holm else ""
     if significant:
         verb = "beats" if acc.mean_diff > 0 else "is worse than"
-        return (f"{name} {verb} {baseline} by {_pp(acc.mean_diff)} test accuracy ({ci}, {acc.test} "
-            f"p{p_equals(acc.p_value)}{holm_text}, {d_z}, {seeds})")
+        return (f"{name} {verb} {baseline} by {_pp(acc.mean_diff)} test accuracy "
+                f"({ci}, {acc.test} p{p_equals(acc.p_value)}{holm_text}, {d_z}, {seeds})")
     lead = f"Holm p{p_equals(p_adj)}" if use_holm else f"p{p_equals(acc.p_value)}"
     tail = f", {acc.test} p{p_equals(acc.p_value)}" if use_holm else ""
     return (f"{name} vs {baseline}: no significant difference ({lead}; "
@@ -539,23 +550,23 @@ def comparison_sentence(summary, activation):
     >>> #  validation). gelu beats relu by +0.85 pp test accuracy (...)'
     """
     a = summary.activation(activation)
-    head = (f"{activation}: {_acc_pm(a.test_accuracy)} test accuracy over {a.n} "
-            f"seed{'s' if a.n != 1 else ''} (best seed {a.best_seed} by validation accuracy).")
+    head = (f"{activation}: {_acc_pm(a.test_accuracy)} test accuracy over {_seeds(a.n)} "
+            f"(best seed {a.best_seed} by validation accuracy).")
     c = summary.comparison(activation)
     if c is not None:
         return f"{head} {c.verdict}"
     w = summary.winner
     if w.runner_up is None:
         return head
+    label = "Holm p" if summary.holm else "p"
     if w.activation == activation:
         return (f"{head} Baseline and winner of the sweep; lead over {w.runner_up} "
-                f"{_pp(w.lead.mean_diff)}, {'significant' if w.significant_over_runner_up else 'not significant'} "
-                f"(p{p_equals(w.lead_p)}).")
+                f"{_pp(w.lead.mean_diff)}, {_significance(w.lead_p, summary.alpha)} "
+                f"({label}{p_equals(w.lead_p)}).")
     wc = summary.comparison(w.activation)
     return (f"{head} Baseline of the sweep; winner {w.activation}: "
             f"{_pp(wc.accuracy.mean_diff)} over {activation}, "
-            f"{'significant' if wc.significant else 'not significant'} "
-            f"({'Holm p' if summary.holm else 'p'}{p_equals(wc.p_holm)}).")
+            f"{_significance(wc.p_holm, summary.alpha)} ({label}{p_equals(wc.p_holm)}).")
 
 
 def _acc_pm(e):

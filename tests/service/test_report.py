@@ -40,7 +40,8 @@ def sweep(input_dim=2, with_models=True, seeds=(0, 1, 2, 3), epochs=6):
     out = []
     for act, shift in (("relu", 0.0), ("gelu", 0.01)):
         for s in seeds:
-            va = list(np.clip(np.linspace(0.6, 0.93 + shift, epochs) + rng.normal(0, 0.01, epochs), 0, 1))
+            noise = rng.normal(0, 0.01, epochs)
+            va = list(np.clip(np.linspace(0.6, 0.93 + shift, epochs) + noise, 0, 1))
             vl = list(np.linspace(0.7, 0.2 - shift, epochs))
             history = {"loss": vl, "accuracy": va, "val_loss": vl, "val_accuracy": va}
             acc = round((0.92 + shift + rng.normal(0, 0.005)) * 400) / 400

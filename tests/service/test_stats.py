@@ -141,12 +141,14 @@ def test_holm_hand_example_and_monotone_step_down():
 
 
 def test_summary_per_activation_fields_from_known_numbers():
-    rs = [
-        member("relu", 0, 0.90, test_loss=0.30, val_acc=0.91, val_loss=0.25, epochs_to_threshold=10),
-        member("relu", 1, 0.92, test_loss=0.28, val_acc=0.93, val_loss=0.20, epochs_to_threshold=None),
-        member("relu", 2, 0.94, test_loss=0.26, val_acc=0.93, val_loss=0.22, epochs_to_threshold=20),
-        member("relu", 3, 0.96, test_loss=0.24, val_acc=0.93, val_loss=0.20, epochs_to_threshold=40),
+    rows = [  # seed, test acc, test loss, val acc, val loss, epochs to threshold
+        (0, 0.90, 0.30, 0.91, 0.25, 10),
+        (1, 0.92, 0.28, 0.93, 0.20, None),
+        (2, 0.94, 0.26, 0.93, 0.22, 20),
+        (3, 0.96, 0.24, 0.93, 0.20, 40),
     ]
+    rs = [member("relu", s, ta, test_loss=tl, val_acc=va, val_loss=vl, epochs_to_threshold=e)
+          for s, ta, tl, va, vl, e in rows]
     s = stats.summarize(rs, "relu")
     a = s.activation("relu")
     assert a.n == 4 and a.seeds == (0, 1, 2, 3)
