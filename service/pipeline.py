@@ -111,13 +111,11 @@ def run(config, quiet=False, echo=print):
             dataset=dataset,
             config_dict=resolved,
         )
-        summary_dict = stats.summary_to_dict(summary)
         tracker.log_summary(
             stats.flat_metrics(summary),
             {"winner": summary.winner.activation},
             report_paths,
         )
-        tracker.log_dict(sweep_run_id, summary_dict, "summary.json")
 
         # --- Export and verify every winner, then register them. ---
         best = {a: best_member(summary, results, a) for a in config.activations}
