@@ -202,9 +202,62 @@ def _tile(x, members):
     return np.ascontiguousarray(np.broadcast_to(x[:, None], (len(x), members) + x.shape[1:]))
 
 
-def _train_epoch(model, x, y, batch_size):
-    """One epoch over pre-permuted `(N, M, F)` arrays, batches in order."""
-    model.fit(x, y, batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
+class _MemberBatches(keras.utils.PyDataset):
+    """Every training batch of every epoch, for one `fit()` call.
+
+    Batch i is step `i % steps` of epoch `i // steps`; member m's rows come
+    from its own permutation of the training set, drawn from
+    `np.random.default_rng(seed_m)` once per epoch, in epoch order. The
+    dataset is infinite (`num_batches` None) so that Keras keeps one
+    iterator across epochs; tf.data may prefetch ahead, even past the end,
+    but always in order, so epochs are drawn lazily and in sequence.
+    """
+
+    def __init__(self, x, y, seeds, batch_size):
+        super().__init__()
+        self.x, self.y, self.batch_size = x, y, batch_size
+        self.steps = -(-len(x) // batch_size)
+        self._rngs = [np.random.default_rng(seed) for seed in seeds]
+        self._epoch = -1
+        self._order = None  # (N, M): row of example n for member m
+
+    @property
+    def num_batches(self):
+        return None
+
+    def __getitem__(self, index):
+        epoch, step = divmod(index, self.steps)
+        if epoch < self._epoch:
+            raise RuntimeError(f"batch {index} requested after epoch {self._epoch}")
+        while self._epoch < epoch:
+            self._order = np.stack([rng.permutation(len(self.x)) for rng in self._rngs], axis=1)
+            self._epoch += 1
+        rows = self._order[step * self.batch_size : (step + 1) * self.batch_size]
+        return self.x[rows], self.y[rows]
+
+
+class _MemberHistory(keras.callbacks.Callback):
+    """Per epoch: each member's loss and accuracy on train and validation.
+
+    One forward pass of the stacked model over both sets per epoch;
+    metrics in numpy.
+    """
+
+    def __init__(self, dataset, members, report):
+        super().__init__()
+        self.n_train = len(dataset.y_train)
+        self.x_eval = _tile(np.concatenate([dataset.x_train, dataset.x_val]), members)
+        self.y_train, self.y_val = dataset.y_train, dataset.y_val
+        self.report = report
+        self.history = {key: [] for key in HISTORY_KEYS}
+
+    def on_epoch_end(self, epoch, logs=None):
+        probs = self.model.predict_on_batch(self.x_eval)
+        loss, accuracy = member_metrics(probs[: self.n_train], self.y_train)
+        val_loss, val_accuracy = member_metrics(probs[self.n_train :], self.y_val)
+        for key, values in zip(HISTORY_KEYS, (loss, accuracy, val_loss, val_accuracy)):
+            self.history[key].append(values)
+        self.report(epoch + 1, val_accuracy)
 
 
 # --- The sweep. ------------------------------------------------------------
@@ -256,7 +309,6 @@ def train_sweep(dataset, config, progress=None):
 def _train_activation(dataset, config, activation, seeds, progress, done, total):
     training = config.training
     members = len(seeds)
-    n_train = len(dataset.y_train)
     start = time.perf_counter()
 
     with _dtype_policy(config.device.mixed_precision):
@@ -281,26 +333,8 @@ def _train_activation(dataset, config, activation, seeds, progress, done, total)
             name=f"{activation}_x{members}",
         )
     stack_weights(stacked, plain_models)
-    stacked.compile(
-        optimizer=make_optimizer(training),
-        loss=_members_loss(members),
-        jit_compile=True if config.device.xla else "auto",
-    )
 
-    rngs = [np.random.default_rng(seed) for seed in seeds]
-    # Train and validation sets in one forward pass per epoch.
-    x_eval = _tile(np.concatenate([dataset.x_train, dataset.x_val]), members)
-    history = {key: [] for key in HISTORY_KEYS}
-    for epoch in range(1, training.epochs + 1):
-        order = np.stack([rng.permutation(n_train) for rng in rngs], axis=1)
-        _train_epoch(
-            stacked, dataset.x_train[order], dataset.y_train[order], training.batch_size
-        )
-        probs = stacked.predict_on_batch(x_eval)
-        loss, accuracy = member_metrics(probs[:n_train], dataset.y_train)
-        val_loss, val_accuracy = member_metrics(probs[n_train:], dataset.y_val)
-        for key, values in zip(HISTORY_KEYS, (loss, accuracy, val_loss, val_accuracy)):
-            history[key].append(values)
+    def report(epoch, val_accuracy):
         if progress is not None:
             progress(
                 {
@@ -312,6 +346,27 @@ def _train_activation(dataset, config, activation, seeds, progress, done, total)
                     "val_accuracy": float(val_accuracy.mean()),
                 }
             )
+
+    batches = _MemberBatches(dataset.x_train, dataset.y_train, seeds, training.batch_size)
+    recorder = _MemberHistory(dataset, members, report)
+    # One fit() for all epochs and one compiled call per epoch: of
+    # train_on_batch per step, fit() per epoch and this, measured the
+    # fastest on TensorFlow (2.9 vs 3.4 and 4.6 ms/step, 10 members of
+    # 64-64 GELU, CPU) and on JAX (1.07 vs 2.1 and 1.1 ms/step).
+    stacked.compile(
+        optimizer=make_optimizer(training),
+        loss=_members_loss(members),
+        jit_compile=True if config.device.xla else "auto",
+        steps_per_execution=batches.steps,
+    )
+    stacked.fit(
+        batches,
+        epochs=training.epochs,
+        steps_per_epoch=batches.steps,
+        callbacks=[recorder],
+        shuffle=False,
+        verbose=0,
+    )
     seconds = time.perf_counter() - start
 
     test_loss, test_accuracy = member_metrics(
@@ -327,7 +382,8 @@ def _train_activation(dataset, config, activation, seeds, progress, done, total)
             metrics=["accuracy"],
         )
         member_history = {
-            key: [float(values[m]) for values in history[key]] for key in HISTORY_KEYS
+            key: [float(values[m]) for values in recorder.history[key]]
+            for key in HISTORY_KEYS
         }
         results.append(
             MemberResult(
