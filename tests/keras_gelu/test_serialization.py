@@ -1,0 +1,432 @@
+"""Saving and loading: configs, .keras files in fresh processes, SavedModel.
+
+The .keras checks are batched: one functional model holding every public
+function and layer, one Sequential and one subclassed model are saved
+once; one fresh process per backend loads all three. The current backend
+must reproduce the outputs bit for bit, the other two to ~1e-6.
+"""
+
+import inspect
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+import keras_gelu
+from tests.keras_gelu import custom_models
+from tests.keras_gelu import references as ref
+
+BACKENDS = ("tensorflow", "jax", "torch")
+HERE = os.path.dirname(os.path.abspath(__file__))
+X = np.random.default_rng(5).normal(size=(3, 5, 8)).astype(np.float32)
+
+# Every public function, as a Dense activation (label, function).
+ELEMENTWISE_FUNCTIONS = [
+    ("gelu", keras_gelu.gelu),
+    ("gelu_tanh", keras_gelu.gelu_tanh),
+    ("gelu_sigmoid", keras_gelu.gelu_sigmoid),
+    ("quick_gelu", keras_gelu.quick_gelu),
+    ("relu", keras_gelu.relu),
+    ("leaky_relu", keras_gelu.leaky_relu),
+    ("silu", keras_gelu.silu),
+    ("swish", keras_gelu.swish),
+    ("mish", keras_gelu.mish),
+    ("elu", keras_gelu.elu),
+]
+GATED_FUNCTIONS = [
+    ("glu", keras_gelu.glu),
+    ("geglu", keras_gelu.geglu),
+    ("swiglu", keras_gelu.swiglu),
+    ("reglu", keras_gelu.reglu),
+    ("bilinear", keras_gelu.bilinear),
+]
+
+
+def every_layer():
+    """One of each layer, in non-default configurations where it matters."""
+    return [
+        keras_gelu.GELU(),
+        keras_gelu.GELU(approximate="tanh"),
+        keras_gelu.GELU(approximate="sigmoid"),
+        keras_gelu.GLU(4, bias_initializer="random_normal"),
+        keras_gelu.GLU(4, activation="gelu_tanh", bias_initializer="random_normal"),
+        keras_gelu.GLU(),
+        keras_gelu.GEGLU(4, bias_initializer="random_normal"),
+        keras_gelu.GEGLU(4, approximate="sigmoid", use_bias=False),
+        keras_gelu.SwiGLU(4, bias_initializer="random_normal"),
+        keras_gelu.ReGLU(4, bias_initializer="random_normal"),
+        keras_gelu.Bilinear(4, bias_initializer="random_normal"),
+        keras_gelu.LearnableLeakyReLU(),
+        keras_gelu.LearnableLeakyReLU(per_channel=True),
+        keras_gelu.LearnableLeakyReLU(shared_axes=[1]),
+        keras_gelu.LearnableLeakyReLU(initial_slope=0.3, slope_constraint="non_neg"),
+        keras_gelu.FeedForward(16, activation="geglu", match_params=True),
+        keras_gelu.FeedForward(
+            16, activation="gelu", output_dim=5, dropout=0.1, bias_initializer="random_normal"
+        ),
+        keras_gelu.FeedForward(16, activation="learnable_leaky_relu", use_bias=False),
+        keras_gelu.FeedForward(16, activation=keras_gelu.quick_gelu),
+    ]
+
+
+def randomize_slopes(model, seed=0):
+    """Move every learnable slope off its initial value, so that loading
+    the initial value instead of the saved one would show."""
+    rng = np.random.default_rng(seed)
+    for v in model.weights:
+        if v.path.endswith("slope"):
+            v.assign(rng.uniform(0.05, 0.5, size=v.shape).astype(np.float32))
+
+
+def build_functional():
+    inputs = keras.Input((5, 8))
+    dense = dict(bias_initializer="random_normal")
+    outputs = [
+        keras.layers.Dense(6, activation=fn, name=f"dense_{label}", **dense)(inputs)
+        for label, fn in ELEMENTWISE_FUNCTIONS
+    ]
+    outputs += [
+        keras.layers.Dense(8, activation=fn, name=f"dense_{label}", **dense)(inputs)
+        for label, fn in GATED_FUNCTIONS
+    ]
+    trunk = keras.layers.Dense(8, name="trunk", **dense)(inputs)
+    outputs += [layer(trunk) for layer in every_layer()]
+    model = keras.Model(inputs, keras.layers.Concatenate()(outputs))
+    randomize_slopes(model)
+    return model
+
+
+def build_sequential():
+    model = keras.Sequential(
+        [
+            keras.Input((5, 8)),
+            keras.layers.Dense(16, activation=keras_gelu.gelu_tanh),
+            keras_gelu.GEGLU(8, approximate="sigmoid", bias_initializer="random_normal"),
+            keras_gelu.LearnableLeakyReLU(shared_axes=[1]),
+            keras_gelu.FeedForward(12, activation="reglu", output_dim=6),
+            keras_gelu.GLU(),
+            keras_gelu.GELU(),
+            # Last: Dense's symbolic output shape does not know that a
+            # gated activation halves the width.
+            keras.layers.Dense(8, activation=keras_gelu.swiglu),
+        ]
+    )
+    randomize_slopes(model, seed=1)
+    return model
+
+
+def build_subclassed():
+    model = custom_models.GatedResidualModel()
+    model(X)
+    randomize_slopes(model, seed=2)
+    return model
+
+
+def outputs_of(model):
+    return ops.convert_to_numpy(model(X, training=False))
+
+
+# --- get_config / from_config. -------------------------------------------------------
+
+CONFIG_CASES = [
+    ("GELU-tanh", lambda: keras_gelu.GELU(approximate=True), (2, 8)),
+    ("GELU-mixed", lambda: keras_gelu.GELU(dtype="mixed_bfloat16"), (2, 8)),
+    (
+        "GLU",
+        lambda: keras_gelu.GLU(
+            3,
+            activation="tanh",
+            use_bias=False,
+            kernel_initializer="he_normal",
+            kernel_regularizer="l2",
+            kernel_constraint="max_norm",
+        ),
+        (2, 8),
+    ),
+    (
+        "GLU-bias",
+        lambda: keras_gelu.GLU(
+            3,
+            activation=keras_gelu.mish,
+            bias_initializer="random_normal",
+            bias_regularizer=keras.regularizers.L1(0.01),
+            bias_constraint="non_neg",
+        ),
+        (2, 8),
+    ),
+    ("GLU-split", lambda: keras_gelu.GLU(axis=1), (2, 6, 3)),
+    ("GEGLU", lambda: keras_gelu.GEGLU(4, approximate="sigmoid"), (2, 8)),
+    ("GEGLU-split", lambda: keras_gelu.GEGLU(approximate="tanh"), (2, 8)),
+    ("SwiGLU", lambda: keras_gelu.SwiGLU(4, use_bias=False), (2, 8)),
+    ("ReGLU", lambda: keras_gelu.ReGLU(4), (2, 8)),
+    ("Bilinear", lambda: keras_gelu.Bilinear(4), (2, 8)),
+    (
+        "LearnableLeakyReLU",
+        lambda: keras_gelu.LearnableLeakyReLU(
+            initial_slope=0.2, per_channel=True, slope_regularizer="l2", slope_constraint="non_neg"
+        ),
+        (2, 8),
+    ),
+    (
+        "LearnableLeakyReLU-shared",
+        lambda: keras_gelu.LearnableLeakyReLU(shared_axes=2),
+        (2, 4, 3),
+    ),
+    (
+        "FeedForward",
+        lambda: keras_gelu.FeedForward(
+            16,
+            activation="swiglu",
+            output_dim=6,
+            dropout=0.1,
+            use_bias=False,
+            match_params=True,
+            kernel_initializer="he_uniform",
+            bias_initializer="ones",
+        ),
+        (2, 8),
+    ),
+    ("FeedForward-callable", lambda: keras_gelu.FeedForward(16, activation=keras_gelu.gelu_tanh), (2, 8)),
+    ("FeedForward-keras-name", lambda: keras_gelu.FeedForward(16, activation="tanh"), (2, 8)),
+    ("FeedForward-learnable", lambda: keras_gelu.FeedForward(16, activation="learnable_leaky_relu"), (2, 8)),
+]
+
+
+def _copy_and_compare(original, restored, shape):
+    x = np.random.default_rng(9).normal(size=shape).astype(np.float32)
+    original(x)
+    restored(x)
+    randomize_slopes(original)
+    restored.set_weights(original.get_weights())
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(restored(x, training=False)),
+        ops.convert_to_numpy(original(x, training=False)),
+    )
+
+
+@pytest.mark.parametrize(
+    "make, shape", [(m, s) for _, m, s in CONFIG_CASES], ids=[n for n, _, _ in CONFIG_CASES]
+)
+def test_layer_from_config_is_indistinguishable_from_original(make, shape):
+    layer = make()
+    layer.build(shape)
+    config = layer.get_config()
+    restored = type(layer).from_config(config)
+    assert restored.get_config() == config
+    _copy_and_compare(layer, restored, shape)
+
+
+@pytest.mark.parametrize(
+    "make, shape", [(m, s) for _, m, s in CONFIG_CASES], ids=[n for n, _, _ in CONFIG_CASES]
+)
+def test_layer_survives_keras_serialization_round_trip(make, shape):
+    layer = make()
+    serialized = keras.saving.serialize_keras_object(layer)
+    assert serialized["registered_name"] == f"keras_gelu>{type(layer).__name__}"
+    restored = keras.saving.deserialize_keras_object(serialized)
+    assert type(restored) is type(layer)
+    assert restored.get_config() == layer.get_config()
+    _copy_and_compare(layer, restored, shape)
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [
+        keras_gelu.GELU,
+        keras_gelu.GLU,
+        keras_gelu.GEGLU,
+        keras_gelu.SwiGLU,
+        keras_gelu.ReGLU,
+        keras_gelu.Bilinear,
+        keras_gelu.LearnableLeakyReLU,
+        keras_gelu.FeedForward,
+    ],
+)
+def test_get_config_holds_every_init_argument(cls):
+    layer = cls(8) if cls is keras_gelu.FeedForward else cls()
+    params = inspect.signature(cls.__init__).parameters
+    wanted = {n for n, p in params.items() if n != "self" and p.kind == p.POSITIONAL_OR_KEYWORD}
+    assert wanted <= set(layer.get_config())
+
+
+@pytest.mark.parametrize(
+    "label, fn", ELEMENTWISE_FUNCTIONS + GATED_FUNCTIONS, ids=[n for n, _ in ELEMENTWISE_FUNCTIONS + GATED_FUNCTIONS]
+)
+def test_dense_activation_config_round_trip_keeps_the_function(label, fn):
+    layer = keras.layers.Dense(8, activation=fn)
+    restored = keras.layers.Dense.from_config(layer.get_config())
+    assert restored.activation is fn
+
+
+# --- .keras files in fresh processes. -------------------------------------------------
+
+LOADER = """
+import os, sys
+import numpy as np
+import keras, keras_gelu
+
+directory = sys.argv[1]
+x = np.load(os.path.join(directory, "inputs.npy"))
+results = {}
+for name in ("functional", "sequential"):
+    model = keras.saving.load_model(os.path.join(directory, name + ".keras"))
+    results[name] = keras.ops.convert_to_numpy(model(x, training=False))
+import custom_models  # a subclassed model needs its class importable
+model = keras.saving.load_model(os.path.join(directory, "subclassed.keras"))
+results["subclassed"] = keras.ops.convert_to_numpy(model(x, training=False))
+np.savez(os.path.join(directory, "loaded_" + keras.backend.backend() + ".npz"), **results)
+"""
+
+
+def _subprocess_env(backend):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(keras_gelu.__file__)))
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+    env["PYTHONPATH"] = os.pathsep.join(
+        [root, HERE] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    )
+    return env
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """Saves the three models, loads them in a fresh process per backend.
+
+    Returns ({model name: outputs here}, {backend: {name: outputs there}}).
+    """
+    keras.utils.set_random_seed(42)
+    directory = tmp_path_factory.mktemp("keras_files")
+    expected = {}
+    for name, build in [
+        ("functional", build_functional),
+        ("sequential", build_sequential),
+        ("subclassed", build_subclassed),
+    ]:
+        model = build()
+        expected[name] = outputs_of(model)
+        model.save(str(directory / f"{name}.keras"))
+    np.save(directory / "inputs.npy", X)
+    # The three loaders run at once: most of their time is imports.
+    processes = {
+        backend: subprocess.Popen(
+            [sys.executable, "-c", LOADER, str(directory)],
+            env=_subprocess_env(backend),
+            cwd=str(directory),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for backend in BACKENDS
+    }
+    loaded = {}
+    for backend, process in processes.items():
+        output, _ = process.communicate(timeout=600)
+        if process.returncode == 0:
+            with np.load(directory / f"loaded_{backend}.npz") as data:
+                loaded[backend] = {k: data[k] for k in data.files}
+        else:
+            loaded[backend] = output[-3000:]
+    return expected, loaded
+
+
+def _loaded(saved, backend):
+    expected, loaded = saved
+    result = loaded[backend]
+    assert isinstance(result, dict), f"loading under {backend} failed:\n{result}"
+    return expected, result
+
+
+MODELS = ["functional", "sequential", "subclassed"]
+
+
+def test_functional_model_holds_every_public_function_and_layer():
+    model = build_functional()
+    classes = {type(layer) for layer in model.layers}
+    for cls in (
+        keras_gelu.GELU,
+        keras_gelu.GLU,
+        keras_gelu.GEGLU,
+        keras_gelu.SwiGLU,
+        keras_gelu.ReGLU,
+        keras_gelu.Bilinear,
+        keras_gelu.LearnableLeakyReLU,
+        keras_gelu.FeedForward,
+    ):
+        assert cls in classes
+    activations = {getattr(layer, "activation", None) for layer in model.layers}
+    for _, fn in ELEMENTWISE_FUNCTIONS + GATED_FUNCTIONS:
+        assert fn in activations
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_keras_file_loads_bit_identical_in_fresh_process(saved, name):
+    expected, loaded = _loaded(saved, ref.BACKEND)
+    assert np.array_equal(loaded[name], expected[name])
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != ref.BACKEND])
+@pytest.mark.parametrize("name", MODELS)
+def test_keras_file_loads_under_other_backend_with_same_outputs(saved, name, backend):
+    expected, loaded = _loaded(saved, backend)
+    np.testing.assert_allclose(loaded[name], expected[name], rtol=1e-6, atol=1e-6)
+
+
+def test_loaded_outputs_are_not_trivially_equal(saved):
+    # Guards the checks above: different models give different numbers,
+    # and the slopes were moved off their initial values before saving.
+    expected, _ = saved
+    assert expected["functional"].shape[-1] > 100
+    assert np.std(expected["functional"]) > 0.1
+    fresh = build_functional()
+    assert not np.allclose(outputs_of(fresh), expected["functional"])
+
+
+# --- SavedModel export (TensorFlow). --------------------------------------------------
+
+
+def _xla_compiled_functions(path):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    found = []
+    for meta_graph in saved_model.meta_graphs:
+        graph = meta_graph.graph_def
+        nodes = list(graph.node)
+        for function in graph.library.function:
+            nodes += function.node_def
+            if function.attr["_XlaMustCompile"].b:
+                found.append(function.signature.name)
+        found += [n.name for n in nodes if n.attr["_XlaMustCompile"].b]
+    return found
+
+
+@ref.tf_only("SavedModel export")
+def test_saved_model_export_without_fusion_reloads_with_same_outputs(tmp_path):
+    import tensorflow as tf
+
+    model = build_sequential()
+    expected = outputs_of(model)
+    path = str(tmp_path / "exported")
+    with keras_gelu.xla_fusion(False):
+        model.export(path, format="tf_saved_model", verbose=False)
+    # Plain TensorFlow ops only: any TF Serving build can run it.
+    assert _xla_compiled_functions(path) == []
+    reloaded = tf.saved_model.load(path)
+    np.testing.assert_allclose(
+        reloaded.serve(tf.constant(X)).numpy(), expected, rtol=1e-6, atol=1e-6
+    )
+
+
+@ref.tf_only("SavedModel export")
+def test_saved_model_export_with_fusion_holds_xla_kernels(tmp_path):
+    # The contrast to the test above: the fusion flag is what decides.
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4, activation=keras_gelu.gelu)])
+    path = str(tmp_path / "exported")
+    with keras_gelu.xla_fusion(True):
+        model.export(path, format="tf_saved_model", verbose=False)
+    assert _xla_compiled_functions(path)
