@@ -519,3 +519,92 @@ def test_gated_function_keeps_half_dtype(dtype, name):
     assert keras.backend.standardize_dtype(y.dtype) == dtype
     assert y.shape == (100, 12)
     assert np.all(np.isfinite(ref.numpy(y)))
+
+
+# --- The TensorFlow XLA fusion switch. -------------------------------------------------
+
+
+def test_xla_fusion_context_nests_and_restores_on_error(monkeypatch):
+    from keras_gelu import _backend
+
+    monkeypatch.setenv("KERAS_GELU_XLA_FUSION", "0")
+    assert not _backend.xla_fusion_enabled()
+    with keras_gelu.xla_fusion(True):
+        assert _backend.xla_fusion_enabled()
+        with pytest.raises(RuntimeError):
+            with keras_gelu.xla_fusion(False):
+                assert not _backend.xla_fusion_enabled()
+                raise RuntimeError
+        assert _backend.xla_fusion_enabled()
+    assert not _backend.xla_fusion_enabled()
+    monkeypatch.setenv("KERAS_GELU_XLA_FUSION", "1")
+    assert _backend.xla_fusion_enabled()
+
+
+def _xla_compiled_calls(graph_def):
+    nodes = list(graph_def.node)
+    for function in graph_def.library.function:
+        nodes += function.node_def
+    return [n.name for n in nodes if n.attr["_XlaMustCompile"].b]
+
+
+@ref.tf_only("the fusion is a TensorFlow code path")
+@FUSION
+@pytest.mark.parametrize("mode", ["none", "tanh", "sigmoid"])
+def test_fusion_switch_decides_xla_kernels_in_graph_mode(fusion, mode):
+    import tensorflow as tf
+
+    # A plain (non-jit) tf.function, as model.fit builds: fused GELU and
+    # its gradient are nested XLA calls only while the fusion is on.
+    with keras_gelu.xla_fusion(fusion):
+
+        @tf.function(jit_compile=False)
+        def forward_and_gradient(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = keras_gelu.gelu(x, approximate=mode)
+            return y, tape.gradient(y, x)
+
+        graph = forward_and_gradient.get_concrete_function(
+            tf.TensorSpec([None], tf.float32)
+        ).graph.as_graph_def()
+        y, g = forward_and_gradient(tf.constant(GRID))
+    assert bool(_xla_compiled_calls(graph)) == fusion
+    reference = {"none": ref.gelu, "tanh": ref.gelu_tanh, "sigmoid": ref.gelu_sigmoid}[mode]
+    derivative = {
+        "none": ref.gelu_grad,
+        "tanh": ref.gelu_tanh_grad,
+        "sigmoid": ref.gelu_sigmoid_grad,
+    }[mode]
+    np.testing.assert_allclose(y.numpy(), reference(GRID), rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(g.numpy(), derivative(GRID), rtol=1e-6, atol=1e-5)
+
+
+def _fit_history(fusion):
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(32, activation=keras_gelu.gelu),
+            keras_gelu.GELU(approximate="tanh"),
+            keras_gelu.GEGLU(16),
+            keras.layers.Dense(1),
+        ]
+    )
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(256, 8)).astype(np.float32)
+    y = np.tanh(x @ rng.normal(size=(8, 1)) / 2).astype(np.float32)
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.05), loss="mse", jit_compile=False
+    )
+    with keras_gelu.xla_fusion(fusion):
+        history = model.fit(x, y, batch_size=32, epochs=6, shuffle=False, verbose=0)
+    return np.array(history.history["loss"])
+
+
+@ref.tf_only("the fusion is a TensorFlow code path")
+def test_fit_loss_trajectory_is_the_same_with_fusion_on_and_off():
+    fused = _fit_history(True)
+    plain = _fit_history(False)
+    assert fused[-1] < 0.8 * fused[0]  # it did train
+    np.testing.assert_allclose(fused, plain, rtol=1e-5)
