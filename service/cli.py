@@ -24,10 +24,12 @@ summary and where the report went). The return value is the exit code
 (None counts as 0). Raise `ServiceError` for anything the user can fix.
 """
 
+import contextlib
 import dataclasses
 import logging
 import os
 import sys
+import tempfile
 
 import click
 
@@ -97,13 +99,14 @@ def main(ctx, config_path, overrides, dry_run, tracking_uri, output_dir, quiet, 
             if verbose:
                 click.echo("\nresolved config:\n" + _config_yaml(config))
             return
-        _configure_logging(quiet=quiet, verbose=verbose)
         if not verbose:
             # TensorFlow's C++ start-up chatter would bury the progress display.
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        from service import pipeline  # TensorFlow, MLflow: only for a real run
+        with _native_stderr_to_file(enabled=not verbose):
+            _configure_logging(quiet=quiet, verbose=verbose)
+            from service import pipeline  # TensorFlow, MLflow: only for a real run
 
-        code = pipeline.run(config, quiet=quiet, echo=click.echo)
+            code = pipeline.run(config, quiet=quiet, echo=click.echo)
     except ServiceError as error:
         click.echo(f"kg-train: error: {error}", err=True)
         ctx.exit(getattr(error, "exit_code", 2))
@@ -140,9 +143,52 @@ def _config_yaml(config):
     return yaml.safe_dump(config_to_dict(config), sort_keys=False).rstrip()
 
 
+@contextlib.contextmanager
+def _native_stderr_to_file(enabled):
+    """Sends C++ logs (TensorFlow, XLA, absl) written to fd 2 to a file.
+
+    absl's "I0000 ..." lines ignore TF_CPP_MIN_LOG_LEVEL. Python's own
+    stderr (progress, logging, errors) keeps going to the terminal through a
+    duplicate of the original descriptor. The file is kept, and its path
+    printed, only if the run fails. Off with --verbose, and wherever stderr
+    is not a real file descriptor (e.g. click's test runner).
+    """
+    try:
+        real = enabled and sys.stderr.fileno() == 2
+    except (AttributeError, OSError, ValueError):
+        real = False
+    if not real:
+        yield
+        return
+    sys.stderr.flush()
+    native = tempfile.NamedTemporaryFile(
+        prefix="kg-train-native-", suffix=".log", delete=False
+    )
+    saved_fd = os.dup(2)
+    saved_stderr = sys.stderr
+    os.dup2(native.fileno(), 2)
+    sys.stderr = os.fdopen(os.dup(saved_fd), "w", buffering=1)
+    succeeded = False
+    try:
+        yield
+        succeeded = True
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved_fd, 2)
+        os.close(saved_fd)
+        sys.stderr.close()
+        sys.stderr = saved_stderr
+        native.close()
+        if succeeded:
+            os.unlink(native.name)
+        else:
+            click.echo(f"kg-train: native (C++) log: {native.name}", err=True)
+
+
 def _configure_logging(*, quiet, verbose):
     level = logging.DEBUG if verbose else logging.INFO if quiet else logging.WARNING
     logging.basicConfig(
+        force=True,
         level=level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,

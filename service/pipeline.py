@@ -230,7 +230,16 @@ def git_commit():
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def absolute_uri(uri):
+    """`sqlite:///mlflow.db` -> `sqlite:////abs/path/mlflow.db` (cwd-proof)."""
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
+        return prefix + os.path.abspath(uri[len(prefix) :])
+    return uri
+
+
 def print_summary(echo, config, summary, registered, out_dir, uri, seconds, stats):
+    uri = absolute_uri(uri)
     echo("")
     echo(stats.format_table(summary))
     echo("")

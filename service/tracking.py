@@ -10,6 +10,7 @@ import os
 import pathlib
 import tempfile
 import time
+import warnings
 
 import keras
 import numpy as np
@@ -166,7 +167,11 @@ class Tracker:
             keras_path = os.path.join(tmp, "model.keras")
             model.save(keras_path)
             artifacts = {"keras_model": keras_path, **(extra_artifacts or {})}
-            with mlflow.start_run(run_id=run_id, nested=True):
+            with mlflow.start_run(run_id=run_id, nested=True), warnings.catch_warnings():
+                # Deliberate: a float32 tensor signature and no input example
+                # (input_example crashes keras logging, mlflow#16183).
+                warnings.filterwarnings("ignore", ".*Add type hints", UserWarning)
+                warnings.filterwarnings("ignore", ".*An input example", UserWarning)
                 info = mlflow.pyfunc.log_model(
                     name="model",
                     python_model=str(_MODEL_FILE),
@@ -175,8 +180,17 @@ class Tracker:
                     signature=signature,
                     pip_requirements=pip_requirements,
                 )
-        version = mlflow.register_model(info.model_uri, model_name, tags=_strings(tags))
-        self.client.update_model_version(model_name, version.version, description)
+        try:
+            self.client.get_registered_model(model_name)
+        except mlflow.exceptions.MlflowException:
+            self.client.create_registered_model(model_name)
+        version = self.client.create_model_version(
+            model_name,
+            info.model_uri,
+            run_id=run_id,
+            tags=_strings(tags),
+            description=description,
+        )
         self.client.set_registered_model_alias(model_name, alias, version.version)
         return version.version
 
