@@ -63,12 +63,16 @@ def make_optimizer(training_cfg):
 def _tensorflow_gpus(hide):
     import tensorflow as tf
 
-    if hide:
+    gpus = tf.config.get_visible_devices("GPU")
+    if hide and gpus:
         try:
             tf.config.set_visible_devices([], "GPU")
-        except RuntimeError:
-            pass  # Already initialized: TF cannot hide them any more.
-    gpus = tf.config.get_visible_devices("GPU")
+        except RuntimeError:  # TensorFlow has already set them up.
+            raise ServiceError(
+                "device.type: cpu, but TensorFlow is already using the GPU in "
+                "this process. Run with CUDA_VISIBLE_DEVICES= (empty) instead."
+            ) from None
+        return []
     return [
         tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name)
         for gpu in gpus
@@ -272,7 +276,10 @@ def train_sweep(dataset, config, progress=None):
 
     Per epoch, each member's loss and accuracy on the whole training and
     validation sets are recorded after the epoch's last step. The test
-    set is used once, after training.
+    set is used once, after training. Exactness holds for dropout 0 and
+    float32; dropout masks are drawn for the stacked model as a whole, and
+    under `mixed_float16` Keras' dynamic loss scale is shared, so a step
+    that overflows for one member is skipped for all.
 
     Args:
         dataset: A `service.data.Dataset`.
