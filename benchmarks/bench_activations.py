@@ -80,9 +80,15 @@ class _Harness:
 class _TensorFlowHarness(_Harness):
     name = "tf.function (graph, no jit_compile)"
 
-    def __init__(self):
+    def __init__(self, threads=None):
         import tensorflow as tf
 
+        if threads:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+        # Every candidate is its own tf.function: the retracing warning is
+        # expected here, and noise in a report.
+        tf.get_logger().setLevel("ERROR")
         self.tf = tf
 
     def forward(self, fn, x, jit=False):
@@ -106,7 +112,7 @@ class _TensorFlowHarness(_Harness):
 class _JaxHarness(_Harness):
     name = "jax.jit"
 
-    def __init__(self):
+    def __init__(self, threads=None):
         import jax
 
         self.jax = jax
@@ -118,8 +124,9 @@ class _JaxHarness(_Harness):
         # A layer's weights become explicit arguments (stateless_call).
         if layer is None:
             return (lambda params, x: fn(x)), []
-        trainable = [v.value for v in layer.trainable_variables]
-        frozen = [v.value for v in layer.non_trainable_variables]
+        # Copies: a JAX train step donates (deletes) the variables' buffers.
+        trainable = [self.jax.numpy.array(v.value) for v in layer.trainable_variables]
+        frozen = [self.jax.numpy.array(v.value) for v in layer.non_trainable_variables]
 
         def pure(params, x):
             return layer.stateless_call(params, frozen, x)[0]
@@ -146,9 +153,11 @@ class _JaxHarness(_Harness):
 class _TorchHarness(_Harness):
     name = "torch eager"
 
-    def __init__(self):
+    def __init__(self, threads=None):
         import torch
 
+        if threads:
+            torch.set_num_threads(threads)
         self.torch = torch
 
     def forward(self, fn, x, compiled=False):
@@ -562,6 +571,12 @@ def parse_args(argv=None):
         "the remaining compiled rows are skipped (default 180)",
     )
     parser.add_argument(
+        "--threads", type=int, default=None,
+        help="intra-op threads for TensorFlow and torch (default: theirs). "
+        "On a loaded machine torch's OpenMP threads spin against other "
+        "processes; --threads 1 gives steadier numbers. Ignored on JAX.",
+    )
+    parser.add_argument(
         "--quick", action="store_true",
         help="smoke run: 256K elements, 5 rounds, batch 128, no torch.compile",
     )
@@ -574,7 +589,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    harness = HARNESSES[BACKEND]()
+    harness = HARNESSES[BACKEND](threads=args.threads)
     versions = {"keras": keras.__version__, "keras_gelu": keras_gelu.__version__}
     backend_module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
     module = __import__(backend_module[BACKEND])
@@ -584,6 +599,7 @@ def main(argv=None):
         f"{datetime.date.today().isoformat()}, {os.cpu_count()} cores, "
         f"{platform.machine()}, "
         + ", ".join(f"{k} {v}" for k, v in versions.items())
+        + (f", --threads {args.threads}" if args.threads else "")
     )
     print(
         f"\nRatios: median over rounds of (candidate / baseline in the same "
