@@ -190,6 +190,7 @@ class Tracker:
             run_id=run_id,
             tags=_strings(tags),
             description=description,
+            model_id=info.model_id,
         )
         self.client.set_registered_model_alias(model_name, alias, version.version)
         return version.version

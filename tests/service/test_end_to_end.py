@@ -1,0 +1,202 @@
+"""kg-train end to end: a tiny real sweep, a real sqlite MLflow store and
+registry, real SavedModels, a real `mlflow models serve`, and a real
+PostgreSQL-backed `mlflow server`."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import urllib.request
+
+import numpy as np
+import pytest
+
+from tests.service import servers
+
+TINY = textwrap.dedent(
+    """
+    experiment: tiny
+    activations: [relu, gelu]
+    seeds: 2
+    data: {dataset: moons, n_samples: 300, noise: 0.2}
+    model: {hidden_units: [8]}
+    training: {epochs: 3, batch_size: 32}
+    registry: {model_name: "tiny-{activation}"}
+    """
+)
+
+
+def kg_train(cwd, *args, env=None):
+    command = [os.path.join(servers.VENV_BIN, "kg-train"), *args, "--quiet"]
+    base = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    return subprocess.run(
+        command,
+        cwd=cwd,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """One tiny sweep on MLflow's default store (sqlite:///mlflow.db in cwd)."""
+    cwd = tmp_path_factory.mktemp("sweep")
+    (cwd / "tiny.yaml").write_text(TINY)
+    result = kg_train(cwd, "--config", "tiny.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return cwd, result, f"sqlite:///{cwd / 'mlflow.db'}"
+
+
+def client(uri):
+    import mlflow
+
+    return mlflow.MlflowClient(uri, registry_uri=uri)
+
+
+def test_sweep_uses_mlflow_default_sqlite_store_in_cwd(sweep):
+    cwd, _, _ = sweep
+    assert (cwd / "mlflow.db").exists()
+
+
+def test_sweep_logs_one_parent_and_a_child_per_activation_and_seed(sweep):
+    _, _, uri = sweep
+    c = client(uri)
+    experiment = c.get_experiment_by_name("tiny")
+    runs = c.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1
+    assert sorted((r.data.tags["activation"], r.data.tags["seed"]) for r in children) == [
+        ("gelu", "0"),
+        ("gelu", "1"),
+        ("relu", "0"),
+        ("relu", "1"),
+    ]
+    parent = parents[0]
+    assert all(r.data.tags["mlflow.parentRunId"] == parent.info.run_id for r in children)
+    assert parent.info.status == "FINISHED"
+    assert parent.data.tags["version.keras"]
+    assert parent.data.tags["device.device"] in ("cpu", "gpu")
+    child = children[0]
+    assert {"test_accuracy", "test_loss", "val_accuracy", "val_loss", "loss", "accuracy"} <= set(
+        child.data.metrics
+    )
+    assert child.data.params["training.epochs"] == "3"
+    history = c.get_metric_history(child.info.run_id, "val_accuracy")
+    assert sorted(m.step for m in history) == [1, 2, 3]
+
+
+def test_sweep_registers_best_validation_seed_with_champion_alias(sweep):
+    _, _, uri = sweep
+    c = client(uri)
+    for activation in ("relu", "gelu"):
+        version = c.get_model_version_by_alias(f"tiny-{activation}", "champion")
+        assert version.tags["activation"] == activation
+        assert version.tags["dataset"] == "moons"
+        # The champion is the member with the best validation accuracy.
+        runs = c.search_runs(
+            [c.get_experiment_by_name("tiny").experiment_id],
+            f"tags.activation = '{activation}'",
+        )
+        best_val = max(r.data.metrics["final_val_accuracy"] for r in runs)
+        assert float(version.tags["val_accuracy"]) == pytest.approx(best_val, abs=1e-6)
+        assert activation in version.description
+
+
+def test_sweep_exports_verified_saved_models_in_tf_serving_layout(sweep):
+    cwd, _, uri = sweep
+    c = client(uri)
+    for activation in ("relu", "gelu"):
+        version = c.get_model_version_by_alias(f"tiny-{activation}", "champion")
+        path = cwd / "exports" / f"tiny-{activation}" / str(version.version)
+        assert (path / "saved_model.pb").exists()
+        assert version.tags["saved_model"] == str(path.resolve())
+    assert not list((cwd / "exports").glob("*/.staging-*"))
+
+
+def test_saved_model_loads_where_keras_gelu_cannot_be_imported(sweep):
+    cwd, _, _ = sweep
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["keras_gelu"] = None  # any import of keras_gelu fails
+        import numpy as np, tensorflow as tf
+        model = tf.saved_model.load("exports/tiny-gelu/1")
+        out = model.signatures["serving_default"](tf.constant(np.zeros((3, 2), "float32")))
+        probs = next(iter(out.values())).numpy()
+        assert probs.shape == (3, 2), probs.shape
+        assert np.allclose(probs.sum(axis=1), 1.0, atol=1e-5)
+        print("ok")
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True
+    )
+    assert result.stdout.strip().endswith("ok"), result.stderr[-2000:]
+
+
+def test_sweep_writes_report_and_prints_the_verdict(sweep):
+    cwd, result, _ = sweep
+    reports = list((cwd / "kg-output").glob("tiny-*/report.md"))
+    assert len(reports) == 1
+    folder = reports[0].parent
+    assert (folder / "learning_curves.png").exists()
+    assert (folder / "decision_boundaries.png").exists()
+    assert "relu" in result.stdout and "gelu" in result.stdout
+    assert "models:/tiny-gelu" in result.stdout
+    assert "mlflow models serve" in result.stdout
+
+
+def test_registered_model_serves_in_a_fresh_mlflow_models_serve_process(sweep):
+    import tensorflow as tf
+
+    cwd, _, uri = sweep
+    x = np.random.default_rng(0).normal(size=(5, 2)).astype("float32")
+    with servers.model_server("models:/tiny-gelu@champion", uri, str(cwd)) as url:
+        request = urllib.request.Request(
+            f"{url}/invocations",
+            data=json.dumps({"inputs": x.tolist()}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            served = np.array(json.loads(response.read())["predictions"])
+    version = client(uri).get_model_version_by_alias("tiny-gelu", "champion")
+    saved = tf.saved_model.load(str(cwd / "exports" / "tiny-gelu" / str(version.version)))
+    expected = next(iter(saved.signatures["serving_default"](tf.constant(x)).values()))
+    np.testing.assert_allclose(served, expected.numpy(), atol=1e-5)
+
+
+def test_second_sweep_adds_versions_and_moves_the_alias(sweep):
+    cwd, _, uri = sweep
+    result = kg_train(cwd, "--config", "tiny.yaml", "--set", "seeds=[5]")
+    assert result.returncode == 0, result.stdout + result.stderr
+    c = client(uri)
+    version = c.get_model_version_by_alias("tiny-relu", "champion")
+    assert str(version.version) == "2"
+    assert version.tags["seed"] == "5"
+    assert (cwd / "exports" / "tiny-relu" / "2" / "saved_model.pb").exists()
+
+
+def test_sweep_against_postgres_backed_mlflow_server(tmp_path):
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    with servers.postgres() as database:
+        with servers.mlflow_server(database, str(artifacts)) as url:
+            result = kg_train(
+                tmp_path,
+                "--config",
+                "tiny.yaml",
+                "--set",
+                "seeds=[0]",
+                "--tracking-uri",
+                url,
+            )
+            assert result.returncode == 0, result.stdout + result.stderr
+            version = client(url).get_model_version_by_alias("tiny-gelu", "champion")
+            assert str(version.version) == "1"
+    assert not (tmp_path / "mlflow.db").exists()
+    assert any(artifacts.rglob("MLmodel"))
