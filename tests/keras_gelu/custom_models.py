@@ -27,7 +27,9 @@ class GatedResidualModel(keras.Model):
             bias_initializer="random_normal",
             name="ffn",
         )
-        self.slope = keras_gelu.LearnableLeakyReLU(per_channel=True, name="slope")
+        self.slope = keras_gelu.LearnableLeakyReLU(
+            per_channel=True, name="slope"
+        )
         self.head = keras_gelu.SwiGLU(
             units, bias_initializer="random_normal", name="head"
         )

@@ -32,7 +32,7 @@ def sigmoid(x):
     return special.expit(f64(x))
 
 
-# --- Forward references (float64). -------------------------------------------
+# --- Forward references (float64). --------------------------------------------
 
 
 def gelu(x):
@@ -87,7 +87,7 @@ def gelu_mpmath(x, dps=40):
         return float(mpmath.mpf(float(x)) * mpmath.ncdf(mpmath.mpf(float(x))))
 
 
-# --- Derivatives (float64). --------------------------------------------------
+# --- Derivatives (float64). ---------------------------------------------------
 
 
 def gelu_grad(x):
@@ -113,7 +113,7 @@ def gelu_sigmoid_grad(x):
     return s + SIGMOID_SCALE * x * s * (1.0 - s)
 
 
-# --- Gradients through each backend's own autodiff. --------------------------
+# --- Gradients through each backend's own autodiff. ---------------------------
 
 
 def grad(fn, x):

@@ -22,7 +22,9 @@ DENSE = np.linspace(-12.0, 12.0, 200_001).astype(np.float32)
 # A coarser grid for gradients and the other activations.
 GRID = np.linspace(-12.0, 12.0, 20_001).astype(np.float32)
 
-FUSION = pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
+FUSION = pytest.mark.parametrize(
+    "fusion", [True, False], ids=["fused", "unfused"]
+)
 
 ELEMENTWISE = {
     "gelu": ref.gelu,
@@ -165,12 +167,22 @@ def test_get_typo_raises_value_error_listing_names_and_closest(typo, closest):
     assert any(f'Did you mean "{c}"?' in message for c in closest), message
 
 
+def test_gate_lookup_of_non_gated_or_unknown_name_raises_value_error():
+    from keras_gelu import activations
+
+    assert activations.gate_function("GEGLU") is keras_gelu.gelu
+    with pytest.raises(ValueError, match="'relu' is not a gated unit"):
+        activations.gate_function("relu")
+    with pytest.raises(ValueError, match='Did you mean "reglu"'):
+        activations.kind("regl")
+
+
 def test_get_uninterpretable_identifier_raises_value_error():
     with pytest.raises(ValueError, match="42"):
         keras_gelu.get(42)
 
 
-# --- GELU modes and their names. -----------------------------------------------
+# --- GELU modes and their names. ----------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -196,7 +208,10 @@ def test_gelu_default_mode_is_exact():
 
 def test_gelu_tanh_and_gelu_sigmoid_are_their_modes():
     np.testing.assert_allclose(
-        call(keras_gelu.gelu_tanh, GRID), ref.gelu_tanh(GRID), rtol=2e-6, atol=1e-6
+        call(keras_gelu.gelu_tanh, GRID),
+        ref.gelu_tanh(GRID),
+        rtol=2e-6,
+        atol=1e-6,
     )
     np.testing.assert_allclose(
         call(keras_gelu.gelu_sigmoid, GRID), ref.gelu_sigmoid(GRID), rtol=2e-6
@@ -204,9 +219,12 @@ def test_gelu_tanh_and_gelu_sigmoid_are_their_modes():
 
 
 @pytest.mark.parametrize(
-    "mode, suggestion", [("tnah", "tanh"), ("sigmod", "sigmoid"), ("nonee", "none")]
+    "mode, suggestion",
+    [("tnah", "tanh"), ("sigmod", "sigmoid"), ("nonee", "none")],
 )
-def test_unknown_gelu_mode_raises_value_error_with_valid_modes(mode, suggestion):
+def test_unknown_gelu_mode_raises_value_error_with_valid_modes(
+    mode, suggestion
+):
     with pytest.raises(ValueError) as info:
         keras_gelu.gelu(np.ones(2, np.float32), approximate=mode)
     message = str(info.value)
@@ -216,7 +234,7 @@ def test_unknown_gelu_mode_raises_value_error_with_valid_modes(mode, suggestion)
     assert f'Did you mean "{suggestion}"?' in message
 
 
-# --- Exact mode: accuracy on the whole range. ----------------------------------
+# --- Exact mode: accuracy on the whole range. ---------------------------------
 
 
 @FUSION
@@ -227,31 +245,47 @@ def test_exact_gelu_relative_error_below_1e5_on_dense_grid(fusion):
     assert np.all(y[~nonzero] == 0)  # only x = 0
     rel = np.abs(y[nonzero] - expected[nonzero]) / np.abs(expected[nonzero])
     worst = np.argmax(rel)
-    assert rel[worst] <= 1e-5, f"rel error {rel[worst]:.3g} at x={DENSE[nonzero][worst]}"
+    assert (
+        rel[worst] <= 1e-5
+    ), f"rel error {rel[worst]:.3g} at x={DENSE[nonzero][worst]}"
 
 
 @FUSION
 def test_exact_gelu_far_tail_matches_published_values(fusion):
     # papers.md, 40-digit arithmetic.
     x = np.array([-5.0, -8.0, -10.0, -12.0], np.float32)
-    published = [-1.43325786e-06, -4.97676846e-15, -7.61985302e-23, -2.13177853e-32]
-    np.testing.assert_allclose(call(keras_gelu.gelu, x, fusion), published, rtol=1e-5)
+    published = [
+        -1.43325786e-06,
+        -4.97676846e-15,
+        -7.61985302e-23,
+        -2.13177853e-32,
+    ]
+    np.testing.assert_allclose(
+        call(keras_gelu.gelu, x, fusion), published, rtol=1e-5
+    )
 
 
 @FUSION
 def test_exact_gelu_matches_mpmath_at_40_digits(fusion):
     x = np.concatenate(
-        [np.linspace(-12.0, -3.0, 37), [-1.0, -0.75, -1e-3, 1e-3, 0.5, 2.0, 7.5]]
+        [
+            np.linspace(-12.0, -3.0, 37),
+            [-1.0, -0.75, -1e-3, 1e-3, 0.5, 2.0, 7.5],
+        ]
     ).astype(np.float32)
     expected = np.array([ref.gelu_mpmath(v) for v in x])
-    np.testing.assert_allclose(call(keras_gelu.gelu, x, fusion), expected, rtol=1e-5)
+    np.testing.assert_allclose(
+        call(keras_gelu.gelu, x, fusion), expected, rtol=1e-5
+    )
 
 
 @FUSION
 def test_exact_gelu_published_anchor_values(fusion):
     x = np.array([-3.0, -1.0, -0.75, 0.0, 1.0, 3.0], np.float32)
     y = call(keras_gelu.gelu, x, fusion)
-    np.testing.assert_allclose(y, [-0.004, -0.1587, -0.17, 0.0, 0.8413, 2.996], atol=5e-5)
+    np.testing.assert_allclose(
+        y, [-0.004, -0.1587, -0.17, 0.0, 0.8413, 2.996], atol=5e-5
+    )
     more = call(keras_gelu.gelu, np.array([-1.0, 2.0, 1.0], np.float32), fusion)
     # GELU(-1) ~ -0.158655, GELU(2) ~ 1.954500, GELU(1) = Phi(1) = 0.841345.
     np.testing.assert_allclose(more, [-0.158655, 1.954500, 0.841345], atol=1e-6)
@@ -267,7 +301,9 @@ def test_exact_gelu_minimum_is_at_published_point(fusion):
     assert call(keras_gelu.gelu, fine, fusion).min() >= y_min - 3e-8
     # ... and the derivative changes sign there.
     with keras_gelu.xla_fusion(fusion):
-        g = ref.grad(keras_gelu.gelu, np.array([x_min - 1e-3, x_min, x_min + 1e-3]))
+        g = ref.grad(
+            keras_gelu.gelu, np.array([x_min - 1e-3, x_min, x_min + 1e-3])
+        )
     assert g[0] < 0 < g[2]
     assert abs(g[1]) < 1e-6
 
@@ -286,7 +322,9 @@ def test_tanh_mode_reproduces_its_formula(fusion):
 @FUSION
 def test_sigmoid_mode_reproduces_its_formula(fusion):
     y = call(keras_gelu.gelu, DENSE, fusion, approximate="sigmoid")
-    np.testing.assert_allclose(y, ref.gelu_sigmoid(DENSE), rtol=5e-6, atol=1e-12)
+    np.testing.assert_allclose(
+        y, ref.gelu_sigmoid(DENSE), rtol=5e-6, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize(
@@ -294,19 +332,29 @@ def test_sigmoid_mode_reproduces_its_formula(fusion):
     [
         # papers.md: (search region for |x|, |x| of the peak, signed
         # deviation from exact) of both peaks.
-        ("tanh", [((2.0, 4.0), 2.6989, 4.7324e-4), ((0.5, 2.0), 1.3645, -2.337e-4)]),
-        ("sigmoid", [((1.5, 4.0), 2.2704, -0.020335), ((0.2, 1.5), 0.7556, 0.00636)]),
+        (
+            "tanh",
+            [((2.0, 4.0), 2.6989, 4.7324e-4), ((0.5, 2.0), 1.3645, -2.337e-4)],
+        ),
+        (
+            "sigmoid",
+            [((1.5, 4.0), 2.2704, -0.020335), ((0.2, 1.5), 0.7556, 0.00636)],
+        ),
     ],
 )
 def test_approximation_deviation_from_exact_peaks_where_published(mode, peaks):
     x = DENSE[np.abs(DENSE) <= 6.0]
     deviation = call(keras_gelu.gelu, x, approximate=mode) - ref.gelu(x)
-    assert np.max(np.abs(deviation)) == pytest.approx(abs(peaks[0][2]), rel=1e-3)
+    assert np.max(np.abs(deviation)) == pytest.approx(
+        abs(peaks[0][2]), rel=1e-3
+    )
     for (lo, hi), where, value in peaks:
         # 4-5 significant digits published; float32 output adds ~1e-7.
         tolerance = 2e-3 * abs(value) + 2e-7
         for sign in (1, -1):
-            inside = (np.abs(x) >= lo) & (np.abs(x) <= hi) & (np.sign(x) == sign)
+            inside = (
+                (np.abs(x) >= lo) & (np.abs(x) <= hi) & (np.sign(x) == sign)
+            )
             # The published height is reached at the published place ...
             at_peak = deviation[np.argmin(np.abs(x - sign * where))]
             assert at_peak == pytest.approx(value, abs=tolerance)
@@ -332,7 +380,9 @@ def test_tanh_mode_published_anchor_values():
     ],
     ids=["tanh", "sigmoid", "silu"],
 )
-def test_approximation_minimum_is_at_published_point(fn, x_min, y_min, x_tol, y_tol):
+def test_approximation_minimum_is_at_published_point(
+    fn, x_min, y_min, x_tol, y_tol
+):
     # x_tol: around a minimum f is flat to float32 resolution over ~3e-4.
     fine = np.linspace(-1.5, -0.5, 100_001).astype(np.float32)
     y = call(fn, fine)
@@ -340,7 +390,7 @@ def test_approximation_minimum_is_at_published_point(fn, x_min, y_min, x_tol, y_
     assert y.min() == pytest.approx(y_min, abs=y_tol)
 
 
-# --- Gradients. ------------------------------------------------------------------
+# --- Gradients. ---------------------------------------------------------------
 
 
 @FUSION
@@ -355,7 +405,9 @@ def test_approximation_minimum_is_at_published_point(fn, x_min, y_min, x_tol, y_
     ],
     ids=["exact", "tanh", "sigmoid"],
 )
-def test_gelu_gradient_matches_analytic_derivative(fusion, fn, derivative, atol):
+def test_gelu_gradient_matches_analytic_derivative(
+    fusion, fn, derivative, atol
+):
     with keras_gelu.xla_fusion(fusion):
         g = ref.grad(fn, GRID)
     assert g.dtype == np.float32
@@ -367,7 +419,9 @@ def test_gelu_gradient_published_values(fusion):
     x = np.array([0.0, 1.0, math.sqrt(2.0), -math.sqrt(2.0)], np.float32)
     with keras_gelu.xla_fusion(fusion):
         g = ref.grad(keras_gelu.gelu, x)
-    np.testing.assert_allclose(g, [0.5, 1.083315, 1.128904, -0.128904], atol=1e-6)
+    np.testing.assert_allclose(
+        g, [0.5, 1.083315, 1.128904, -0.128904], atol=1e-6
+    )
 
 
 @FUSION
@@ -398,7 +452,7 @@ def test_gelu_gradient_finite_over_float16_range(fusion, mode):
     np.testing.assert_array_equal(g, [0, 0, 0, 1, 1, 1])
 
 
-# --- The other elementwise activations. ----------------------------------------
+# --- The other elementwise activations. ---------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -406,14 +460,27 @@ def test_gelu_gradient_finite_over_float16_range(fusion, mode):
     [
         (keras_gelu.relu, {}, ref.relu),
         (keras_gelu.leaky_relu, {}, ref.leaky_relu),
-        (keras_gelu.leaky_relu, {"negative_slope": 0.2}, lambda x: ref.leaky_relu(x, 0.2)),
+        (
+            keras_gelu.leaky_relu,
+            {"negative_slope": 0.2},
+            lambda x: ref.leaky_relu(x, 0.2),
+        ),
         (keras_gelu.silu, {}, ref.silu),
         (keras_gelu.mish, {}, ref.mish),
         (keras_gelu.elu, {}, ref.elu),
         (keras_gelu.elu, {"alpha": 0.5}, lambda x: ref.elu(x, 0.5)),
         (keras_gelu.sigmoid, {}, ref.sigmoid),
     ],
-    ids=["relu", "leaky_relu", "leaky_relu_0.2", "silu", "mish", "elu", "elu_0.5", "sigmoid"],
+    ids=[
+        "relu",
+        "leaky_relu",
+        "leaky_relu_0.2",
+        "silu",
+        "mish",
+        "elu",
+        "elu_0.5",
+        "sigmoid",
+    ],
 )
 def test_elementwise_activation_matches_reference(fn, kwargs, reference):
     np.testing.assert_allclose(
@@ -426,7 +493,9 @@ def test_leaky_relu_default_slope_is_one_hundredth():
     np.testing.assert_allclose(y, [-0.03, 2.0], rtol=1e-6)
 
 
-@pytest.mark.parametrize("fn", [keras_gelu.gelu, keras_gelu.mish, keras_gelu.geglu])
+@pytest.mark.parametrize(
+    "fn", [keras_gelu.gelu, keras_gelu.mish, keras_gelu.geglu]
+)
 def test_functions_apply_to_symbolic_keras_inputs(fn):
     inputs = keras.Input((8,))
     model = keras.Model(inputs, fn(inputs))
@@ -434,7 +503,7 @@ def test_functions_apply_to_symbolic_keras_inputs(fn):
     np.testing.assert_allclose(ref.numpy(model(x)), call(fn, x), rtol=1e-6)
 
 
-# --- Gated functions. ---------------------------------------------------------------
+# --- Gated functions. ---------------------------------------------------------
 
 
 def test_gated_function_splits_any_axis():
@@ -452,12 +521,22 @@ def test_gated_function_odd_split_raises_value_error_naming_size(name):
         fn(ops.ones((2, 7)))
 
 
-# --- Half precision. -----------------------------------------------------------------
+# --- Half precision. ----------------------------------------------------------
 
 HALF = {"float16": (65504.0, 10, -14), "bfloat16": (3.0e38, 7, -126)}
 HALF_FUNCTIONS = [
     (name, ELEMENTWISE[name])
-    for name in ("gelu", "gelu_tanh", "gelu_sigmoid", "relu", "leaky_relu", "silu", "mish", "elu", "sigmoid")
+    for name in (
+        "gelu",
+        "gelu_tanh",
+        "gelu_sigmoid",
+        "relu",
+        "leaky_relu",
+        "silu",
+        "mish",
+        "elu",
+        "sigmoid",
+    )
 ]
 
 
@@ -466,7 +545,9 @@ def _ulp(values, dtype):
     _, mantissa_bits, min_exponent = HALF[dtype]
     with np.errstate(divide="ignore"):
         exponent = np.floor(np.log2(np.abs(values)))
-    exponent = np.maximum(np.nan_to_num(exponent, neginf=min_exponent), min_exponent)
+    exponent = np.maximum(
+        np.nan_to_num(exponent, neginf=min_exponent), min_exponent
+    )
     return 2.0 ** (exponent - mantissa_bits)
 
 
@@ -474,7 +555,21 @@ def _half_inputs(dtype):
     big = HALF[dtype][0]
     finite = np.concatenate(
         [
-            [-big, -1e4, -100.0, -40.0, -12.0, -1e-3, -1e-6, 0.0, 1e-6, 1e-3, 40.0, 1e4, big],
+            [
+                -big,
+                -1e4,
+                -100.0,
+                -40.0,
+                -12.0,
+                -1e-3,
+                -1e-6,
+                0.0,
+                1e-6,
+                1e-3,
+                40.0,
+                1e4,
+                big,
+            ],
             np.linspace(-12.0, 12.0, 2401),
         ]
     ).astype(np.float32)
@@ -484,8 +579,12 @@ def _half_inputs(dtype):
 
 @FUSION
 @pytest.mark.parametrize("dtype", sorted(HALF))
-@pytest.mark.parametrize("name, reference", HALF_FUNCTIONS, ids=[n for n, _ in HALF_FUNCTIONS])
-def test_half_precision_keeps_dtype_and_is_accurate_and_finite(fusion, dtype, name, reference):
+@pytest.mark.parametrize(
+    "name, reference", HALF_FUNCTIONS, ids=[n for n, _ in HALF_FUNCTIONS]
+)
+def test_half_precision_keeps_dtype_and_is_accurate_and_finite(
+    fusion, dtype, name, reference
+):
     x, x64 = _half_inputs(dtype)
     with keras_gelu.xla_fusion(fusion):
         y = keras_gelu.get(name)(x)
@@ -521,7 +620,7 @@ def test_gated_function_keeps_half_dtype(dtype, name):
     assert np.all(np.isfinite(ref.numpy(y)))
 
 
-# --- The TensorFlow XLA fusion switch. -------------------------------------------------
+# --- The TensorFlow XLA fusion switch. ----------------------------------------
 
 
 def test_xla_fusion_context_nests_and_restores_on_error(monkeypatch):
@@ -570,14 +669,20 @@ def test_fusion_switch_decides_xla_kernels_in_graph_mode(fusion, mode):
         ).graph.as_graph_def()
         y, g = forward_and_gradient(tf.constant(GRID))
     assert bool(_xla_compiled_calls(graph)) == fusion
-    reference = {"none": ref.gelu, "tanh": ref.gelu_tanh, "sigmoid": ref.gelu_sigmoid}[mode]
+    reference = {
+        "none": ref.gelu,
+        "tanh": ref.gelu_tanh,
+        "sigmoid": ref.gelu_sigmoid,
+    }[mode]
     derivative = {
         "none": ref.gelu_grad,
         "tanh": ref.gelu_tanh_grad,
         "sigmoid": ref.gelu_sigmoid_grad,
     }[mode]
     np.testing.assert_allclose(y.numpy(), reference(GRID), rtol=2e-6, atol=1e-6)
-    np.testing.assert_allclose(g.numpy(), derivative(GRID), rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(
+        g.numpy(), derivative(GRID), rtol=1e-6, atol=1e-5
+    )
 
 
 def _fit_history(fusion):
@@ -598,7 +703,9 @@ def _fit_history(fusion):
         optimizer=keras.optimizers.SGD(0.05), loss="mse", jit_compile=False
     )
     with keras_gelu.xla_fusion(fusion):
-        history = model.fit(x, y, batch_size=32, epochs=6, shuffle=False, verbose=0)
+        history = model.fit(
+            x, y, batch_size=32, epochs=6, shuffle=False, verbose=0
+        )
     return np.array(history.history["loss"])
 
 

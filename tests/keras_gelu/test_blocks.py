@@ -42,7 +42,7 @@ def manual_ffn(block, x, hidden):
     return out + (0 if down_bias is None else down_bias)
 
 
-# --- Parameter matching. -----------------------------------------------------------
+# --- Parameter matching. ------------------------------------------------------
 
 
 def test_matched_hidden_dim_reproduces_shazeer_t5_base():
@@ -62,16 +62,22 @@ def _built(block, d=D_MODEL):
 
 
 def test_plain_ffn_parameter_count_without_bias():
-    block = _built(keras_gelu.FeedForward(D_FF, activation="gelu", use_bias=False))
+    block = _built(
+        keras_gelu.FeedForward(D_FF, activation="gelu", use_bias=False)
+    )
     assert block.count_params() == 2 * D_MODEL * D_FF
 
 
 @pytest.mark.parametrize("activation", sorted(GATED))
 def test_gated_ffn_match_params_has_plain_ffn_parameter_count(activation):
     block = _built(
-        keras_gelu.FeedForward(D_FF, activation=activation, match_params=True, use_bias=False)
+        keras_gelu.FeedForward(
+            D_FF, activation=activation, match_params=True, use_bias=False
+        )
     )
-    assert block.count_params() == 2 * D_MODEL * D_FF == 3 * D_MODEL * D_FF_GATED
+    assert (
+        block.count_params() == 2 * D_MODEL * D_FF == 3 * D_MODEL * D_FF_GATED
+    )
     up_kernel, _ = projection_weights(block, "up_proj")
     down_kernel, _ = projection_weights(block, "down_proj")
     assert up_kernel.shape == (D_MODEL, 2 * D_FF_GATED)  # fused gate + value
@@ -80,26 +86,37 @@ def test_gated_ffn_match_params_has_plain_ffn_parameter_count(activation):
 
 def test_parameter_counts_with_bias():
     plain = _built(keras_gelu.FeedForward(D_FF, activation="relu"))
-    assert plain.count_params() == D_MODEL * D_FF + D_FF + D_FF * D_MODEL + D_MODEL
-    gated = _built(keras_gelu.FeedForward(D_FF, activation="swiglu", match_params=True))
+    assert (
+        plain.count_params() == D_MODEL * D_FF + D_FF + D_FF * D_MODEL + D_MODEL
+    )
+    gated = _built(
+        keras_gelu.FeedForward(D_FF, activation="swiglu", match_params=True)
+    )
     assert gated.count_params() == (
-        D_MODEL * 2 * D_FF_GATED + 2 * D_FF_GATED + D_FF_GATED * D_MODEL + D_MODEL
+        D_MODEL * 2 * D_FF_GATED
+        + 2 * D_FF_GATED
+        + D_FF_GATED * D_MODEL
+        + D_MODEL
     )
 
 
 def test_match_params_leaves_elementwise_ffn_unchanged():
     block = _built(
-        keras_gelu.FeedForward(D_FF, activation="gelu", match_params=True, use_bias=False)
+        keras_gelu.FeedForward(
+            D_FF, activation="gelu", match_params=True, use_bias=False
+        )
     )
     assert block.count_params() == 2 * D_MODEL * D_FF
 
 
 def test_gated_ffn_without_match_params_keeps_hidden_width():
-    block = _built(keras_gelu.FeedForward(D_FF, activation="geglu", use_bias=False))
+    block = _built(
+        keras_gelu.FeedForward(D_FF, activation="geglu", use_bias=False)
+    )
     assert block.count_params() == 3 * D_MODEL * D_FF
 
 
-# --- The computation. -----------------------------------------------------------------
+# --- The computation. ---------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -113,19 +130,34 @@ def test_gated_ffn_without_match_params_keeps_hidden_width():
         ("tanh", np.tanh),  # a Keras name
         (keras_gelu.mish, ref.mish),  # a callable
     ],
-    ids=["gelu", "gelu_tanh", "quick_gelu", "relu", "silu", "keras-tanh", "callable-mish"],
+    ids=[
+        "gelu",
+        "gelu_tanh",
+        "quick_gelu",
+        "relu",
+        "silu",
+        "keras-tanh",
+        "callable-mish",
+    ],
 )
 def test_plain_ffn_equals_manual_dense_computation(activation, hidden):
-    block = keras_gelu.FeedForward(16, activation=activation, bias_initializer="random_normal")
+    block = keras_gelu.FeedForward(
+        16, activation=activation, bias_initializer="random_normal"
+    )
     y = ref.numpy(block(X))
     assert y.shape == X.shape
-    np.testing.assert_allclose(y, manual_ffn(block, X, hidden), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        y, manual_ffn(block, X, hidden), rtol=1e-5, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("activation", sorted(GATED))
 def test_gated_ffn_equals_manual_gated_computation(activation):
     block = keras_gelu.FeedForward(
-        16, activation=activation, output_dim=5, bias_initializer="random_normal"
+        16,
+        activation=activation,
+        output_dim=5,
+        bias_initializer="random_normal",
     )
     gate = GATED[activation]
     y = ref.numpy(block(X))
@@ -141,7 +173,10 @@ def test_learnable_leaky_relu_ffn_has_a_trainable_slope():
     slopes = [v for v in block.trainable_weights if v.path.endswith("slope")]
     assert len(slopes) == 1
     np.testing.assert_allclose(
-        y, manual_ffn(block, X, lambda h: ref.leaky_relu(h, 0.01)), rtol=1e-5, atol=1e-6
+        y,
+        manual_ffn(block, X, lambda h: ref.leaky_relu(h, 0.01)),
+        rtol=1e-5,
+        atol=1e-6,
     )
 
 
@@ -153,15 +188,23 @@ def test_output_dim_sets_the_output_width():
 
 def test_ffn_accepts_unknown_batch_and_sequence_dims():
     inputs = keras.Input((None, 8))
-    model = keras.Model(inputs, keras_gelu.FeedForward(16, activation="swiglu")(inputs))
+    model = keras.Model(
+        inputs, keras_gelu.FeedForward(16, activation="swiglu")(inputs)
+    )
     for length in (2, 5):
-        assert model(np.ones((3, length, 8), np.float32)).shape == (3, length, 8)
+        assert model(np.ones((3, length, 8), np.float32)).shape == (
+            3,
+            length,
+            8,
+        )
 
 
 def test_dropout_applies_only_in_training():
     block = keras_gelu.FeedForward(64, activation="gelu", dropout=0.5)
     inference = ref.numpy(block(X, training=False))
-    np.testing.assert_allclose(inference, manual_ffn(block, X, ref.gelu), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        inference, manual_ffn(block, X, ref.gelu), rtol=1e-5, atol=1e-6
+    )
     np.testing.assert_array_equal(ref.numpy(block(X)), inference)
     training = ref.numpy(block(X, training=True))
     assert not np.allclose(training, inference, atol=1e-3)
@@ -172,7 +215,10 @@ def test_ffn_mixed_policy_computes_in_half_keeps_float32_weights(policy):
     block = keras_gelu.FeedForward(16, activation="geglu", dtype=policy)
     y = block(X)
     assert keras.backend.standardize_dtype(y.dtype) == policy.split("_")[1]
-    assert all(keras.backend.standardize_dtype(v.dtype) == "float32" for v in block.weights)
+    assert all(
+        keras.backend.standardize_dtype(v.dtype) == "float32"
+        for v in block.weights
+    )
     gate = GATED["geglu"]
     expected = manual_ffn(block, X, lambda h: gate(h[..., :16]) * h[..., 16:])
     np.testing.assert_allclose(ref.numpy(y), expected, rtol=5e-2, atol=5e-2)
@@ -186,7 +232,7 @@ def test_ffn_follows_global_mixed_policy():
     assert np.all(np.isfinite(ref.numpy(y)))
 
 
-# --- Bad input. ----------------------------------------------------------------------------
+# --- Bad input. ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize("hidden_dim", [0, -8, 2.5, True, "16", None])
@@ -214,8 +260,12 @@ def test_ffn_rejects_dropout_outside_unit_interval(dropout):
     assert f"dropout={dropout!r}" in message and "[0, 1)" in message
 
 
-@pytest.mark.parametrize("activation, closest", [("swiglue", "swiglu"), ("gleu", "glu")])
-def test_ffn_unknown_activation_raises_value_error_with_closest(activation, closest):
+@pytest.mark.parametrize(
+    "activation, closest", [("swiglue", "swiglu"), ("gleu", "glu")]
+)
+def test_ffn_unknown_activation_raises_value_error_with_closest(
+    activation, closest
+):
     with pytest.raises(ValueError) as info:
         keras_gelu.FeedForward(8, activation=activation)
     message = str(info.value)
@@ -228,7 +278,9 @@ def test_projection_layers_build_one_mechanism_per_kind():
     assert isinstance(dense, keras.layers.Dense)
     (glu,) = keras_gelu.projection_layers(4, "geglu")
     assert isinstance(glu, keras_gelu.GLU) and glu.units == 4
-    dense, slope = keras_gelu.projection_layers(4, "learnable_leaky_relu", name="p")
+    dense, slope = keras_gelu.projection_layers(
+        4, "learnable_leaky_relu", name="p"
+    )
     assert isinstance(dense, keras.layers.Dense)
     assert isinstance(slope, keras_gelu.LearnableLeakyReLU)
     assert slope.name == "p_activation"

@@ -20,10 +20,13 @@ HALF_MAX = {"float16": 65504.0, "bfloat16": 3.0e38}
 
 def weights_by_name(layer):
     """{'kernel': array, 'bias': array, ...} keyed by each variable's name."""
-    return {v.path.split("/")[-1]: ref.f64(ops.convert_to_numpy(v)) for v in layer.weights}
+    return {
+        v.path.split("/")[-1]: ref.f64(ops.convert_to_numpy(v))
+        for v in layer.weights
+    }
 
 
-# --- GELU layer. -------------------------------------------------------------------
+# --- GELU layer. --------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -46,7 +49,9 @@ def test_gelu_layer_computes_its_mode(approximate, reference):
 
 def test_gelu_layer_default_mode_is_exact():
     x = np.array([[2.6989, -2.2704]], np.float32)  # where the modes differ most
-    np.testing.assert_allclose(ref.numpy(keras_gelu.GELU()(x)), ref.gelu(x), rtol=1e-6)
+    np.testing.assert_allclose(
+        ref.numpy(keras_gelu.GELU()(x)), ref.gelu(x), rtol=1e-6
+    )
 
 
 def test_gelu_layer_unknown_mode_raises_value_error_with_valid_modes():
@@ -57,54 +62,90 @@ def test_gelu_layer_unknown_mode_raises_value_error_with_valid_modes():
     assert 'Did you mean "tanh"?' in message
 
 
-# --- Gated linear units. ------------------------------------------------------------
+# --- Gated linear units. ------------------------------------------------------
 
 GATED_LAYERS = [
-    ("GLU", lambda: keras_gelu.GLU(4, bias_initializer="random_normal"), ref.sigmoid),
+    (
+        "GLU",
+        lambda: keras_gelu.GLU(4, bias_initializer="random_normal"),
+        ref.sigmoid,
+    ),
     (
         "GLU-gelu_tanh",
-        lambda: keras_gelu.GLU(4, activation="gelu_tanh", bias_initializer="random_normal"),
+        lambda: keras_gelu.GLU(
+            4, activation="gelu_tanh", bias_initializer="random_normal"
+        ),
         ref.gelu_tanh,
     ),
     (
         "GLU-keras-tanh",
-        lambda: keras_gelu.GLU(4, activation="tanh", bias_initializer="random_normal"),
+        lambda: keras_gelu.GLU(
+            4, activation="tanh", bias_initializer="random_normal"
+        ),
         np.tanh,
     ),
     (
         "GLU-callable",
-        lambda: keras_gelu.GLU(4, activation=keras_gelu.mish, bias_initializer="random_normal"),
+        lambda: keras_gelu.GLU(
+            4, activation=keras_gelu.mish, bias_initializer="random_normal"
+        ),
         ref.mish,
     ),
     (
         "GLU-gated-name",
-        lambda: keras_gelu.GLU(4, activation="swiglu", bias_initializer="random_normal"),
+        lambda: keras_gelu.GLU(
+            4, activation="swiglu", bias_initializer="random_normal"
+        ),
         ref.silu,
     ),
-    ("GEGLU", lambda: keras_gelu.GEGLU(4, bias_initializer="random_normal"), ref.gelu),
+    (
+        "GEGLU",
+        lambda: keras_gelu.GEGLU(4, bias_initializer="random_normal"),
+        ref.gelu,
+    ),
     (
         "GEGLU-tanh",
-        lambda: keras_gelu.GEGLU(4, approximate="tanh", bias_initializer="random_normal"),
+        lambda: keras_gelu.GEGLU(
+            4, approximate="tanh", bias_initializer="random_normal"
+        ),
         ref.gelu_tanh,
     ),
     (
         "GEGLU-True",
-        lambda: keras_gelu.GEGLU(4, approximate=True, bias_initializer="random_normal"),
+        lambda: keras_gelu.GEGLU(
+            4, approximate=True, bias_initializer="random_normal"
+        ),
         ref.gelu_tanh,
     ),
     (
         "GEGLU-sigmoid",
-        lambda: keras_gelu.GEGLU(4, approximate="sigmoid", bias_initializer="random_normal"),
+        lambda: keras_gelu.GEGLU(
+            4, approximate="sigmoid", bias_initializer="random_normal"
+        ),
         ref.gelu_sigmoid,
     ),
-    ("SwiGLU", lambda: keras_gelu.SwiGLU(4, bias_initializer="random_normal"), ref.silu),
-    ("ReGLU", lambda: keras_gelu.ReGLU(4, bias_initializer="random_normal"), ref.relu),
-    ("Bilinear", lambda: keras_gelu.Bilinear(4, bias_initializer="random_normal"), ref.linear),
+    (
+        "SwiGLU",
+        lambda: keras_gelu.SwiGLU(4, bias_initializer="random_normal"),
+        ref.silu,
+    ),
+    (
+        "ReGLU",
+        lambda: keras_gelu.ReGLU(4, bias_initializer="random_normal"),
+        ref.relu,
+    ),
+    (
+        "Bilinear",
+        lambda: keras_gelu.Bilinear(4, bias_initializer="random_normal"),
+        ref.linear,
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    "make, gate", [(m, g) for _, m, g in GATED_LAYERS], ids=[n for n, _, _ in GATED_LAYERS]
+    "make, gate",
+    [(m, g) for _, m, g in GATED_LAYERS],
+    ids=[n for n, _, _ in GATED_LAYERS],
 )
 def test_gated_layer_is_gate_half_times_value_half_of_fused_kernel(make, gate):
     layer = make()
@@ -124,7 +165,10 @@ def test_gated_layer_without_bias_has_only_the_fused_kernel():
     assert list(w) == ["kernel"] and w["kernel"].shape == (6, 10)
     projected = ref.f64(X) @ w["kernel"]
     np.testing.assert_allclose(
-        y, ref.silu(projected[..., :5]) * projected[..., 5:], rtol=1e-5, atol=1e-6
+        y,
+        ref.silu(projected[..., :5]) * projected[..., 5:],
+        rtol=1e-5,
+        atol=1e-6,
     )
 
 
@@ -156,7 +200,9 @@ def test_glu_without_units_splits_the_given_axis():
     assert keras_gelu.GLU(axis=1).compute_output_shape((2, 4, 5)) == (2, 2, 5)
 
 
-@pytest.mark.parametrize("cls", [keras_gelu.GLU, keras_gelu.GEGLU, keras_gelu.Bilinear])
+@pytest.mark.parametrize(
+    "cls", [keras_gelu.GLU, keras_gelu.GEGLU, keras_gelu.Bilinear]
+)
 def test_gated_layer_without_units_rejects_odd_size(cls):
     with pytest.raises(ValueError, match="odd size 7"):
         cls()(ops.ones((2, 7)))
@@ -175,7 +221,14 @@ def test_gated_layer_output_shape_with_unknown_dims():
 
 
 @pytest.mark.parametrize(
-    "cls", [keras_gelu.GLU, keras_gelu.GEGLU, keras_gelu.SwiGLU, keras_gelu.ReGLU, keras_gelu.Bilinear]
+    "cls",
+    [
+        keras_gelu.GLU,
+        keras_gelu.GEGLU,
+        keras_gelu.SwiGLU,
+        keras_gelu.ReGLU,
+        keras_gelu.Bilinear,
+    ],
 )
 @pytest.mark.parametrize("units", [0, -3, 2.5, True, "4"])
 def test_gated_layer_rejects_bad_units(cls, units):
@@ -190,7 +243,9 @@ def test_glu_unknown_activation_raises_value_error_with_closest():
     with pytest.raises(ValueError) as info:
         keras_gelu.GLU(4, activation="gleu")
     message = str(info.value)
-    assert "'gleu'" in message and "geglu" in message and "Did you mean" in message
+    assert (
+        "'gleu'" in message and "geglu" in message and "Did you mean" in message
+    )
 
 
 def test_geglu_unknown_approximation_raises_value_error():
@@ -199,12 +254,17 @@ def test_geglu_unknown_approximation_raises_value_error():
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
-def test_gated_layer_mixed_policy_computes_in_half_keeps_float32_weights(policy):
+def test_gated_layer_mixed_policy_computes_in_half_keeps_float32_weights(
+    policy,
+):
     layer = keras_gelu.GEGLU(4, dtype=policy, bias_initializer="random_normal")
     y = layer(X)
     compute = policy.split("_")[1]
     assert keras.backend.standardize_dtype(y.dtype) == compute
-    assert all(keras.backend.standardize_dtype(v.dtype) == "float32" for v in layer.weights)
+    assert all(
+        keras.backend.standardize_dtype(v.dtype) == "float32"
+        for v in layer.weights
+    )
     w = weights_by_name(layer)
     projected = ref.f64(X) @ w["kernel"] + w["bias"]
     expected = ref.gelu(projected[..., :4]) * projected[..., 4:]
@@ -220,14 +280,19 @@ def test_gated_layer_follows_global_mixed_policy():
     assert np.all(np.isfinite(ref.numpy(y)))
 
 
-# --- GELU layer in half precision and mixed policies. -------------------------------
+# --- GELU layer in half precision and mixed policies. -------------------------
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("mode", ["none", "tanh", "sigmoid"])
-def test_gelu_layer_mixed_policy_output_dtype_and_finite_at_extremes(dtype, mode):
+def test_gelu_layer_mixed_policy_output_dtype_and_finite_at_extremes(
+    dtype, mode
+):
     big = HALF_MAX[dtype]
-    values = np.array([[-big, -1e4, -12.0, -1.0, 0.0, 1.0, 12.0, 1e4, big, np.nan]], np.float32)
+    values = np.array(
+        [[-big, -1e4, -12.0, -1.0, 0.0, 1.0, 12.0, 1e4, big, np.nan]],
+        np.float32,
+    )
     layer = keras_gelu.GELU(approximate=mode, dtype=f"mixed_{dtype}")
     y = layer(values)
     assert keras.backend.standardize_dtype(y.dtype) == dtype
@@ -245,7 +310,9 @@ def test_gelu_layer_follows_global_mixed_policy(policy):
     assert layer.compute_dtype == policy.split("_")[1]
     y = layer(WIDE)
     assert keras.backend.standardize_dtype(y.dtype) == layer.compute_dtype
-    np.testing.assert_allclose(ref.numpy(y), ref.gelu(WIDE), rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(
+        ref.numpy(y), ref.gelu(WIDE), rtol=1e-2, atol=1e-2
+    )
 
 
 def test_global_policy_is_restored_between_tests():
@@ -253,7 +320,7 @@ def test_global_policy_is_restored_between_tests():
     assert keras.config.dtype_policy().name == "float32"
 
 
-# --- LearnableLeakyReLU. --------------------------------------------------------------
+# --- LearnableLeakyReLU. ------------------------------------------------------
 
 
 def test_learnable_leaky_relu_starts_at_slope_one_hundredth():
@@ -275,7 +342,9 @@ def test_learnable_leaky_relu_starts_at_slope_one_hundredth():
         ({"shared_axes": [1, 2, 3]}, (1, 1, 1)),
     ],
 )
-def test_learnable_leaky_relu_slope_shapes_broadcast_like_numpy(kwargs, slope_shape):
+def test_learnable_leaky_relu_slope_shapes_broadcast_like_numpy(
+    kwargs, slope_shape
+):
     x = RNG.normal(size=(2, 4, 5, 3)).astype(np.float32)
     layer = keras_gelu.LearnableLeakyReLU(**kwargs)
     layer.build(x.shape)
@@ -283,10 +352,14 @@ def test_learnable_leaky_relu_slope_shapes_broadcast_like_numpy(kwargs, slope_sh
     slopes = RNG.uniform(0.05, 0.5, size=slope_shape).astype(np.float32)
     layer.slope.assign(slopes)
     y = ref.numpy(layer(x))
-    np.testing.assert_allclose(y, np.where(x >= 0, x, slopes * ref.f64(x)), rtol=1e-6)
+    np.testing.assert_allclose(
+        y, np.where(x >= 0, x, slopes * ref.f64(x)), rtol=1e-6
+    )
 
 
-@pytest.mark.parametrize("kwargs, slope_shape", [({}, ()), ({"per_channel": True}, (8,))])
+@pytest.mark.parametrize(
+    "kwargs, slope_shape", [({}, ()), ({"per_channel": True}, (8,))]
+)
 def test_learnable_leaky_relu_accepts_unknown_dims(kwargs, slope_shape):
     inputs = keras.Input((None, 8))
     layer = keras_gelu.LearnableLeakyReLU(**kwargs)
@@ -336,12 +409,16 @@ def test_learnable_leaky_relu_non_neg_constraint_keeps_slope_non_negative():
     # The data pull the slope to -0.5: unconstrained it goes there ...
     assert _fit_slope(keras_gelu.LearnableLeakyReLU(), -0.5) < -0.3
     # ... with the constraint it stops at 0.
-    slope = _fit_slope(keras_gelu.LearnableLeakyReLU(slope_constraint="non_neg"), -0.5)
+    slope = _fit_slope(
+        keras_gelu.LearnableLeakyReLU(slope_constraint="non_neg"), -0.5
+    )
     assert slope == pytest.approx(0.0, abs=1e-7) and slope >= 0
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_learnable_leaky_relu_mixed_policy_keeps_half_output_and_float32_slope(dtype):
+def test_learnable_leaky_relu_mixed_policy_keeps_half_output_and_float32_slope(
+    dtype,
+):
     big = HALF_MAX[dtype]
     values = np.array([[-big, -1.0, 0.0, 1.0, big, np.nan]], np.float32)
     layer = keras_gelu.LearnableLeakyReLU(dtype=f"mixed_{dtype}")

@@ -53,7 +53,9 @@ def every_layer():
         keras_gelu.GELU(approximate="tanh"),
         keras_gelu.GELU(approximate="sigmoid"),
         keras_gelu.GLU(4, bias_initializer="random_normal"),
-        keras_gelu.GLU(4, activation="gelu_tanh", bias_initializer="random_normal"),
+        keras_gelu.GLU(
+            4, activation="gelu_tanh", bias_initializer="random_normal"
+        ),
         keras_gelu.GLU(),
         keras_gelu.GEGLU(4, bias_initializer="random_normal"),
         keras_gelu.GEGLU(4, approximate="sigmoid", use_bias=False),
@@ -63,12 +65,20 @@ def every_layer():
         keras_gelu.LearnableLeakyReLU(),
         keras_gelu.LearnableLeakyReLU(per_channel=True),
         keras_gelu.LearnableLeakyReLU(shared_axes=[1]),
-        keras_gelu.LearnableLeakyReLU(initial_slope=0.3, slope_constraint="non_neg"),
+        keras_gelu.LearnableLeakyReLU(
+            initial_slope=0.3, slope_constraint="non_neg"
+        ),
         keras_gelu.FeedForward(16, activation="geglu", match_params=True),
         keras_gelu.FeedForward(
-            16, activation="gelu", output_dim=5, dropout=0.1, bias_initializer="random_normal"
+            16,
+            activation="gelu",
+            output_dim=5,
+            dropout=0.1,
+            bias_initializer="random_normal",
         ),
-        keras_gelu.FeedForward(16, activation="learnable_leaky_relu", use_bias=False),
+        keras_gelu.FeedForward(
+            16, activation="learnable_leaky_relu", use_bias=False
+        ),
         keras_gelu.FeedForward(16, activation=keras_gelu.quick_gelu),
     ]
 
@@ -86,11 +96,15 @@ def build_functional():
     inputs = keras.Input((5, 8))
     dense = dict(bias_initializer="random_normal")
     outputs = [
-        keras.layers.Dense(6, activation=fn, name=f"dense_{label}", **dense)(inputs)
+        keras.layers.Dense(6, activation=fn, name=f"dense_{label}", **dense)(
+            inputs
+        )
         for label, fn in ELEMENTWISE_FUNCTIONS
     ]
     outputs += [
-        keras.layers.Dense(8, activation=fn, name=f"dense_{label}", **dense)(inputs)
+        keras.layers.Dense(8, activation=fn, name=f"dense_{label}", **dense)(
+            inputs
+        )
         for label, fn in GATED_FUNCTIONS
     ]
     trunk = keras.layers.Dense(8, name="trunk", **dense)(inputs)
@@ -105,7 +119,9 @@ def build_sequential():
         [
             keras.Input((5, 8)),
             keras.layers.Dense(16, activation=keras_gelu.gelu_tanh),
-            keras_gelu.GEGLU(8, approximate="sigmoid", bias_initializer="random_normal"),
+            keras_gelu.GEGLU(
+                8, approximate="sigmoid", bias_initializer="random_normal"
+            ),
             keras_gelu.LearnableLeakyReLU(shared_axes=[1]),
             keras_gelu.FeedForward(12, activation="reglu", output_dim=6),
             keras_gelu.GLU(),
@@ -130,7 +146,7 @@ def outputs_of(model):
     return ops.convert_to_numpy(model(X, training=False))
 
 
-# --- get_config / from_config. -------------------------------------------------------
+# --- get_config / from_config. ------------------------------------------------
 
 CONFIG_CASES = [
     ("GELU-tanh", lambda: keras_gelu.GELU(approximate=True), (2, 8)),
@@ -167,7 +183,10 @@ CONFIG_CASES = [
     (
         "LearnableLeakyReLU",
         lambda: keras_gelu.LearnableLeakyReLU(
-            initial_slope=0.2, per_channel=True, slope_regularizer="l2", slope_constraint="non_neg"
+            initial_slope=0.2,
+            per_channel=True,
+            slope_regularizer="l2",
+            slope_constraint="non_neg",
         ),
         (2, 8),
     ),
@@ -190,9 +209,21 @@ CONFIG_CASES = [
         ),
         (2, 8),
     ),
-    ("FeedForward-callable", lambda: keras_gelu.FeedForward(16, activation=keras_gelu.gelu_tanh), (2, 8)),
-    ("FeedForward-keras-name", lambda: keras_gelu.FeedForward(16, activation="tanh"), (2, 8)),
-    ("FeedForward-learnable", lambda: keras_gelu.FeedForward(16, activation="learnable_leaky_relu"), (2, 8)),
+    (
+        "FeedForward-callable",
+        lambda: keras_gelu.FeedForward(16, activation=keras_gelu.gelu_tanh),
+        (2, 8),
+    ),
+    (
+        "FeedForward-keras-name",
+        lambda: keras_gelu.FeedForward(16, activation="tanh"),
+        (2, 8),
+    ),
+    (
+        "FeedForward-learnable",
+        lambda: keras_gelu.FeedForward(16, activation="learnable_leaky_relu"),
+        (2, 8),
+    ),
 ]
 
 
@@ -209,7 +240,9 @@ def _copy_and_compare(original, restored, shape):
 
 
 @pytest.mark.parametrize(
-    "make, shape", [(m, s) for _, m, s in CONFIG_CASES], ids=[n for n, _, _ in CONFIG_CASES]
+    "make, shape",
+    [(m, s) for _, m, s in CONFIG_CASES],
+    ids=[n for n, _, _ in CONFIG_CASES],
 )
 def test_layer_from_config_is_indistinguishable_from_original(make, shape):
     layer = make()
@@ -221,7 +254,9 @@ def test_layer_from_config_is_indistinguishable_from_original(make, shape):
 
 
 @pytest.mark.parametrize(
-    "make, shape", [(m, s) for _, m, s in CONFIG_CASES], ids=[n for n, _, _ in CONFIG_CASES]
+    "make, shape",
+    [(m, s) for _, m, s in CONFIG_CASES],
+    ids=[n for n, _, _ in CONFIG_CASES],
 )
 def test_layer_survives_keras_serialization_round_trip(make, shape):
     layer = make()
@@ -249,12 +284,18 @@ def test_layer_survives_keras_serialization_round_trip(make, shape):
 def test_get_config_holds_every_init_argument(cls):
     layer = cls(8) if cls is keras_gelu.FeedForward else cls()
     params = inspect.signature(cls.__init__).parameters
-    wanted = {n for n, p in params.items() if n != "self" and p.kind == p.POSITIONAL_OR_KEYWORD}
+    wanted = {
+        n
+        for n, p in params.items()
+        if n != "self" and p.kind == p.POSITIONAL_OR_KEYWORD
+    }
     assert wanted <= set(layer.get_config())
 
 
 @pytest.mark.parametrize(
-    "label, fn", ELEMENTWISE_FUNCTIONS + GATED_FUNCTIONS, ids=[n for n, _ in ELEMENTWISE_FUNCTIONS + GATED_FUNCTIONS]
+    "label, fn",
+    ELEMENTWISE_FUNCTIONS + GATED_FUNCTIONS,
+    ids=[n for n, _ in ELEMENTWISE_FUNCTIONS + GATED_FUNCTIONS],
 )
 def test_dense_activation_config_round_trip_keeps_the_function(label, fn):
     layer = keras.layers.Dense(8, activation=fn)
@@ -262,7 +303,7 @@ def test_dense_activation_config_round_trip_keeps_the_function(label, fn):
     assert restored.activation is fn
 
 
-# --- .keras files in fresh processes. -------------------------------------------------
+# --- .keras files in fresh processes. -----------------------------------------
 
 LOADER = """
 import os, sys
@@ -278,12 +319,15 @@ for name in ("functional", "sequential"):
 import custom_models  # a subclassed model needs its class importable
 model = keras.saving.load_model(os.path.join(directory, "subclassed.keras"))
 results["subclassed"] = keras.ops.convert_to_numpy(model(x, training=False))
-np.savez(os.path.join(directory, "loaded_" + keras.backend.backend() + ".npz"), **results)
+name = "loaded_" + keras.backend.backend() + ".npz"
+np.savez(os.path.join(directory, name), **results)
 """
 
 
 def _subprocess_env(backend):
-    root = os.path.dirname(os.path.dirname(os.path.abspath(keras_gelu.__file__)))
+    root = os.path.dirname(
+        os.path.dirname(os.path.abspath(keras_gelu.__file__))
+    )
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
     env["PYTHONPATH"] = os.pathsep.join(
         [root, HERE] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
@@ -335,7 +379,9 @@ def saved(tmp_path_factory):
 def _loaded(saved, backend):
     expected, loaded = saved
     result = loaded[backend]
-    assert isinstance(result, dict), f"loading under {backend} failed:\n{result}"
+    assert isinstance(
+        result, dict
+    ), f"loading under {backend} failed:\n{result}"
     return expected, result
 
 
@@ -369,9 +415,13 @@ def test_keras_file_loads_bit_identical_in_fresh_process(saved, name):
 
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b != ref.BACKEND])
 @pytest.mark.parametrize("name", MODELS)
-def test_keras_file_loads_under_other_backend_with_same_outputs(saved, name, backend):
+def test_keras_file_loads_under_other_backend_with_same_outputs(
+    saved, name, backend
+):
     expected, loaded = _loaded(saved, backend)
-    np.testing.assert_allclose(loaded[name], expected[name], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        loaded[name], expected[name], rtol=1e-6, atol=1e-6
+    )
 
 
 def test_loaded_outputs_are_not_trivially_equal(saved):
@@ -384,7 +434,7 @@ def test_loaded_outputs_are_not_trivially_equal(saved):
     assert not np.allclose(outputs_of(fresh), expected["functional"])
 
 
-# --- SavedModel export (TensorFlow). --------------------------------------------------
+# --- SavedModel export (TensorFlow). ------------------------------------------
 
 
 def _xla_compiled_functions(path):
@@ -425,7 +475,9 @@ def test_saved_model_export_without_fusion_reloads_with_same_outputs(tmp_path):
 @ref.tf_only("SavedModel export")
 def test_saved_model_export_with_fusion_holds_xla_kernels(tmp_path):
     # The contrast to the test above: the fusion flag is what decides.
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4, activation=keras_gelu.gelu)])
+    model = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(4, activation=keras_gelu.gelu)]
+    )
     path = str(tmp_path / "exported")
     with keras_gelu.xla_fusion(True):
         model.export(path, format="tf_saved_model", verbose=False)
