@@ -15,6 +15,7 @@ Pure apart from the device settings: no MLflow, no files.
 """
 
 import contextlib
+import logging
 import platform
 import time
 
@@ -163,6 +164,29 @@ def _dtype_policy(name):
         keras.config.set_dtype_policy(previous)
 
 
+class _DropRetracingWarnings(logging.Filter):
+    def filter(self, record):
+        return "triggered tf.function retracing" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _quiet_retracing_warnings():
+    """Drops TensorFlow's "excessive retracing" warning inside the block.
+
+    Each activation builds new models, whose tf.functions share their
+    code with the previous models'; TensorFlow counts each new model's
+    first traces as retracing and warns, wrongly, from the third
+    activation on.
+    """
+    logger = logging.getLogger("tensorflow")
+    quiet = _DropRetracingWarnings()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
 # --- Metrics. --------------------------------------------------------------
 
 
@@ -304,12 +328,13 @@ def train_sweep(dataset, config, progress=None):
     seeds = tuple(int(seed) for seed in config.seeds)
     total = len(config.activations) * len(seeds)
     results = []
-    for activation in config.activations:
-        results.extend(
-            _train_activation(
-                dataset, config, activation, seeds, progress, len(results), total
+    with _quiet_retracing_warnings():
+        for activation in config.activations:
+            results.extend(
+                _train_activation(
+                    dataset, config, activation, seeds, progress, len(results), total
+                )
             )
-        )
     return results
 
 
