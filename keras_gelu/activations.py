@@ -104,16 +104,24 @@ def _gelu_exact_grad(x):
     return cdf + _INV_SQRT_2PI * x * gaussian
 
 
+# Past |x| = 10 the tanh is exactly +-1 in float32, so clipping its
+# argument changes no value while keeping x**3 finite: no inf * 0 = NaN in
+# the gradient for huge inputs.
+_TANH_CLIP = 10.0
+
+
 def _gelu_tanh(x):
-    inner = _TANH_SCALE * x * (1.0 + _TANH_CUBIC * x * x)
+    xc = ops.clip(x, -_TANH_CLIP, _TANH_CLIP)
+    inner = _TANH_SCALE * xc * (1.0 + _TANH_CUBIC * xc * xc)
     return 0.5 * x * (1.0 + ops.tanh(inner))
 
 
 def _gelu_tanh_grad(x):
-    x2 = x * x
-    t = ops.tanh(_TANH_SCALE * x * (1.0 + _TANH_CUBIC * x2))
-    d_inner = _TANH_SCALE * (1.0 + 3.0 * _TANH_CUBIC * x2)
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner
+    xc = ops.clip(x, -_TANH_CLIP, _TANH_CLIP)
+    xc2 = xc * xc
+    t = ops.tanh(_TANH_SCALE * xc * (1.0 + _TANH_CUBIC * xc2))
+    d_inner = _TANH_SCALE * (1.0 + 3.0 * _TANH_CUBIC * xc2)
+    return 0.5 * (1.0 + t) + 0.5 * xc * (1.0 - t * t) * d_inner
 
 
 def _gelu_sigmoid(x):
@@ -122,7 +130,8 @@ def _gelu_sigmoid(x):
 
 def _gelu_sigmoid_grad(x):
     s = ops.sigmoid(_SIGMOID_SCALE * x)
-    return s + _SIGMOID_SCALE * x * s * (1.0 - s)
+    # x * s first: it never overflows, so huge |x| gives 0, not inf * 0.
+    return s + x * s * (1.0 - s) * _SIGMOID_SCALE
 
 
 _GELU_KERNELS = {
@@ -357,6 +366,18 @@ _GATED_FUNCTIONS = {
     "reglu": reglu,
     "bilinear": bilinear,
 }
+
+
+def gated_name(activation):
+    """The table name of a gated split function (`geglu` -> "geglu"), else None.
+
+    Lets layers that make their own projection accept `keras_gelu.geglu`
+    as well as `"geglu"`.
+    """
+    for name, function in _GATED_FUNCTIONS.items():
+        if activation is function:
+            return name
+    return None
 
 
 def names(kind=None):

@@ -31,6 +31,7 @@ def projection_layers(units, activation, name="proj", dtype=None, **dense_kwargs
         A list of one or two layers, applied in order.
     """
     entry = "elementwise"
+    activation = activations.gated_name(activation) or activation
     if isinstance(activation, str) and activation.lower().replace("-", "_") in (
         activations.ACTIVATIONS
     ):
@@ -119,8 +120,10 @@ class FeedForward(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        layers._check_units(hidden_dim, "FeedForward(hidden_dim)")
-        layers._check_units(output_dim, "FeedForward(output_dim)", allow_none=True)
+        layers._check_units(hidden_dim, "FeedForward", arg="hidden_dim")
+        layers._check_units(
+            output_dim, "FeedForward", allow_none=True, arg="output_dim"
+        )
         if isinstance(dropout, bool) or not (
             isinstance(dropout, (int, float)) and 0 <= dropout < 1
         ):
@@ -128,6 +131,7 @@ class FeedForward(keras.layers.Layer):
                 "keras_gelu: FeedForward expects `dropout` in [0, 1); "
                 f"received dropout={dropout!r}."
             )
+        activation = activations.gated_name(activation) or activation
         if isinstance(activation, str):
             activations.get(activation)  # Unknown names fail here, early.
         self.hidden_dim = hidden_dim

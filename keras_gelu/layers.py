@@ -12,13 +12,13 @@ from keras_gelu.activations import register
 from keras_gelu.activations import standardize_approximate
 
 
-def _check_units(units, layer, allow_none=False):
+def _check_units(units, layer, allow_none=False, arg="units"):
     if units is None and allow_none:
         return None
     if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
         raise ValueError(
-            f"keras_gelu: {layer} expects `units` to be a positive integer"
-            f"{' or None' if allow_none else ''}; received units={units!r}."
+            f"keras_gelu: {layer} expects `{arg}` to be a positive integer"
+            f"{' or None' if allow_none else ''}; received {arg}={units!r}."
         )
     return units
 
@@ -102,6 +102,7 @@ class GLU(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         self.units = _check_units(units, type(self).__name__, allow_none=True)
+        activation = activations.gated_name(activation) or activation
         if isinstance(activation, str):
             key = activation.strip().lower().replace("-", "_")
             if key in activations.names("gated"):
