@@ -73,13 +73,17 @@ def main(argv=None):
     parser.add_argument("--activations", default="relu,gelu")
     parser.add_argument("--n-samples", type=int, default=2000)
     parser.add_argument("--xla", action="store_true", help="jit_compile both")
-    parser.add_argument("--quick", action="store_true", help="3 seeds, 10 epochs")
+    parser.add_argument(
+        "--quick", action="store_true", help="3 seeds, 10 epochs"
+    )
     parser.add_argument("--skip-naive", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.epochs = 3, 10
 
-    dataset = load_dataset(DataConfig(dataset="moons", n_samples=args.n_samples))
+    dataset = load_dataset(
+        DataConfig(dataset="moons", n_samples=args.n_samples)
+    )
     config = Config(
         activations=tuple(args.activations.split(",")),
         seeds=tuple(range(args.seeds)),
@@ -88,7 +92,9 @@ def main(argv=None):
     )
     # One-off runtime start-up (thread pools, first kernels) outside both.
     warmup = dataclasses.replace(
-        config, seeds=(0,), training=dataclasses.replace(config.training, epochs=1)
+        config,
+        seeds=(0,),
+        training=dataclasses.replace(config.training, epochs=1),
     )
     train_sweep(dataset, warmup)
 

@@ -45,7 +45,10 @@ def _circles(cfg):
     # factor: the inner circle's radius; scikit-learn's default 0.8 makes
     # the classes overlap badly at noise 0.2, 0.5 keeps them separable.
     return sk_datasets.make_circles(
-        n_samples=cfg.n_samples, noise=cfg.noise, factor=0.5, random_state=cfg.seed
+        n_samples=cfg.n_samples,
+        noise=cfg.noise,
+        factor=0.5,
+        random_state=cfg.seed,
     )
 
 
@@ -109,7 +112,9 @@ def load_dataset(cfg):
         mean = x_train.mean(axis=0)
         std = x_train.std(axis=0)
         std[std == 0] = 1.0  # e.g. the always-blank corner pixels of digits
-        x_train, x_val, x_test = ((a - mean) / std for a in (x_train, x_val, x_test))
+        x_train, x_val, x_test = (
+            (a - mean) / std for a in (x_train, x_val, x_test)
+        )
 
     def features(a):
         return np.ascontiguousarray(a, dtype=np.float32)

@@ -27,7 +27,6 @@ import keras_gelu
 from keras_gelu import activations as kg_activations
 from service.errors import ServiceError
 
-
 # --- Stacked primitives: keras.ops only, so every backend runs them. -------
 
 
@@ -73,12 +72,25 @@ class _Plain:
         return (input_dim,)
 
     def projection(self, units, activation, name, dtype):
-        return keras_gelu.projection_layers(units, activation, name=name, dtype=dtype)
+        return keras_gelu.projection_layers(
+            units, activation, name=name, dtype=dtype
+        )
 
     def dense(self, units, activation, name, dtype):
-        return keras.layers.Dense(units, activation=activation, name=name, dtype=dtype)
+        return keras.layers.Dense(
+            units, activation=activation, name=name, dtype=dtype
+        )
 
-    def feedforward(self, hidden_dim, activation, output_dim, dropout, match_params, name, dtype):
+    def feedforward(
+        self,
+        hidden_dim,
+        activation,
+        output_dim,
+        dropout,
+        match_params,
+        name,
+        dtype,
+    ):
         return [
             keras_gelu.FeedForward(
                 hidden_dim,
@@ -113,19 +125,30 @@ class _Stacked:
             # GLU: one fused gate+value projection, then the split.
             gate = kg_activations.gate_function(activation)
             split = functools.partial(kg_activations.gated, gate=gate)
-            return [StackedDense(self.members, 2 * units, activation=split, **kwargs)]
+            return [
+                StackedDense(
+                    self.members, 2 * units, activation=split, **kwargs
+                )
+            ]
         if kind == "layer":
             # LearnableLeakyReLU's scalar slope, one per member: the slope
             # has shape (M, 1), shared over the feature axis.
             key = kg_activations.standardize_name(activation)
-            layer_class = getattr(keras_gelu, kg_activations.ACTIVATIONS[key][1])
+            layer_class = getattr(
+                keras_gelu, kg_activations.ACTIVATIONS[key][1]
+            )
             return [
                 StackedDense(self.members, units, **kwargs),
-                layer_class(shared_axes=[2], name=f"{name}_activation", dtype=dtype),
+                layer_class(
+                    shared_axes=[2], name=f"{name}_activation", dtype=dtype
+                ),
             ]
         return [
             StackedDense(
-                self.members, units, activation=keras_gelu.get(activation), **kwargs
+                self.members,
+                units,
+                activation=keras_gelu.get(activation),
+                **kwargs,
             )
         ]
 
@@ -134,15 +157,28 @@ class _Stacked:
             self.members, units, activation=activation, name=name, dtype=dtype
         )
 
-    def feedforward(self, hidden_dim, activation, output_dim, dropout, match_params, name, dtype):
+    def feedforward(
+        self,
+        hidden_dim,
+        activation,
+        output_dim,
+        dropout,
+        match_params,
+        name,
+        dtype,
+    ):
         # keras_gelu.FeedForward's sublayers in its order: up, dropout, down.
         inner = hidden_dim
         if match_params and _activation_kind(activation) == "gated":
             inner = keras_gelu.matched_hidden_dim(hidden_dim)
         return [
-            *self.projection(inner, activation, name=f"{name}_up_proj", dtype=dtype),
+            *self.projection(
+                inner, activation, name=f"{name}_up_proj", dtype=dtype
+            ),
             keras.layers.Dropout(dropout, name=f"{name}_dropout", dtype=dtype),
-            StackedDense(self.members, output_dim, name=f"{name}_down_proj", dtype=dtype),
+            StackedDense(
+                self.members, output_dim, name=f"{name}_down_proj", dtype=dtype
+            ),
         ]
 
 
@@ -168,7 +204,10 @@ def _apply(layers, x):
 
 def _dense_block(prims, x, model_cfg, activation, dtype):
     for i, width in enumerate(model_cfg.hidden_units):
-        x = _apply(prims.projection(width, activation, name=f"hidden_{i}", dtype=dtype), x)
+        layers = prims.projection(
+            width, activation, name=f"hidden_{i}", dtype=dtype
+        )
+        x = _apply(layers, x)
         if model_cfg.dropout > 0:
             x = keras.layers.Dropout(
                 model_cfg.dropout, name=f"hidden_{i}_dropout", dtype=dtype
@@ -177,7 +216,9 @@ def _dense_block(prims, x, model_cfg, activation, dtype):
 
 
 def _feedforward_block(prims, x, model_cfg, activation, dtype):
-    x = prims.dense(model_cfg.d_model, activation=None, name="stem", dtype=dtype)(x)
+    x = prims.dense(
+        model_cfg.d_model, activation=None, name="stem", dtype=dtype
+    )(x)
     for i, width in enumerate(model_cfg.hidden_units):
         layers = prims.feedforward(
             width,
@@ -188,7 +229,9 @@ def _feedforward_block(prims, x, model_cfg, activation, dtype):
             name=f"ffn_{i}",
             dtype=dtype,
         )
-        x = keras.layers.Add(name=f"residual_{i}", dtype=dtype)([x, _apply(layers, x)])
+        x = keras.layers.Add(name=f"residual_{i}", dtype=dtype)(
+            [x, _apply(layers, x)]
+        )
     return x
 
 
@@ -197,7 +240,13 @@ BLOCKS = {"dense": _dense_block, "feedforward": _feedforward_block}
 
 
 def build_model(
-    model_cfg, activation, input_dim, n_classes, members=None, dtype=None, name=None
+    model_cfg,
+    activation,
+    input_dim,
+    n_classes,
+    members=None,
+    dtype=None,
+    name=None,
 ):
     """Builds the classifier of `model_cfg` with one activation.
 
@@ -253,7 +302,11 @@ def build_model(
 def _head_dtype(dtype):
     # Mixed precision: softmax probabilities (and the loss on them) in
     # float32, as the Keras mixed-precision guide recommends.
-    policy = keras.dtype_policies.get(dtype) if dtype else keras.config.dtype_policy()
+    policy = (
+        keras.dtype_policies.get(dtype)
+        if dtype
+        else keras.config.dtype_policy()
+    )
     if policy.compute_dtype != policy.variable_dtype:
         return "float32"
     return dtype

@@ -75,7 +75,9 @@ def _tensorflow_gpus(hide):
             ) from None
         return []
     return [
-        tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name)
+        tf.config.experimental.get_device_details(gpu).get(
+            "device_name", gpu.name
+        )
         for gpu in gpus
     ]
 
@@ -98,7 +100,9 @@ def _torch_gpus(hide):
 
     if hide or not torch.cuda.is_available():
         return []
-    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return [
+        torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())
+    ]
 
 
 # One line per Keras backend: hide=bool -> names of the GPUs it will use.
@@ -220,14 +224,17 @@ def _members_loss(members):
     # members; times M that is the sum over members of each member's mean
     # batch loss, whose gradient for member m is member m's own gradient.
     def loss(y_true, y_pred):
-        return members * keras.losses.sparse_categorical_crossentropy(y_true, y_pred)
+        return members * keras.losses.sparse_categorical_crossentropy(
+            y_true, y_pred
+        )
 
     return loss
 
 
 def _tile(x, members):
     """`(N, F)` -> `(N, M, F)`: every member sees the same examples."""
-    return np.ascontiguousarray(np.broadcast_to(x[:, None], (len(x), members) + x.shape[1:]))
+    shape = (len(x), members) + x.shape[1:]
+    return np.ascontiguousarray(np.broadcast_to(x[:, None], shape))
 
 
 class _MemberBatches(keras.utils.PyDataset):
@@ -256,11 +263,17 @@ class _MemberBatches(keras.utils.PyDataset):
     def __getitem__(self, index):
         epoch, step = divmod(index, self.steps)
         if epoch < self._epoch:
-            raise RuntimeError(f"batch {index} requested after epoch {self._epoch}")
+            raise RuntimeError(
+                f"batch {index} requested after epoch {self._epoch}"
+            )
         while self._epoch < epoch:
-            self._order = np.stack([rng.permutation(len(self.x)) for rng in self._rngs], axis=1)
+            self._order = np.stack(
+                [rng.permutation(len(self.x)) for rng in self._rngs], axis=1
+            )
             self._epoch += 1
-        rows = self._order[step * self.batch_size : (step + 1) * self.batch_size]
+        rows = self._order[
+            step * self.batch_size : (step + 1) * self.batch_size
+        ]
         return self.x[rows], self.y[rows]
 
 
@@ -274,7 +287,9 @@ class _MemberHistory(keras.callbacks.Callback):
     def __init__(self, dataset, members, report):
         super().__init__()
         self.n_train = len(dataset.y_train)
-        self.x_eval = _tile(np.concatenate([dataset.x_train, dataset.x_val]), members)
+        self.x_eval = _tile(
+            np.concatenate([dataset.x_train, dataset.x_val]), members
+        )
         self.y_train, self.y_val = dataset.y_train, dataset.y_val
         self.report = report
         self.history = {key: [] for key in HISTORY_KEYS}
@@ -282,8 +297,12 @@ class _MemberHistory(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         probs = self.model.predict_on_batch(self.x_eval)
         loss, accuracy = member_metrics(probs[: self.n_train], self.y_train)
-        val_loss, val_accuracy = member_metrics(probs[self.n_train :], self.y_val)
-        for key, values in zip(HISTORY_KEYS, (loss, accuracy, val_loss, val_accuracy)):
+        val_loss, val_accuracy = member_metrics(
+            probs[self.n_train :], self.y_val
+        )
+        for key, values in zip(
+            HISTORY_KEYS, (loss, accuracy, val_loss, val_accuracy)
+        ):
             self.history[key].append(values)
         self.report(epoch + 1, val_accuracy)
 
@@ -332,13 +351,21 @@ def train_sweep(dataset, config, progress=None):
         for activation in config.activations:
             results.extend(
                 _train_activation(
-                    dataset, config, activation, seeds, progress, len(results), total
+                    dataset,
+                    config,
+                    activation,
+                    seeds,
+                    progress,
+                    len(results),
+                    total,
                 )
             )
     return results
 
 
-def _train_activation(dataset, config, activation, seeds, progress, done, total):
+def _train_activation(
+    dataset, config, activation, seeds, progress, done, total
+):
     training = config.training
     members = len(seeds)
     start = time.perf_counter()
@@ -373,13 +400,16 @@ def _train_activation(dataset, config, activation, seeds, progress, done, total)
                     "activation": activation,
                     "epoch": epoch,
                     "epochs": training.epochs,
-                    "members_done": done + (members if epoch == training.epochs else 0),
+                    "members_done": done
+                    + (members if epoch == training.epochs else 0),
                     "members_total": total,
                     "val_accuracy": float(val_accuracy.mean()),
                 }
             )
 
-    batches = _MemberBatches(dataset.x_train, dataset.y_train, seeds, training.batch_size)
+    batches = _MemberBatches(
+        dataset.x_train, dataset.y_train, seeds, training.batch_size
+    )
     recorder = _MemberHistory(dataset, members, report)
     # One fit() for all epochs and one compiled call per epoch: of
     # train_on_batch per step, fit() per epoch and this, measured the
@@ -425,7 +455,8 @@ def _train_activation(dataset, config, activation, seeds, progress, done, total)
                 test_loss=float(test_loss[m]),
                 test_accuracy=float(test_accuracy[m]),
                 epochs_to_threshold=epochs_to_threshold(
-                    member_history["val_accuracy"], training.convergence_threshold
+                    member_history["val_accuracy"],
+                    training.convergence_threshold,
                 ),
                 model=model,
                 train_seconds=seconds / members,

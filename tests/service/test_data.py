@@ -29,7 +29,9 @@ def test_splits_partition_the_samples_without_overlap(name):
 
 def test_splits_are_stratified_by_class():
     ds = load_dataset(DataConfig(dataset="digits", seed=1))
-    overall = np.bincount(np.concatenate([ds.y_train, ds.y_val, ds.y_test])) / 1797
+    overall = (
+        np.bincount(np.concatenate([ds.y_train, ds.y_val, ds.y_test])) / 1797
+    )
     for _, y in _splits(ds).values():
         share = np.bincount(y, minlength=10) / len(y)
         # Stratified: each class share within one example of the overall.
@@ -41,8 +43,12 @@ def test_same_seed_gives_identical_arrays_and_another_seed_differs():
     b = load_dataset(DataConfig(n_samples=200, seed=5))
     c = load_dataset(DataConfig(n_samples=200, seed=6))
     for s in SPLITS:
-        np.testing.assert_array_equal(getattr(a, f"x_{s}"), getattr(b, f"x_{s}"))
-        np.testing.assert_array_equal(getattr(a, f"y_{s}"), getattr(b, f"y_{s}"))
+        np.testing.assert_array_equal(
+            getattr(a, f"x_{s}"), getattr(b, f"x_{s}")
+        )
+        np.testing.assert_array_equal(
+            getattr(a, f"y_{s}"), getattr(b, f"y_{s}")
+        )
     assert not np.array_equal(a.x_train, c.x_train)
 
 
@@ -61,7 +67,9 @@ def test_standardize_uses_training_statistics_only():
     np.testing.assert_allclose(std.x_train.std(axis=0), 1.0, atol=1e-5)
     mean, scale = raw.x_train.mean(axis=0), raw.x_train.std(axis=0)
     np.testing.assert_allclose(std.x_val, (raw.x_val - mean) / scale, atol=1e-5)
-    np.testing.assert_allclose(std.x_test, (raw.x_test - mean) / scale, atol=1e-5)
+    np.testing.assert_allclose(
+        std.x_test, (raw.x_test - mean) / scale, atol=1e-5
+    )
 
 
 def test_digits_loads_bundled_data_and_ignores_sample_count_and_noise():

@@ -19,14 +19,20 @@ INPUT_DIM, N_CLASSES, MEMBERS = 3, 4, 3
 
 
 def _inputs(batch=16):
-    return np.random.default_rng(0).normal(size=(batch, INPUT_DIM)).astype("float32")
+    return (
+        np.random.default_rng(0)
+        .normal(size=(batch, INPUT_DIM))
+        .astype("float32")
+    )
 
 
 def _plain_models(cfg, activation, seeds=range(MEMBERS), **kwargs):
     models = []
     for seed in seeds:
         keras.utils.set_random_seed(seed)
-        models.append(build_model(cfg, activation, INPUT_DIM, N_CLASSES, **kwargs))
+        models.append(
+            build_model(cfg, activation, INPUT_DIM, N_CLASSES, **kwargs)
+        )
     return models
 
 
@@ -48,10 +54,14 @@ def test_plain_model_outputs_class_probabilities(activation, block):
 
 @pytest.mark.parametrize("block", sorted(BLOCKS))
 @pytest.mark.parametrize("activation", ACTIVATIONS)
-def test_stacked_model_equals_its_plain_members_after_stack_weights(activation, block):
+def test_stacked_model_equals_its_plain_members_after_stack_weights(
+    activation, block
+):
     cfg = BLOCKS[block]
     plain = _plain_models(cfg, activation)
-    stacked = build_model(cfg, activation, INPUT_DIM, N_CLASSES, members=MEMBERS)
+    stacked = build_model(
+        cfg, activation, INPUT_DIM, N_CLASSES, members=MEMBERS
+    )
     assert stacked.input_shape == (None, MEMBERS, INPUT_DIM)
     assert stacked.output_shape == (None, MEMBERS, N_CLASSES)
     stack_weights(stacked, plain)
@@ -67,7 +77,11 @@ def test_stacked_members_see_their_own_inputs():
     plain = _plain_models(cfg, "gelu")
     stacked = build_model(cfg, "gelu", INPUT_DIM, N_CLASSES, members=MEMBERS)
     stack_weights(stacked, plain)
-    x = np.random.default_rng(1).normal(size=(5, MEMBERS, INPUT_DIM)).astype("float32")
+    x = (
+        np.random.default_rng(1)
+        .normal(size=(5, MEMBERS, INPUT_DIM))
+        .astype("float32")
+    )
     got = keras.ops.convert_to_numpy(stacked(x))
     for m, model in enumerate(plain):
         want = keras.ops.convert_to_numpy(model(x[:, m]))
@@ -77,7 +91,9 @@ def test_stacked_members_see_their_own_inputs():
 @pytest.mark.parametrize("activation", ["geglu", "learnable_leaky_relu"])
 def test_unstack_weights_copies_each_member_back_to_its_plain_model(activation):
     cfg = BLOCKS["feedforward"]
-    stacked = build_model(cfg, activation, INPUT_DIM, N_CLASSES, members=MEMBERS)
+    stacked = build_model(
+        cfg, activation, INPUT_DIM, N_CLASSES, members=MEMBERS
+    )
     rng = np.random.default_rng(2)
     for variable in stacked.weights:
         variable.assign(rng.normal(size=variable.shape).astype("float32"))
@@ -95,18 +111,25 @@ def test_learnable_slope_is_one_scalar_per_member():
     plain = _plain_models(cfg, "learnable_leaky_relu")
     for m, model in enumerate(plain):
         model.get_layer("hidden_0_activation").slope.assign(0.1 * (m + 1))
-    stacked = build_model(cfg, "learnable_leaky_relu", INPUT_DIM, N_CLASSES, members=MEMBERS)
+    stacked = build_model(
+        cfg, "learnable_leaky_relu", INPUT_DIM, N_CLASSES, members=MEMBERS
+    )
     stack_weights(stacked, plain)
-    slope = keras.ops.convert_to_numpy(stacked.get_layer("hidden_0_activation").slope)
+    slope = keras.ops.convert_to_numpy(
+        stacked.get_layer("hidden_0_activation").slope
+    )
     np.testing.assert_allclose(slope.ravel(), [0.1, 0.2, 0.3], rtol=1e-6)
 
 
 def test_stack_weights_rejects_a_different_architecture():
     plain = _plain_models(BLOCKS["dense"], "relu")
-    stacked = build_model(BLOCKS["dense"], "geglu", INPUT_DIM, N_CLASSES, members=MEMBERS)
+    stacked = build_model(
+        BLOCKS["dense"], "geglu", INPUT_DIM, N_CLASSES, members=MEMBERS
+    )
     with pytest.raises(ValueError, match="does not match"):
         stack_weights(stacked, plain)
-    wider = build_model(ModelConfig(hidden_units=(8,)), "relu", INPUT_DIM, N_CLASSES, members=MEMBERS)
+    narrower = ModelConfig(hidden_units=(8,))
+    wider = build_model(narrower, "relu", INPUT_DIM, N_CLASSES, members=MEMBERS)
     with pytest.raises(ValueError, match="not the same architecture"):
         stack_weights(wider, plain)
 
@@ -130,7 +153,9 @@ def test_same_seed_builds_identical_initial_weights():
 
 
 def test_mixed_precision_model_outputs_float32_probabilities():
-    model = build_model(BLOCKS["dense"], "gelu", INPUT_DIM, N_CLASSES, dtype="mixed_bfloat16")
+    model = build_model(
+        BLOCKS["dense"], "gelu", INPUT_DIM, N_CLASSES, dtype="mixed_bfloat16"
+    )
     assert model.get_layer("hidden_0").compute_dtype == "bfloat16"
     probs = model(_inputs())
     assert keras.backend.standardize_dtype(probs.dtype) == "float32"

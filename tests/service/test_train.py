@@ -23,7 +23,9 @@ from service.train import describe_device
 from service.train import train_sweep
 
 HISTORY_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +34,14 @@ def dataset():
     return load_dataset(DataConfig(n_samples=200, seed=0))
 
 
-def _config(activation="relu", seeds=(0, 1, 2), epochs=3, optimizer="adam", **model):
+def _config(
+    activation="relu", seeds=(0, 1, 2), epochs=3, optimizer="adam", **model
+):
     model = {"hidden_units": (8, 8), **model}
     return Config(
-        activations=(activation,) if isinstance(activation, str) else activation,
+        activations=(
+            (activation,) if isinstance(activation, str) else activation
+        ),
         seeds=seeds,
         model=ModelConfig(**model),
         training=TrainingConfig(
@@ -60,9 +66,13 @@ REFERENCE_OPTIMIZERS = {
 def _train_alone(dataset, config, activation, seed):
     training = config.training
     keras.utils.set_random_seed(seed)
-    model = build_model(config.model, activation, dataset.input_dim, dataset.n_classes)
+    model = build_model(
+        config.model, activation, dataset.input_dim, dataset.n_classes
+    )
     model.compile(
-        optimizer=REFERENCE_OPTIMIZERS[training.optimizer](training.learning_rate),
+        optimizer=REFERENCE_OPTIMIZERS[training.optimizer](
+            training.learning_rate
+        ),
         loss="sparse_categorical_crossentropy",
     )
     rng = np.random.default_rng(seed)
@@ -80,7 +90,9 @@ def _train_alone(dataset, config, activation, seed):
             probs = keras.ops.convert_to_numpy(model(x)).astype("float64")
             probs /= probs.sum(axis=1, keepdims=True)  # float32 rounding
             history[prefix + "loss"].append(log_loss(y, probs, labels=[0, 1]))
-            history[prefix + "accuracy"].append(accuracy_score(y, probs.argmax(1)))
+            history[prefix + "accuracy"].append(
+                accuracy_score(y, probs.argmax(1))
+            )
     return model, history
 
 
@@ -91,7 +103,11 @@ def _train_alone(dataset, config, activation, seed):
         ("gelu", "adam", {}),
         ("geglu", "rmsprop", {}),
         ("learnable_leaky_relu", "adamw", {}),
-        ("swiglu", "sgd", {"block": "feedforward", "d_model": 4, "match_params": True}),
+        (
+            "swiglu",
+            "sgd",
+            {"block": "feedforward", "d_model": 4, "match_params": True},
+        ),
     ],
 )
 def test_each_sweep_member_equals_the_model_trained_alone_with_its_seed(
@@ -99,13 +115,20 @@ def test_each_sweep_member_equals_the_model_trained_alone_with_its_seed(
 ):
     config = _config(activation, optimizer=optimizer, **model)
     results = train_sweep(dataset, config)
-    assert [(r.activation, r.seed) for r in results] == [(activation, s) for s in (0, 1, 2)]
+    members = [(r.activation, r.seed) for r in results]
+    assert members == [(activation, seed) for seed in (0, 1, 2)]
     for result in results:
-        reference, history = _train_alone(dataset, config, activation, result.seed)
-        for got, want in zip(result.model.get_weights(), reference.get_weights()):
+        reference, history = _train_alone(
+            dataset, config, activation, result.seed
+        )
+        for got, want in zip(
+            result.model.get_weights(), reference.get_weights()
+        ):
             np.testing.assert_allclose(got, want, atol=1e-4)
         for key in HISTORY_KEYS:
-            np.testing.assert_allclose(result.history[key], history[key], atol=1e-4)
+            np.testing.assert_allclose(
+                result.history[key], history[key], atol=1e-4
+            )
     # The seeds really are different members.
     assert not np.allclose(
         results[0].model.get_weights()[0], results[1].model.get_weights()[0]
@@ -116,13 +139,20 @@ def test_results_carry_full_history_test_metrics_and_plain_models(dataset):
     config = _config(("relu", "gelu"), seeds=(3, 4), epochs=4)
     results = train_sweep(dataset, config)
     assert [(r.activation, r.seed) for r in results] == [
-        ("relu", 3), ("relu", 4), ("gelu", 3), ("gelu", 4)
+        ("relu", 3),
+        ("relu", 4),
+        ("gelu", 3),
+        ("gelu", 4),
     ]
     for result in results:
         assert set(result.history) == set(HISTORY_KEYS)
         assert all(len(result.history[key]) == 4 for key in HISTORY_KEYS)
         assert all(isinstance(v, float) for v in result.history["val_loss"])
-        hit = [e for e, a in enumerate(result.history["val_accuracy"], 1) if a >= 0.8]
+        hit = [
+            e
+            for e, a in enumerate(result.history["val_accuracy"], 1)
+            if a >= 0.8
+        ]
         assert result.epochs_to_threshold == (hit[0] if hit else None)
         assert result.train_seconds > 0
         probs = keras.ops.convert_to_numpy(result.model(dataset.x_test))
@@ -156,10 +186,11 @@ def test_test_set_plays_no_part_in_training(dataset):
 
 def test_progress_reports_once_per_epoch_per_activation(dataset):
     events = []
-    train_sweep(dataset, _config(("relu", "geglu"), seeds=(0, 1), epochs=2), events.append)
-    assert [(e["activation"], e["epoch"], e["members_done"]) for e in events] == [
-        ("relu", 1, 0), ("relu", 2, 2), ("geglu", 1, 2), ("geglu", 2, 4)
-    ]
+    config = _config(("relu", "geglu"), seeds=(0, 1), epochs=2)
+    train_sweep(dataset, config, events.append)
+    assert [
+        (e["activation"], e["epoch"], e["members_done"]) for e in events
+    ] == [("relu", 1, 0), ("relu", 2, 2), ("geglu", 1, 2), ("geglu", 2, 4)]
     assert all(e["epochs"] == 2 and e["members_total"] == 4 for e in events)
     assert all(0.0 <= e["val_accuracy"] <= 1.0 for e in events)
 
@@ -170,10 +201,12 @@ def test_mixed_precision_and_xla_train_and_restore_the_dtype_policy(dataset):
         _config("gelu", seeds=(0, 1), epochs=1),
         device=DeviceConfig(mixed_precision="mixed_bfloat16", xla=True),
     )
-    (result, _) = train_sweep(dataset, config)
+    result, _ = train_sweep(dataset, config)
     assert keras.config.dtype_policy().name == before
     assert result.model.get_layer("hidden_0").compute_dtype == "bfloat16"
-    assert np.isfinite(result.history["loss"][0]) and np.isfinite(result.test_loss)
+    assert np.isfinite(result.history["loss"][0]) and np.isfinite(
+        result.test_loss
+    )
 
 
 def test_describe_device_reports_cpu_and_refuses_a_missing_gpu():
@@ -191,8 +224,7 @@ def test_unknown_optimizer_raises_service_error(dataset):
         train_sweep(dataset, _config(optimizer="lbfgs"))
 
 
-JAX_SWEEP = textwrap.dedent(
-    """
+JAX_SWEEP = textwrap.dedent("""
     import json, sys
     import numpy as np
     sys.path.insert(0, sys.argv[1])
@@ -224,11 +256,12 @@ JAX_SWEEP = textwrap.dedent(
                for a, b in zip(ref.get_weights(), results[1].model.get_weights()))
     print(json.dumps({
         "backend": keras.backend.backend(),
-        "members": [[r.activation, r.seed, len(r.history["val_loss"])] for r in results],
+        "members": [
+            [r.activation, r.seed, len(r.history["val_loss"])] for r in results
+        ],
         "weight_diff": diff,
     }))
-    """
-)
+    """)
 
 
 def test_sweep_runs_on_the_jax_backend():
@@ -245,7 +278,9 @@ def test_sweep_runs_on_the_jax_backend():
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["backend"] == "jax"
     assert out["members"] == [
-        ["gelu", 0, 2], ["gelu", 1, 2],
-        ["learnable_leaky_relu", 0, 2], ["learnable_leaky_relu", 1, 2],
+        ["gelu", 0, 2],
+        ["gelu", 1, 2],
+        ["learnable_leaky_relu", 0, 2],
+        ["learnable_leaky_relu", 1, 2],
     ]
     assert out["weight_diff"] < 1e-4
