@@ -329,8 +329,10 @@ def train_sweep(dataset, config, progress=None):
         config: A `service.config.Config` (activations, seeds, model,
             training, device).
         progress: Optional callable, called once per epoch per activation
-            with a dict: `activation`, `epoch`, `epochs`, `members_done`,
-            `members_total`, `val_accuracy` (mean over the members).
+            with a dict: `activation`, `epoch`, `epochs`, `members_done`
+            (members of the activations before this one), `group_size`
+            (members training now), `members_total` and `val_accuracy`
+            (mean over the members training now).
 
     Returns:
         A list of `MemberResult`, activations in config order, seeds in
@@ -400,8 +402,8 @@ def _train_activation(
                     "activation": activation,
                     "epoch": epoch,
                     "epochs": training.epochs,
-                    "members_done": done
-                    + (members if epoch == training.epochs else 0),
+                    "members_done": done,
+                    "group_size": members,
                     "members_total": total,
                     "val_accuracy": float(val_accuracy.mean()),
                 }

@@ -190,8 +190,9 @@ def test_progress_reports_once_per_epoch_per_activation(dataset):
     train_sweep(dataset, config, events.append)
     assert [
         (e["activation"], e["epoch"], e["members_done"]) for e in events
-    ] == [("relu", 1, 0), ("relu", 2, 2), ("geglu", 1, 2), ("geglu", 2, 4)]
+    ] == [("relu", 1, 0), ("relu", 2, 0), ("geglu", 1, 2), ("geglu", 2, 2)]
     assert all(e["epochs"] == 2 and e["members_total"] == 4 for e in events)
+    assert all(e["group_size"] == 2 for e in events)
     assert all(0.0 <= e["val_accuracy"] <= 1.0 for e in events)
 
 
