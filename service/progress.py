@@ -29,15 +29,20 @@ class SweepProgress:
         self.stream = stream or sys.stderr
         self.live = not quiet and self.stream.isatty()
         self.quiet = quiet
-        self.start = time.monotonic()
+        self.start = None  # set by the first event: start-up is not training
         self._last_logged = {}
 
     def __call__(self, event):
         total = event["members_total"] * event["epochs"]
         group = event.get("group_size", 1)
         done = event["members_done"] * event["epochs"] + event["epoch"] * group
-        elapsed = time.monotonic() - self.start
-        eta = elapsed / done * (total - done) if done else float("nan")
+        now = time.monotonic()
+        if self.start is None:
+            self.start = now
+            self._first_done = done
+        elapsed = now - self.start
+        rate_done = done - self._first_done
+        eta = elapsed / rate_done * (total - done) if rate_done else None
         accuracy = event.get("val_accuracy")
         text = (
             f"training {event['activation']:<20} epoch {event['epoch']:>3}/"
@@ -45,7 +50,7 @@ class SweepProgress:
             f"{event['members_total']}"
             + (f"  val_acc {accuracy:.3f}" if accuracy is not None else "")
             + f"  elapsed {_clock(elapsed)}"
-            + (f"  ETA {_clock(eta)}" if done else "")
+            + (f"  ETA {_clock(eta)}" if eta is not None else "")
         )
         if self.live:
             self.stream.write("\r" + text[:119].ljust(119))
