@@ -383,7 +383,7 @@ def bench_elementwise(harness, args, out):
         fwd_bwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
     )
     rows = [(n, fwd[n], fwd_bwd[n], targets[n]) for n in fwd_calls]
-    out(f"### a. Elementwise, {args.size:,} float32 elements ({harness.name})\n")
+    out(f"#### a. Elementwise, {args.size:,} float32 elements ({harness.name})\n")
     out(_table(rows))
     out(
         f"\nReLU absolute (median): forward {_ms(_median(fwd_base))}, "
@@ -457,7 +457,7 @@ def bench_ffn(harness, args, out):
     )
     rows = [(n, fwd[n], step[n], targets[n]) for n in fwd_calls]
     out(
-        f"### b. FFN, batch {batch} x {width} -> {hidden} -> {width}, "
+        f"#### b. FFN, batch {batch} x {width} -> {hidden} -> {width}, "
         f"MSE, Adam\n"
     )
     out(_table(rows, columns=("fwd ratio", "train step ratio")))
@@ -521,7 +521,7 @@ def bench_glu(harness, args, out):
     )
     rows = [(n, fwd[n], fwd_bwd[n], targets[n]) for n in fwd_calls]
     out(
-        f"### c. Gated projection, GEGLU, batch {batch} x {width} -> {units}\n"
+        f"#### c. Gated projection, GEGLU, batch {batch} x {width} -> {units}\n"
     )
     out(_table(rows))
     out(
@@ -614,7 +614,7 @@ def main(argv=None):
     module = __import__(backend_module[BACKEND])
     versions[BACKEND] = module.__version__
     print(
-        f"## Backend `{BACKEND}` — "
+        f"### Backend `{BACKEND}` — "
         f"{datetime.date.today().isoformat()}, {os.cpu_count()} cores, "
         f"{platform.machine()}, "
         + ", ".join(f"{k} {v}" for k, v in versions.items())
@@ -633,7 +633,7 @@ def main(argv=None):
             SECTIONS[section](harness, args, lambda text: print(text, flush=True))
         except Exception:  # noqa: BLE001 — one broken section must not hide the rest.
             traceback.print_exc()
-            print(f"### {section}: FAILED on this backend (traceback on stderr)\n")
+            print(f"#### {section}: FAILED on this backend (traceback on stderr)\n")
     return 0
 
 
