@@ -126,8 +126,12 @@ class _JaxHarness(_Harness):
         if layer is None:
             return (lambda params, x: fn(x)), []
         # Copies: a JAX train step donates (deletes) the variables' buffers.
-        trainable = [self.jax.numpy.array(v.value) for v in layer.trainable_variables]
-        frozen = [self.jax.numpy.array(v.value) for v in layer.non_trainable_variables]
+        trainable = [
+            self.jax.numpy.array(v.value) for v in layer.trainable_variables
+        ]
+        frozen = [
+            self.jax.numpy.array(v.value) for v in layer.non_trainable_variables
+        ]
 
         def pure(params, x):
             return layer.stateless_call(params, frozen, x)[0]
@@ -227,7 +231,9 @@ def interleaved_ratios(calls, baseline, sync, rounds, min_seconds, seed=0):
             name = names[index]
             times[name].append(_time_once(calls[name], sync, inner))
     base = times[baseline]
-    ratios = {name: [t / b for t, b in zip(times[name], base)] for name in names}
+    ratios = {
+        name: [t / b for t, b in zip(times[name], base)] for name in names
+    }
     return ratios, base
 
 
@@ -354,7 +360,9 @@ def bench_elementwise(harness, args, out):
     candidates = elementwise_candidates()
     fwd_calls, fwd_bwd_calls, targets = {}, {}, {}
     for name, (fn, target, options) in candidates.items():
-        fwd_calls[name], fwd_bwd_calls[name] = _build(harness, fn, x, dy, options)
+        fwd_calls[name], fwd_bwd_calls[name] = _build(
+            harness, fn, x, dy, options
+        )
         targets[name] = target
 
     skipped = []
@@ -383,7 +391,10 @@ def bench_elementwise(harness, args, out):
         fwd_bwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
     )
     rows = [(n, fwd[n], fwd_bwd[n], targets[n]) for n in fwd_calls]
-    out(f"#### a. Elementwise, {args.size:,} float32 elements ({harness.name})\n")
+    out(
+        f"#### a. Elementwise, {args.size:,} float32 elements "
+        f"({harness.name})\n"
+    )
     out(_table(rows))
     out(
         f"\nReLU absolute (median): forward {_ms(_median(fwd_base))}, "
@@ -427,7 +438,11 @@ def bench_ffn(harness, args, out):
         "FFN relu, baseline": ("relu", False, (None, None)),
         "FFN keras_gelu.gelu (exact)": ("gelu", False, (None, FFN_TARGET)),
         "FFN keras_gelu.gelu_tanh": ("gelu_tanh", False, (None, FFN_TARGET)),
-        "FFN keras_gelu.gelu_sigmoid": ("gelu_sigmoid", False, (None, FFN_TARGET)),
+        "FFN keras_gelu.gelu_sigmoid": (
+            "gelu_sigmoid",
+            False,
+            (None, FFN_TARGET),
+        ),
         "FFN geglu, match_params": ("geglu", True, (None, None)),
         "FFN swiglu, match_params": ("swiglu", True, (None, None)),
     }
@@ -441,9 +456,7 @@ def bench_ffn(harness, args, out):
             fwd_calls[label] = harness.forward(model, x, layer=model)
         else:
             fwd_calls[label] = harness.forward(model, x)
-        step_calls[label] = (
-            lambda model=model: model.train_on_batch(x_np, y_np)
-        )
+        step_calls[label] = lambda model=model: model.train_on_batch(x_np, y_np)
         targets[label] = target
     _warm(fwd_calls, harness.sync)
     _warm(step_calls, harness.sync)
@@ -508,7 +521,9 @@ def bench_glu(harness, args, out):
             fwd_calls[name] = harness.forward(layer, x, layer=layer)
         else:
             fwd_calls[name] = harness.forward(layer, x)
-        fwd_bwd_calls[name] = harness.forward_backward(layer, x, dy, layer=layer)
+        fwd_bwd_calls[name] = harness.forward_backward(
+            layer, x, dy, layer=layer
+        )
         targets[name] = target
     _warm(fwd_calls, harness.sync)
     _warm(fwd_bwd_calls, harness.sync)
@@ -533,7 +548,11 @@ def bench_glu(harness, args, out):
 
 # --- CLI. ------------------------------------------------------------------
 
-SECTIONS = {"elementwise": bench_elementwise, "ffn": bench_ffn, "glu": bench_glu}
+SECTIONS = {
+    "elementwise": bench_elementwise,
+    "ffn": bench_ffn,
+    "glu": bench_glu,
+}
 
 
 def parse_args(argv=None):
@@ -544,42 +563,60 @@ def parse_args(argv=None):
         )
     )
     parser.add_argument(
-        "--size", type=int, default=4 * 1024 * 1024,
+        "--size",
+        type=int,
+        default=4 * 1024 * 1024,
         help="elements of the elementwise benchmark (default 4M = 2**22)",
     )
     parser.add_argument(
-        "--repeats", type=int, default=30,
+        "--repeats",
+        type=int,
+        default=30,
         help="round-robin rounds per section (FFN: half; default 30)",
     )
     parser.add_argument(
-        "--min-seconds", type=float, default=0.03,
+        "--min-seconds",
+        type=float,
+        default=0.03,
         help="repeat each timed call until the baseline takes about this long",
     )
     parser.add_argument(
-        "--ffn-batch", type=int, default=1024,
+        "--ffn-batch",
+        type=int,
+        default=1024,
         help="batch of the FFN and GLU benchmarks (default 1024)",
     )
     parser.add_argument(
-        "--sections", nargs="+", choices=list(SECTIONS), default=list(SECTIONS),
+        "--sections",
+        nargs="+",
+        choices=list(SECTIONS),
+        default=list(SECTIONS),
         help="which sections to run (default: all)",
     )
     parser.add_argument(
-        "--no-torch-compile", dest="torch_compile", action="store_false",
+        "--no-torch-compile",
+        dest="torch_compile",
+        action="store_false",
         help="torch backend: skip the torch.compile rows",
     )
     parser.add_argument(
-        "--compile-budget", type=float, default=180.0,
+        "--compile-budget",
+        type=float,
+        default=180.0,
         help="torch backend: seconds allowed for torch.compile before "
         "the remaining compiled rows are skipped (default 180)",
     )
     parser.add_argument(
-        "--threads", type=int, default=None,
+        "--threads",
+        type=int,
+        default=None,
         help="intra-op threads for TensorFlow and torch (default: theirs). "
         "On a loaded machine torch's OpenMP threads spin against other "
         "processes; --threads 1 gives steadier numbers. Ignored on JAX.",
     )
     parser.add_argument(
-        "--quick", action="store_true",
+        "--quick",
+        action="store_true",
         help="smoke run: 256K elements, 5 rounds, batch 128, no torch.compile",
     )
     args = parser.parse_args(argv)
@@ -600,7 +637,9 @@ def _revision():
 
     try:
         commit = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no", "keras_gelu")
+        dirty = git(
+            "status", "--porcelain", "--untracked-files=no", "keras_gelu"
+        )
     except OSError:
         return "unknown"
     return (commit or "unknown") + (" with local changes" if dirty else "")
@@ -609,8 +648,15 @@ def _revision():
 def main(argv=None):
     args = parse_args(argv)
     harness = HARNESSES[BACKEND](threads=args.threads)
-    versions = {"keras": keras.__version__, "keras_gelu": keras_gelu.__version__}
-    backend_module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
+    versions = {
+        "keras": keras.__version__,
+        "keras_gelu": keras_gelu.__version__,
+    }
+    backend_module = {
+        "tensorflow": "tensorflow",
+        "jax": "jax",
+        "torch": "torch",
+    }
     module = __import__(backend_module[BACKEND])
     versions[BACKEND] = module.__version__
     print(
@@ -630,10 +676,17 @@ def main(argv=None):
     )
     for section in args.sections:
         try:
-            SECTIONS[section](harness, args, lambda text: print(text, flush=True))
-        except Exception:  # noqa: BLE001 — one broken section must not hide the rest.
+            SECTIONS[section](
+                harness, args, lambda text: print(text, flush=True)
+            )
+        except (
+            Exception
+        ):  # noqa: BLE001 — one broken section must not hide the rest.
             traceback.print_exc()
-            print(f"#### {section}: FAILED on this backend (traceback on stderr)\n")
+            print(
+                f"#### {section}: FAILED on this backend "
+                "(traceback on stderr)\n"
+            )
     return 0
 
 

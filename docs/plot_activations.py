@@ -111,7 +111,9 @@ def main():
     for label, fn, color, style in CURVES:
         width = 2.4 if label.startswith("GELU exact") else 1.6
         ax_f.plot(x, value(fn, x), style, color=color, lw=width, label=label)
-        ax_d.plot(x, derivative(fn, x), style, color=color, lw=width, label=label)
+        ax_d.plot(
+            x, derivative(fn, x), style, color=color, lw=width, label=label
+        )
 
     gelu_min = (-0.7517915247, -0.1699712075)
     ax_f.plot(*gelu_min, "o", color="#1f4e9c", ms=5)
@@ -122,7 +124,9 @@ def main():
         fontsize=9,
         arrowprops=dict(arrowstyle="->", color="#1f4e9c", lw=0.8),
     )
-    ax_f.set(title="Activations f(x)", xlabel="x", ylabel="f(x)", ylim=(-1.2, 4.1))
+    ax_f.set(
+        title="Activations f(x)", xlabel="x", ylabel="f(x)", ylim=(-1.2, 4.1)
+    )
     ax_d.set(
         title="Derivatives f′(x) (backend autodiff)",
         xlabel="x",
@@ -131,8 +135,11 @@ def main():
     )
     ax_d.axhline(1.128904, color="#1f4e9c", lw=0.6, alpha=0.5)
     ax_d.annotate(
-        "GELU′ max 1.1289 at x=√2", (1.414, 1.1289), xytext=(-3.9, 1.16),
-        fontsize=9, color="#1f4e9c",
+        "GELU′ max 1.1289 at x=√2",
+        (1.414, 1.1289),
+        xytext=(-3.9, 1.16),
+        fontsize=9,
+        color="#1f4e9c",
     )
     for ax in (ax_f, ax_d):
         ax.axhline(0, color="black", lw=0.5)
@@ -145,8 +152,20 @@ def main():
     sigmoid_error = value(keras_gelu.gelu_sigmoid, x) - exact
     tanh_error = value(keras_gelu.gelu_tanh, x) - exact
     ax_t = ax_e.twinx()
-    ax_e.plot(x, sigmoid_error, color="#d62728", lw=1.8, label="sigmoid − exact (left axis)")
-    ax_t.plot(x, tanh_error, color="#2ca02c", lw=1.8, label="tanh − exact (right axis)")
+    ax_e.plot(
+        x,
+        sigmoid_error,
+        color="#d62728",
+        lw=1.8,
+        label="sigmoid − exact (left axis)",
+    )
+    ax_t.plot(
+        x,
+        tanh_error,
+        color="#2ca02c",
+        lw=1.8,
+        label="tanh − exact (right axis)",
+    )
     ax_e.set_ylim(-0.024, 0.024)
     ax_t.set_ylim(-6e-4, 6e-4)
     ax_e.set_ylabel("sigmoid − exact", color="#d62728")
@@ -161,9 +180,14 @@ def main():
     ):
         at, size = peak(x, error, sign)
         assert abs(at - reference[0]) < 2e-3, (at, reference)
-        assert abs(size - reference[1]) < 1e-3 * abs(reference[1]), (size, reference)
+        assert abs(size - reference[1]) < 1e-3 * abs(reference[1]), (
+            size,
+            reference,
+        )
         for side in (-1, 1):
-            ax.plot(side * at, size, "o", color=color, ms=6, mec="black", mew=0.6)
+            ax.plot(
+                side * at, size, "o", color=color, ms=6, mec="black", mew=0.6
+            )
         ax.annotate(
             f"max |error| {_short(abs(size))} at |x| ≈ {at:.2f}",
             (at, size),
@@ -180,7 +204,12 @@ def main():
         xlim=(-4, 4),
     )
     lines = ax_e.get_lines()[:1] + ax_t.get_lines()[:1]
-    ax_e.legend(lines, [line.get_label() for line in lines], loc="lower left", fontsize=9)
+    ax_e.legend(
+        lines,
+        [line.get_label() for line in lines],
+        loc="lower left",
+        fontsize=9,
+    )
 
     fig.suptitle(
         f"keras_gelu activations (Keras backend: {keras.backend.backend()})",
