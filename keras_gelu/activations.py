@@ -298,6 +298,11 @@ def gated(x, gate, axis=-1):
             f"even size (e.g. Dense(2 * units) before it), or use "
             f"keras_gelu.GLU(units) which makes its own projection."
         )
+    kernels = _GATE_KERNELS.get(gate)
+    if kernels is not None and axis in (-1, len(x.shape) - 1):
+        fused = _backend.fused_gated(gate.__name__, *kernels)
+        if fused is not None:
+            return _elementwise(x, fused)
     value_gate, value = ops.split(x, 2, axis=axis)
     return gate(value_gate) * value
 
@@ -330,6 +335,36 @@ def reglu(x, axis=-1):
 def bilinear(x, axis=-1):
     """Bilinear (Shazeer 2020): `a * b` for `a, b = split(x, 2)`."""
     return gated(x, linear, axis)
+
+
+# Gate math for the fused split-gate-multiply kernel: f(a) and f'(a).
+def _sigmoid_grad(x):
+    s = ops.sigmoid(x)
+    return s * (1.0 - s)
+
+
+def _silu_forward(x):
+    return x * ops.sigmoid(x)
+
+
+def _silu_grad(x):
+    s = ops.sigmoid(x)
+    return s + x * s * (1.0 - s)
+
+
+def _relu_grad(x):
+    return ops.cast(x > 0, x.dtype)
+
+
+_GATE_KERNELS = {
+    gelu: _GELU_KERNELS["none"],
+    gelu_tanh: _GELU_KERNELS["tanh"],
+    gelu_sigmoid: _GELU_KERNELS["sigmoid"],
+    sigmoid: (ops.sigmoid, _sigmoid_grad),
+    silu: (_silu_forward, _silu_grad),
+    relu: (ops.relu, _relu_grad),
+    linear: (lambda x: x, ops.ones_like),
+}
 
 
 # --- The name table. -------------------------------------------------------
