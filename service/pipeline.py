@@ -10,6 +10,7 @@ import logging
 import os
 import pathlib
 import subprocess
+import sys
 import time
 
 from service import config as config_lib
@@ -255,14 +256,17 @@ def print_summary(echo, config, summary, registered, out_dir, uri, seconds, stat
             echo(line)
         echo("")
     echo(f"Report:     {out_dir / 'report.md'}")
-    echo(f"MLflow UI:  mlflow ui --backend-store-uri {uri}")
+    # The venv's bin first: `mlflow models serve` needs its uvicorn on PATH.
+    bin_dir = os.path.dirname(sys.executable)
+    env = f'PATH="{bin_dir}:$PATH" MLFLOW_TRACKING_URI={uri}'
+    echo(f"MLflow UI:  {env} mlflow ui --backend-store-uri {uri}")
     if registered:
         _, name, _, _, export_path = registered[0]
         for activation, n, _, _, p in registered:
             if activation == summary.winner.activation:
                 name, export_path = n, p
         echo(
-            f"Serve:      MLFLOW_TRACKING_URI={uri} mlflow models serve "
+            f"Serve:      {env} mlflow models serve "
             f"-m models:/{name}@{config.registry.alias} --env-manager local "
             f"-p 5001"
         )
