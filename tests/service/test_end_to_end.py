@@ -200,3 +200,22 @@ def test_sweep_against_postgres_backed_mlflow_server(tmp_path):
             assert str(version.version) == "1"
     assert not (tmp_path / "mlflow.db").exists()
     assert any(artifacts.rglob("MLmodel"))
+
+
+def test_sweep_runs_under_jax_backend_and_exports_through_tensorflow(tmp_path):
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    result = kg_train(
+        tmp_path,
+        "--config",
+        "tiny.yaml",
+        "--set",
+        "seeds=[0]",
+        env={"KERAS_BACKEND": "jax"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    c = client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = c.search_runs([c.get_experiment_by_name("tiny").experiment_id])
+    assert {r.data.tags["device.backend"] for r in runs} == {"jax"}
+    version = c.get_model_version_by_alias("tiny-gelu", "champion")
+    path = tmp_path / "exports" / "tiny-gelu" / str(version.version)
+    assert (path / "saved_model.pb").exists()
