@@ -183,12 +183,14 @@ class Summary:
 # --- Small statistics, each checked against scipy in the tests. --------------
 
 
-def estimate(values, confidence=0.95):
+def estimate(values, confidence=0.95, bounds=(-math.inf, math.inf)):
     """Mean, sd (ddof=1) and the t interval mean +- t_{(1+c)/2, n-1} sd/sqrt(n).
 
     Args:
         values: 1-D sequence of floats.
         confidence: interval coverage in (0, 1).
+        bounds: the metric's range; the interval is clipped to it (an
+            accuracy interval past 100% with 2 seeds says nothing more).
 
     Returns an `Estimate`; std and interval are NaN for fewer than 2 values,
     all fields NaN for none.
@@ -205,7 +207,8 @@ def estimate(values, confidence=0.95):
         return Estimate(1, mean, math.nan, math.nan, math.nan)
     sd = float(np.std(x, ddof=1))
     half = float(_st.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
-    return Estimate(n, mean, sd, mean - half, mean + half)
+    low, high = bounds
+    return Estimate(n, mean, sd, max(low, mean - half), min(high, mean + half))
 
 
 def paired_test(diffs, metric=ACCURACY, seeds=(), confidence=0.95):
@@ -388,8 +391,12 @@ def _summarize_one(name, members, confidence):
         activation=name,
         n=len(rs),
         seeds=seeds,
-        test_accuracy=estimate([r.test_accuracy for r in rs], confidence),
-        test_loss=estimate([r.test_loss for r in rs], confidence),
+        test_accuracy=estimate(
+            [r.test_accuracy for r in rs], confidence, bounds=(0.0, 1.0)
+        ),
+        test_loss=estimate(
+            [r.test_loss for r in rs], confidence, bounds=(0.0, math.inf)
+        ),
         epochs_to_threshold_mean=float(np.mean(reached)) if reached else math.nan,
         epochs_to_threshold_median=float(np.median(reached)) if reached else math.nan,
         reached=len(reached),

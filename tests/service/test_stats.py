@@ -350,3 +350,13 @@ def test_float32_round_off_in_metrics_counts_as_ties():
     assert zero.p_value == 1.0 and zero.d_z == 0.0
     assert const.test == "Wilcoxon" and const.d_z == math.inf
     assert const.p_value == pytest.approx(2 / 2**4)
+
+
+def test_accuracy_interval_is_clipped_to_the_metric_range():
+    from service import stats
+
+    wide = stats.estimate([0.90, 1.00], bounds=(0.0, 1.0))
+    unclipped = stats.estimate([0.90, 1.00])
+    assert unclipped.ci_high > 1.0  # 2 seeds: t(0.975, 1) = 12.7
+    assert wide.ci_high == 1.0
+    assert wide.ci_low == pytest.approx(unclipped.ci_low)
