@@ -18,6 +18,12 @@ import numpy as np
 from service.errors import ServiceError
 
 _METRICS_PER_CALL = 1000  # MLflow's log_batch limit
+
+# Deliberate choices MLflow would otherwise warn about on every logged model:
+# a float32 tensor signature instead of predict() type hints, and no input
+# example (input_example crashes keras logging, mlflow#16183).
+warnings.filterwarnings("ignore", ".*Add type hints to the `predict`", UserWarning)
+warnings.filterwarnings("ignore", ".*An input example was not provided", UserWarning)
 _MODEL_FILE = pathlib.Path(__file__).with_name("mlflow_model.py")
 
 
@@ -167,11 +173,7 @@ class Tracker:
             keras_path = os.path.join(tmp, "model.keras")
             model.save(keras_path)
             artifacts = {"keras_model": keras_path, **(extra_artifacts or {})}
-            with mlflow.start_run(run_id=run_id, nested=True), warnings.catch_warnings():
-                # Deliberate: a float32 tensor signature and no input example
-                # (input_example crashes keras logging, mlflow#16183).
-                warnings.filterwarnings("ignore", ".*Add type hints", UserWarning)
-                warnings.filterwarnings("ignore", ".*An input example", UserWarning)
+            with mlflow.start_run(run_id=run_id, nested=True):
                 info = mlflow.pyfunc.log_model(
                     name="model",
                     python_model=str(_MODEL_FILE),
