@@ -172,6 +172,9 @@ def _native_stderr_to_file(enabled):
     try:
         yield
         succeeded = True
+    except ServiceError:
+        succeeded = True  # a user's mistake: its own message says it all
+        raise
     finally:
         sys.stderr.flush()
         os.dup2(saved_fd, 2)
