@@ -50,7 +50,7 @@ def projection_layers(units, activation, name="proj", dtype=None, **dense_kwargs
         if entry == "layer":
             return [
                 keras.layers.Dense(units, name=name, dtype=dtype, **dense_kwargs),
-                activations.get(key).__class__(
+                getattr(layers, activations.ACTIVATIONS[key][1])(
                     name=f"{name}_activation", dtype=dtype
                 ),
             ]
