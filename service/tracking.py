@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import pathlib
+import re
 import tempfile
 import time
 import warnings
@@ -19,11 +20,11 @@ from service.errors import ServiceError
 
 _METRICS_PER_CALL = 1000  # MLflow's log_batch limit
 
-# Deliberate choices MLflow would otherwise warn about on every logged model:
-# a float32 tensor signature instead of predict() type hints, and no input
-# example (input_example crashes keras logging, mlflow#16183).
-warnings.filterwarnings("ignore", ".*Add type hints to the `predict`", UserWarning)
-warnings.filterwarnings("ignore", ".*An input example was not provided", UserWarning)
+# Deliberate choices MLflow warns about on every logged model: a float32
+# tensor signature instead of predict() type hints, and no input example
+# (input_example crashes keras logging, mlflow#16183). Its log_model forces
+# a "once" filter, so these are caught and dropped rather than filtered.
+_DELIBERATE = re.compile("Add type hints to the `predict`|An input example was not provided")
 _MODEL_FILE = pathlib.Path(__file__).with_name("mlflow_model.py")
 
 
@@ -173,7 +174,10 @@ class Tracker:
             keras_path = os.path.join(tmp, "model.keras")
             model.save(keras_path)
             artifacts = {"keras_model": keras_path, **(extra_artifacts or {})}
-            with mlflow.start_run(run_id=run_id, nested=True):
+            with mlflow.start_run(run_id=run_id, nested=True), warnings.catch_warnings(
+                record=True
+            ) as caught:
+                warnings.simplefilter("always")
                 info = mlflow.pyfunc.log_model(
                     name="model",
                     python_model=str(_MODEL_FILE),
@@ -182,6 +186,11 @@ class Tracker:
                     signature=signature,
                     pip_requirements=pip_requirements,
                 )
+            for warning in caught:
+                if not _DELIBERATE.search(str(warning.message)):
+                    warnings.warn_explicit(
+                        warning.message, warning.category, warning.filename, warning.lineno
+                    )
         try:
             self.client.get_registered_model(model_name)
         except mlflow.exceptions.MlflowException:
