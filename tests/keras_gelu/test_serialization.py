@@ -20,6 +20,18 @@ import keras_gelu
 from tests.keras_gelu import custom_models
 from tests.keras_gelu import references as ref
 
+# Every public layer class; each test that means "all of them" uses this.
+PUBLIC_LAYERS = (
+    keras_gelu.GELU,
+    keras_gelu.GLU,
+    keras_gelu.GEGLU,
+    keras_gelu.SwiGLU,
+    keras_gelu.ReGLU,
+    keras_gelu.Bilinear,
+    keras_gelu.LearnableLeakyReLU,
+    keras_gelu.FeedForward,
+)
+
 BACKENDS = ("tensorflow", "jax", "torch")
 HERE = os.path.dirname(os.path.abspath(__file__))
 X = np.random.default_rng(5).normal(size=(3, 5, 8)).astype(np.float32)
@@ -268,19 +280,7 @@ def test_layer_survives_keras_serialization_round_trip(make, shape):
     _copy_and_compare(layer, restored, shape)
 
 
-@pytest.mark.parametrize(
-    "cls",
-    [
-        keras_gelu.GELU,
-        keras_gelu.GLU,
-        keras_gelu.GEGLU,
-        keras_gelu.SwiGLU,
-        keras_gelu.ReGLU,
-        keras_gelu.Bilinear,
-        keras_gelu.LearnableLeakyReLU,
-        keras_gelu.FeedForward,
-    ],
-)
+@pytest.mark.parametrize("cls", PUBLIC_LAYERS)
 def test_get_config_holds_every_init_argument(cls):
     layer = cls(8) if cls is keras_gelu.FeedForward else cls()
     params = inspect.signature(cls.__init__).parameters
@@ -391,16 +391,7 @@ MODELS = ["functional", "sequential", "subclassed"]
 def test_functional_model_holds_every_public_function_and_layer():
     model = build_functional()
     classes = {type(layer) for layer in model.layers}
-    for cls in (
-        keras_gelu.GELU,
-        keras_gelu.GLU,
-        keras_gelu.GEGLU,
-        keras_gelu.SwiGLU,
-        keras_gelu.ReGLU,
-        keras_gelu.Bilinear,
-        keras_gelu.LearnableLeakyReLU,
-        keras_gelu.FeedForward,
-    ):
+    for cls in PUBLIC_LAYERS:
         assert cls in classes
     activations = {getattr(layer, "activation", None) for layer in model.layers}
     for _, fn in ELEMENTWISE_FUNCTIONS + GATED_FUNCTIONS:
