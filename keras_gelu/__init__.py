@@ -5,6 +5,7 @@ from keras_gelu.activations import ACTIVATIONS
 from keras_gelu.activations import bilinear
 from keras_gelu.activations import elu
 from keras_gelu.activations import geglu
+from keras_gelu.activations import geglu_tanh
 from keras_gelu.activations import gelu
 from keras_gelu.activations import gelu_sigmoid
 from keras_gelu.activations import gelu_tanh

@@ -177,14 +177,15 @@ def fused_gated(name, forward, derivative):
     if kernel is None:
         from keras import ops
 
+        # h = [value | gate], as keras.ops.glu and torch.nn.functional.glu.
         def gated_forward(h):
-            gate, value = ops.split(h, 2, axis=-1)
-            return forward(gate) * value
+            value, gate = ops.split(h, 2, axis=-1)
+            return value * forward(gate)
 
         def gated_backward(h, dy):
-            gate, value = ops.split(h, 2, axis=-1)
+            value, gate = ops.split(h, 2, axis=-1)
             return ops.concatenate(
-                [dy * value * derivative(gate), dy * forward(gate)], axis=-1
+                [dy * forward(gate), dy * value * derivative(gate)], axis=-1
             )
 
         kernel = _FUSED_CACHE[key] = _tf_kernel(gated_forward, gated_backward)

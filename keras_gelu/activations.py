@@ -9,13 +9,15 @@ use; `get()` resolves a name, a Keras identifier, a config dict or a
 callable.
 """
 
-import difflib
 import math
+import sys
 
 import keras
 from keras import ops
 
 from keras_gelu import _backend
+from keras_gelu import _names
+from keras_gelu._names import closest
 
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TANH_SCALE = math.sqrt(2.0 / math.pi)
@@ -139,12 +141,6 @@ _GELU_KERNELS = {
     "tanh": (_gelu_tanh, _gelu_tanh_grad),
     "sigmoid": (_gelu_sigmoid, _gelu_sigmoid_grad),
 }
-
-
-def closest(name, valid):
-    """Returns ' Did you mean "x"?' for the closest valid name, or ''."""
-    match = difflib.get_close_matches(str(name), list(valid), n=1, cutoff=0.5)
-    return f' Did you mean "{match[0]}"?' if match else ""
 
 
 def standardize_approximate(approximate):
@@ -283,8 +279,42 @@ def linear(x):
 # --- Gated linear units as functions of a doubled input. ------------------
 
 
+def _gated_error(fn_name):
+    return ValueError(
+        f"keras_gelu: {fn_name} is a gated unit: it splits its input in two "
+        f"halves and returns half the width, so it cannot be the activation "
+        f"of a Keras layer that assumes an elementwise one (the layer would "
+        f"report the full width). Use keras_gelu.GLU(units, "
+        f'activation=...), keras_gelu.GEGLU/SwiGLU/ReGLU(units) or '
+        f'keras_gelu.FeedForward(hidden_dim, activation="{fn_name}"), which '
+        f"make their own doubled projection."
+    )
+
+
+def _check_not_elementwise_slot(function):
+    """Raises if `function` was called as a Keras layer's `activation`.
+
+    `Dense(8, activation=geglu)` (and Conv, EinsumDense, Activation...)
+    declare an output shape as if the activation were elementwise, so the
+    next layer would see half the width it was told. Keras never runs the
+    activation while building a model, so the first call is the earliest
+    moment to catch it: the caller's frame is that layer's `call`.
+    """
+    caller = sys._getframe(2).f_locals.get("self")
+    if (
+        isinstance(caller, keras.layers.Layer)
+        and getattr(caller, "activation", None) is function
+        and type(caller).__module__.startswith("keras.")
+    ):
+        raise _gated_error(function.__name__)
+
+
 def gated(x, gate, axis=-1):
-    """Splits `x` in two halves along `axis`: `gate(first) * second`.
+    """Splits `x` in two halves `value, g` along `axis`: `value * gate(g)`.
+
+    The value half comes first and the gate half second, as in
+    `keras.ops.glu`, `torch.nn.functional.glu` and x-transformers, so
+    weights ported from them keep their meaning.
 
     Raises:
         ValueError: if the size of `axis` is odd (or unknown).
@@ -303,41 +333,77 @@ def gated(x, gate, axis=-1):
         fused = _backend.fused_gated(gate.__name__, *kernels)
         if fused is not None:
             return _elementwise(x, fused)
-    value_gate, value = ops.split(x, 2, axis=axis)
-    return gate(value_gate) * value
+    value, gate_half = ops.split(x, 2, axis=axis)
+    return value * gate(gate_half)
 
 
 @register
 def glu(x, axis=-1):
-    """GLU (Dauphin et al.): `sigmoid(a) * b` for `a, b = split(x, 2)`."""
+    """GLU (Dauphin et al. 2017, https://arxiv.org/abs/1612.08083).
+
+    `a * sigmoid(b)` for `a, b = split(x, 2, axis)`: value first, gate
+    second, exactly `keras.ops.glu` and `torch.nn.functional.glu`.
+
+    Example:
+
+    >>> import keras_gelu
+    >>> y = keras_gelu.glu([1.0, -2.0, 0.5, 3.0])  # [0.6225, -1.9051]
+    """
+    _check_not_elementwise_slot(glu)
     return gated(x, sigmoid, axis)
 
 
 @register
 def geglu(x, axis=-1):
-    """GEGLU (Shazeer 2020): `gelu(a) * b` for `a, b = split(x, 2)`."""
+    """GEGLU (Shazeer 2020, https://arxiv.org/abs/2002.05202).
+
+    `a * gelu(b)` (exact GELU) for `a, b = split(x, 2, axis)`.
+    """
+    _check_not_elementwise_slot(geglu)
     return gated(x, gelu, axis)
 
 
 @register
+def geglu_tanh(x, axis=-1):
+    """GEGLU with the tanh-approximate GELU gate, as in Gemma.
+
+    `a * gelu_tanh(b)` for `a, b = split(x, 2, axis)`.
+    """
+    _check_not_elementwise_slot(geglu_tanh)
+    return gated(x, gelu_tanh, axis)
+
+
+@register
 def swiglu(x, axis=-1):
-    """SwiGLU (Shazeer 2020): `silu(a) * b` for `a, b = split(x, 2)`."""
+    """SwiGLU (Shazeer 2020, https://arxiv.org/abs/2002.05202; Llama).
+
+    `a * silu(b)` for `a, b = split(x, 2, axis)`.
+    """
+    _check_not_elementwise_slot(swiglu)
     return gated(x, silu, axis)
 
 
 @register
 def reglu(x, axis=-1):
-    """ReGLU (Shazeer 2020): `relu(a) * b` for `a, b = split(x, 2)`."""
+    """ReGLU (Shazeer 2020, https://arxiv.org/abs/2002.05202).
+
+    `a * relu(b)` for `a, b = split(x, 2, axis)`.
+    """
+    _check_not_elementwise_slot(reglu)
     return gated(x, relu, axis)
 
 
 @register
 def bilinear(x, axis=-1):
-    """Bilinear (Shazeer 2020): `a * b` for `a, b = split(x, 2)`."""
+    """Bilinear (Shazeer 2020, https://arxiv.org/abs/2002.05202).
+
+    `a * b` for `a, b = split(x, 2, axis)`.
+    """
+    _check_not_elementwise_slot(bilinear)
     return gated(x, linear, axis)
 
 
-# Gate math for the fused split-gate-multiply kernel: f(a) and f'(a).
+# Gate math for the fused split-gate-multiply kernel: f(g) and f'(g).
 def _sigmoid_grad(x):
     s = ops.sigmoid(x)
     return s * (1.0 - s)
@@ -369,38 +435,44 @@ _GATE_KERNELS = {
 
 # --- The name table. -------------------------------------------------------
 
-# Every name a config or a string may use. Kinds:
-#   "elementwise": f(x), same shape out.
-#   "gated": f(x) halves the split axis; value is the gate function.
-#   "layer": has weights; value is the keras_gelu layer class name.
-ACTIVATIONS = {
-    "gelu": ("elementwise", gelu),
-    "gelu_tanh": ("elementwise", gelu_tanh),
-    "gelu_sigmoid": ("elementwise", gelu_sigmoid),
-    "quick_gelu": ("elementwise", gelu_sigmoid),
-    "relu": ("elementwise", relu),
-    "leaky_relu": ("elementwise", leaky_relu),
-    "silu": ("elementwise", silu),
-    "swish": ("elementwise", silu),
-    "mish": ("elementwise", mish),
-    "elu": ("elementwise", elu),
-    "sigmoid": ("elementwise", sigmoid),
-    "linear": ("elementwise", linear),
-    "glu": ("gated", sigmoid),
-    "geglu": ("gated", gelu),
-    "swiglu": ("gated", silu),
-    "reglu": ("gated", relu),
-    "bilinear": ("gated", linear),
-    "learnable_leaky_relu": ("layer", "LearnableLeakyReLU"),
+_FUNCTIONS = {
+    f.__name__: f
+    for f in (
+        gelu, gelu_tanh, gelu_sigmoid, relu, leaky_relu, silu, mish, elu,
+        sigmoid, linear,
+    )
 }
-
 _GATED_FUNCTIONS = {
     "glu": glu,
     "geglu": geglu,
+    "geglu_tanh": geglu_tanh,
     "swiglu": swiglu,
     "reglu": reglu,
     "bilinear": bilinear,
 }
+
+
+def _bind(name, entry_kind, target):
+    if entry_kind == "layer":
+        return target  # the class name; layers.py imports this module
+    return _FUNCTIONS[target]
+
+
+# Every name a config or a string may use, bound to its function: the
+# table itself (and the name clean-up) lives in `_names.py`, which imports
+# nothing, so kg-train validates configs against it without Keras.
+#   "elementwise": the function; "gated": the gate function (the split
+#   function is `get(name)`); "layer": the keras_gelu layer class name.
+ACTIVATIONS = {
+    name: (entry_kind, _bind(name, entry_kind, target))
+    for name, (entry_kind, target) in _names.TABLE.items()
+}
+if set(_GATED_FUNCTIONS) != set(_names.names("gated")):
+    raise ImportError("keras_gelu: every gated name needs its split function")
+
+names = _names.names
+standardize_name = _names.standardize
+kind = _names.kind
 
 
 def gated_name(activation):
@@ -413,31 +485,6 @@ def gated_name(activation):
         if activation is function:
             return name
     return None
-
-
-def names(kind=None):
-    """Returns the sorted activation names, optionally of one kind.
-
-    Args:
-        kind: `None` for all, or `"elementwise"`, `"gated"`, `"layer"`.
-    """
-    return sorted(n for n, (k, _) in ACTIVATIONS.items() if kind in (None, k))
-
-
-def standardize_name(name):
-    """Returns the table key for `name` or raises a helpful ValueError."""
-    key = str(name).strip().lower().replace("-", "_")
-    if key not in ACTIVATIONS:
-        raise ValueError(
-            f"keras_gelu: unknown activation {name!r}. Valid names: "
-            f"{', '.join(names())}.{closest(key, ACTIVATIONS)}"
-        )
-    return key
-
-
-def kind(name):
-    """Returns `"elementwise"`, `"gated"` or `"layer"` for a table name."""
-    return ACTIVATIONS[standardize_name(name)][0]
 
 
 def gate_function(name):
@@ -456,11 +503,11 @@ def gate_function(name):
 def get(identifier):
     """Resolves an activation: a name, a Keras identifier, dict or callable.
 
-    Names come from `ACTIVATIONS` (case-insensitive, `-` or `_`); other
-    Keras names (`"tanh"`, `"softplus"`...) and serialized config dicts go
-    through `keras.activations.get`. A gated name returns the split
-    function (`geglu` etc.); `"learnable_leaky_relu"` returns a new
-    `LearnableLeakyReLU` layer.
+    Names come from `ACTIVATIONS` (case-insensitive, `-` or `_`, spaces
+    around ignored); other Keras names (`"tanh"`, `"softplus"`...) and
+    serialized config dicts go through `keras.activations.get`. A gated
+    name returns the split function (`geglu` etc.);
+    `"learnable_leaky_relu"` returns a new `LearnableLeakyReLU` layer.
 
     Args:
         identifier: `None` (linear), a string, a dict or a callable.
@@ -485,8 +532,8 @@ def get(identifier):
     if isinstance(identifier, dict):
         return keras.activations.get(identifier)
     if isinstance(identifier, str):
-        key = identifier.strip().lower().replace("-", "_")
-        if key in ACTIVATIONS:
+        key = _names.lookup(identifier)
+        if key is not None:
             entry_kind, target = ACTIVATIONS[key]
             if entry_kind == "gated":
                 return _GATED_FUNCTIONS[key]

@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_gelu import _names
 from keras_gelu import activations
 from keras_gelu import layers
 from keras_gelu.activations import register
@@ -30,13 +31,10 @@ def projection_layers(units, activation, name="proj", dtype=None, **dense_kwargs
     Returns:
         A list of one or two layers, applied in order.
     """
-    entry = "elementwise"
     activation = activations.gated_name(activation) or activation
-    if isinstance(activation, str) and activation.lower().replace("-", "_") in (
-        activations.ACTIVATIONS
-    ):
-        key = activations.standardize_name(activation)
-        entry = activations.kind(key)
+    key = _names.lookup(activation) if isinstance(activation, str) else None
+    if key is not None:
+        entry = _names.kind(key)
         if entry == "gated":
             return [
                 layers.GLU(
@@ -78,9 +76,12 @@ def matched_hidden_dim(hidden_dim):
 class FeedForward(keras.layers.Layer):
     """Transformer feed-forward block: `down(dropout(act(up(x))))`.
 
-    With a gated activation (`"geglu"`, `"swiglu"`, `"reglu"`, `"glu"`,
-    `"bilinear"`) the up projection is a fused gate+value `GLU`, giving
-    Shazeer's gated FFN: `(act(x W) * x V) W2`.
+    With a gated activation (`"geglu"`, `"geglu_tanh"`, `"swiglu"`,
+    `"reglu"`, `"glu"`, `"bilinear"`) the up projection is a fused
+    value+gate `GLU` (kernel `[V | W]`), giving Shazeer's gated FFN
+    (https://arxiv.org/abs/2002.05202): `((x V) * act(x W)) W2`. Weights
+    stored as separate gate, up and down matrices (keras-hub's Gemma and
+    Llama, Hugging Face) load with `set_gated_weights`.
 
     Args:
         hidden_dim: Positive int, the hidden width.
@@ -92,8 +93,12 @@ class FeedForward(keras.layers.Layer):
         match_params: If True and the activation is gated, use
             `matched_hidden_dim(hidden_dim)` (2/3, multiple of 8) so the
             block has the weight-matrix parameters of a plain FFN.
-        kernel_initializer, bias_initializer: For every projection.
+        kernel_initializer, bias_initializer: For every projection; each
+            projection gets its own clone (a seeded initializer gives the
+            up projection `seed` and the down projection `seed + 1`).
         **kwargs: Base layer keyword arguments.
+
+    Masks pass through unchanged (`supports_masking`).
 
     Raises:
         ValueError: for a non-positive `hidden_dim`/`output_dim`, a dropout
@@ -134,6 +139,7 @@ class FeedForward(keras.layers.Layer):
         activation = activations.gated_name(activation) or activation
         if isinstance(activation, str):
             activations.get(activation)  # Unknown names fail here, early.
+            activation = _names.lookup(activation) or activation
         self.hidden_dim = hidden_dim
         self.activation = activation
         self.output_dim = output_dim
@@ -143,32 +149,38 @@ class FeedForward(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
 
-        self.is_gated = isinstance(activation, str) and (
-            activation.lower().replace("-", "_") in activations.ACTIVATIONS
-            and activations.kind(activation) == "gated"
+        self.supports_masking = True
+        self.is_gated = (
+            isinstance(activation, str)
+            and _names.lookup(activation) in _names.names("gated")
         )
         self.inner_dim = (
             matched_hidden_dim(hidden_dim)
             if (match_params and self.is_gated)
             else hidden_dim
         )
-        dense_kwargs = dict(
-            use_bias=use_bias,
-            kernel_initializer=kernel_initializer,
-            bias_initializer=bias_initializer,
-        )
         self.hidden_layers = projection_layers(
             self.inner_dim,
             activation if isinstance(activation, str) else activations.get(activation),
             name="up_proj",
             dtype=self.dtype_policy,
-            **dense_kwargs,
+            **self._dense_kwargs(seed_offset=0),
         )
         self.dropout_layer = keras.layers.Dropout(
             self.dropout, dtype=self.dtype_policy, name="dropout"
         )
-        self._dense_kwargs = dense_kwargs
         self.down_proj = None
+
+    def _dense_kwargs(self, seed_offset):
+        return dict(
+            use_bias=self.use_bias,
+            kernel_initializer=layers.clone_initializer(
+                self.kernel_initializer, seed_offset
+            ),
+            bias_initializer=layers.clone_initializer(
+                self.bias_initializer, seed_offset
+            ),
+        )
 
     def build(self, input_shape):
         shape = tuple(input_shape)
@@ -183,7 +195,10 @@ class FeedForward(keras.layers.Layer):
                 "unknown last axis. Pass output_dim."
             )
         self.down_proj = keras.layers.Dense(
-            out_dim, dtype=self.dtype_policy, name="down_proj", **self._dense_kwargs
+            out_dim,
+            dtype=self.dtype_policy,
+            name="down_proj",
+            **self._dense_kwargs(seed_offset=1),
         )
         self.down_proj.build(shape)
 
@@ -196,6 +211,73 @@ class FeedForward(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.output_dim or input_shape[-1],)
+
+    def set_gated_weights(
+        self,
+        gate_kernel,
+        up_kernel,
+        down_kernel,
+        gate_bias=None,
+        up_bias=None,
+        down_bias=None,
+    ):
+        """Loads a gated FFN stored as separate gate, up and down matrices.
+
+        `out = (act(x @ gate_kernel) * (x @ up_kernel)) @ down_kernel`, the
+        layout of keras-hub's Gemma (`ffw_gating`, `ffw_gating_2`,
+        `ffw_linear`) and Llama (`feedforward_gate_dense`,
+        `feedforward_intermediate_dense`, `feedforward_output_dense`)
+        decoder blocks and of Hugging Face's `gate_proj`, `up_proj`,
+        `down_proj` (transpose PyTorch `nn.Linear` weights first). Build
+        the block with the matching activation (`"geglu_tanh"` for Gemma,
+        `"swiglu"` for Llama), `hidden_dim` = the intermediate width and
+        `use_bias` as the source has it.
+
+        Args:
+            gate_kernel, up_kernel: `(input_dim, hidden)` arrays.
+            down_kernel: `(hidden, output_dim)` array.
+            gate_bias, up_bias, down_bias: `(hidden,)`, `(hidden,)`,
+                `(output_dim,)` arrays, with `use_bias=True` only.
+
+        Raises:
+            ValueError: if the activation is not gated, or a shape or a
+                bias does not fit.
+
+        Example:
+
+        >>> import numpy as np, keras_gelu
+        >>> ffn = keras_gelu.FeedForward(8, activation="swiglu", use_bias=False)
+        >>> gate, up, down = np.ones((4, 8)), np.ones((4, 8)), np.ones((8, 4))
+        >>> ffn.set_gated_weights(gate, up, down)
+        """
+        if not self.is_gated:
+            raise ValueError(
+                f"keras_gelu: set_gated_weights needs a gated activation "
+                f"({', '.join(_names.names('gated'))}); this FeedForward has "
+                f"activation={self.activation!r}."
+            )
+        down_kernel = keras.ops.convert_to_numpy(down_kernel)
+        if not self.built:
+            input_dim = keras.ops.convert_to_numpy(gate_kernel).shape[0]
+            if self.output_dim is None and down_kernel.shape[-1] != input_dim:
+                raise ValueError(
+                    f"keras_gelu: FeedForward(output_dim=None) keeps the input "
+                    f"width {input_dim}, but down_kernel has shape "
+                    f"{down_kernel.shape}. Pass output_dim={down_kernel.shape[-1]}."
+                )
+            self.build((None, input_dim))
+        (glu,) = self.hidden_layers
+        glu.set_value_gate_weights(up_kernel, gate_kernel, up_bias, gate_bias)
+        down = [down_kernel] + (
+            [keras.ops.convert_to_numpy(down_bias)] if down_bias is not None else []
+        )
+        expected = [tuple(w.shape) for w in self.down_proj.weights]
+        if [tuple(w.shape) for w in down] != expected:
+            raise ValueError(
+                f"keras_gelu: FeedForward's down projection has weights of "
+                f"shapes {expected}; received {[tuple(w.shape) for w in down]}."
+            )
+        self.down_proj.set_weights(down)
 
     def get_config(self):
         activation = self.activation

@@ -5,8 +5,10 @@ serialization, never a second copy of a formula.
 """
 
 import keras
+import numpy as np
 from keras import ops
 
+from keras_gelu import _names
 from keras_gelu import activations
 from keras_gelu.activations import register
 from keras_gelu.activations import standardize_approximate
@@ -21,6 +23,25 @@ def _check_units(units, layer, allow_none=False, arg="units"):
             f"{' or None' if allow_none else ''}; received {arg}={units!r}."
         )
     return units
+
+
+def clone_initializer(initializer, seed_offset=0):
+    """A fresh initializer with `initializer`'s config, for one sub-layer.
+
+    Sub-layers never share an initializer object. A seeded initializer
+    (`GlorotUniform(seed=1)`) gives the same numbers on every call, so
+    sub-layer `seed_offset` k gets seed `seed + k`: every projection is
+    reproducible and none is a copy of another. Strings and plain
+    callables pass through.
+    """
+    initializer = keras.initializers.get(initializer)
+    if not isinstance(initializer, keras.initializers.Initializer):
+        return initializer
+    config = initializer.get_config()
+    seed = config.get("seed")
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        config["seed"] = seed + seed_offset
+    return initializer.__class__.from_config(config)
 
 
 @register
@@ -57,11 +78,17 @@ class GELU(keras.layers.Layer):
 
 @register
 class GLU(keras.layers.Layer):
-    """Gated linear unit, `activation(x W + b) * (x V + c)` (Shazeer 2020).
+    """Gated linear unit, `(x V + c) * activation(x W + b)`.
 
-    With `units`, the gate and value projections W and V are one fused
-    `Dense(2 * units)` whose output is split in two; without `units` the
-    layer splits its input along `axis` instead (like `torch.nn.GLU`).
+    Shazeer 2020 (https://arxiv.org/abs/2002.05202). With `units`, the
+    value and gate projections V and W are one fused `Dense(2 * units)`,
+    `value_gate_proj`, whose kernel is `[V | W]`: value columns first,
+    gate columns second, the order of `keras.ops.glu`,
+    `torch.nn.functional.glu` and x-transformers' GEGLU. Without `units`
+    the layer splits its input along `axis` instead, exactly like
+    `torch.nn.GLU` / `keras.ops.glu` (first half value, second half gate).
+    To load separate gate and up (value) matrices, as keras-hub and
+    Hugging Face store them, use `set_value_gate_weights`.
 
     Args:
         units: Positive int (output width), or `None` to split the input.
@@ -73,6 +100,8 @@ class GLU(keras.layers.Layer):
         bias_regularizer, kernel_constraint, bias_constraint: as in
             `keras.layers.Dense`, for the fused projection.
         **kwargs: Base layer keyword arguments.
+
+    Masks pass through unchanged (`supports_masking`).
 
     Raises:
         ValueError: for non-positive `units`, an unknown activation, or
@@ -102,14 +131,7 @@ class GLU(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         self.units = _check_units(units, type(self).__name__, allow_none=True)
-        activation = activations.gated_name(activation) or activation
-        if isinstance(activation, str):
-            key = activation.strip().lower().replace("-", "_")
-            if key in activations.names("gated"):
-                # A gated name ("geglu") means its gate (gelu), as in
-                # FeedForward; its split function would halve the gate again.
-                activation = activations.gate_function(key)
-        self.activation = activations.get(activation)
+        self.activation = _gate(activation)
         self.use_bias = use_bias
         self.axis = axis
         self.dense_config = dict(
@@ -121,18 +143,23 @@ class GLU(keras.layers.Layer):
             kernel_constraint=kernel_constraint,
             bias_constraint=bias_constraint,
         )
-        self.gate_value_proj = None
+        self.supports_masking = True
+        self.value_gate_proj = None
         if self.units is not None:
-            self.gate_value_proj = keras.layers.Dense(
+            self.value_gate_proj = keras.layers.Dense(
                 2 * self.units,
                 dtype=self.dtype_policy,
-                name="gate_value_proj",
-                **self.dense_config,
+                name="value_gate_proj",
+                **{
+                    **self.dense_config,
+                    "kernel_initializer": clone_initializer(kernel_initializer),
+                    "bias_initializer": clone_initializer(bias_initializer),
+                },
             )
 
     def build(self, input_shape):
-        if self.gate_value_proj is not None:
-            self.gate_value_proj.build(input_shape)
+        if self.value_gate_proj is not None:
+            self.value_gate_proj.build(input_shape)
         else:
             size = input_shape[self.axis]
             if size is not None and size % 2:
@@ -145,11 +172,62 @@ class GLU(keras.layers.Layer):
                 )
 
     def call(self, inputs):
-        if self.gate_value_proj is not None:
+        if self.value_gate_proj is not None:
             return activations.gated(
-                self.gate_value_proj(inputs), self.activation, axis=-1
+                self.value_gate_proj(inputs), self.activation, axis=-1
             )
         return activations.gated(inputs, self.activation, axis=self.axis)
+
+    def set_value_gate_weights(
+        self, value_kernel, gate_kernel, value_bias=None, gate_bias=None
+    ):
+        """Loads separate value ("up") and gate projections into the fused one.
+
+        Kernels are in Keras' `(input_dim, units)` layout (transpose a
+        PyTorch `nn.Linear.weight`). For keras-hub's Llama this is
+        `value_kernel = feedforward_intermediate_dense.kernel` and
+        `gate_kernel = feedforward_gate_dense.kernel`; for Gemma,
+        `ffw_gating_2` (value) and `ffw_gating` (gate).
+
+        Args:
+            value_kernel, gate_kernel: arrays of shape `(input_dim, units)`.
+            value_bias, gate_bias: arrays of shape `(units,)`; required
+                (both) when the layer has a bias, refused when it has none.
+
+        Raises:
+            ValueError: for a layer without `units`, or shapes or biases
+                that do not fit.
+        """
+        if self.value_gate_proj is None:
+            raise ValueError(
+                f"keras_gelu: {type(self).__name__}(units=None) has no "
+                f"projection to load weights into."
+            )
+        kernels = [ops.convert_to_numpy(k) for k in (value_kernel, gate_kernel)]
+        if not self.value_gate_proj.built:
+            self.build((None, kernels[0].shape[0]))
+        weights = [np.concatenate(kernels, axis=-1)]
+        biases = (value_bias, gate_bias)
+        given = [b is not None for b in biases]
+        if not (all(given) if self.use_bias else not any(given)):
+            raise ValueError(
+                f"keras_gelu: {type(self).__name__}(use_bias={self.use_bias}) "
+                f"needs {'both biases' if self.use_bias else 'no biases'}; "
+                f"received value_bias={'set' if given[0] else None}, "
+                f"gate_bias={'set' if given[1] else None}."
+            )
+        if self.use_bias:
+            weights.append(
+                np.concatenate([ops.convert_to_numpy(b) for b in biases], axis=-1)
+            )
+        expected = [tuple(w.shape) for w in self.value_gate_proj.weights]
+        if [w.shape for w in weights] != expected:
+            raise ValueError(
+                f"keras_gelu: {type(self).__name__} expects value and gate "
+                f"kernels of shape {(expected[0][0], self.units)}; received "
+                f"{kernels[0].shape} and {kernels[1].shape}."
+            )
+        self.value_gate_proj.set_weights(weights)
 
     def compute_output_shape(self, input_shape):
         shape = list(input_shape)
@@ -183,13 +261,33 @@ class GLU(keras.layers.Layer):
         return cls(**config)
 
 
+def _gate(activation):
+    """The gate function of a GLU: a gated name means its gate.
+
+    `"geglu"` or `keras_gelu.geglu` give `gelu`, as in FeedForward (the
+    split function would halve the gate again); anything else resolves
+    through `keras_gelu.get`.
+    """
+    name = activations.gated_name(activation) or activation
+    if isinstance(name, str) and _names.lookup(name) in _names.names("gated"):
+        return activations.gate_function(name)
+    return activations.get(activation)
+
+
 class _NamedGLU(GLU):
     """A GLU whose gate is fixed by the class (GEGLU, SwiGLU...)."""
 
     gate = None
 
     def __init__(self, units=None, **kwargs):
-        kwargs.pop("activation", None)
+        activation = kwargs.pop("activation", None)
+        if activation is not None and _gate(activation) is not _gate(self.gate):
+            raise ValueError(
+                f"keras_gelu: {type(self).__name__} fixes its gate to "
+                f"{self.gate!r}; received activation={activation!r}. Use "
+                f"keras_gelu.GLU(units, activation={activation!r}) for "
+                f"another gate."
+            )
         super().__init__(units, activation=self.gate, **kwargs)
 
     def get_config(self):
@@ -200,7 +298,9 @@ class _NamedGLU(GLU):
 
 @register
 class GEGLU(_NamedGLU):
-    """GEGLU, `gelu(x W) * (x V)`: Shazeer 2020's best FFN variant.
+    """GEGLU, `(x V) * gelu(x W)`: Shazeer 2020's best FFN variant.
+
+    `approximate="tanh"` is Gemma's gate (`"geglu_tanh"` in the table).
 
     Args:
         units: Positive int, or `None` to split the input.
@@ -227,14 +327,14 @@ class GEGLU(_NamedGLU):
 
 @register
 class SwiGLU(_NamedGLU):
-    """SwiGLU, `silu(x W) * (x V)` (Llama, PaLM). Args as for `GLU`."""
+    """SwiGLU, `(x V) * silu(x W)` (Llama, PaLM). Args as for `GLU`."""
 
     gate = "silu"
 
 
 @register
 class ReGLU(_NamedGLU):
-    """ReGLU, `relu(x W) * (x V)`. Args as for `GLU`."""
+    """ReGLU, `(x V) * relu(x W)`. Args as for `GLU`."""
 
     gate = "relu"
 

@@ -17,6 +17,7 @@ Keras nor TensorFlow, so `kg-train --dry-run` and config errors are fast.
 
 import dataclasses
 import difflib
+import functools
 import math
 import os
 import pathlib
@@ -51,18 +52,8 @@ class _Problem(Exception):
 
 
 def _closest(name, valid):
-    """Returns ' Did you mean "x"?' for the closest valid name, or ''.
-
-    keras_gelu.activations.closest cannot be imported without Keras (and
-    TensorFlow); this is its difflib match at the same cutoff, except that
-    a case difference or swapped letters win first ("gleu" -> "gelu", where
-    difflib says "glu").
-    """
-    name, valid = str(name), [str(v) for v in valid]
-    same = [v for v in valid if v.lower() == name.lower()]  # "GPU" -> "gpu"
-    swapped = [v for v in valid if len(v) == len(name) and sorted(v) == sorted(name)]
-    match = same or swapped or difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
-    return f' Did you mean "{match[0]}"?' if match else ""
+    """Returns ' Did you mean "x"?' for the closest valid name, or ''."""
+    return _keras_gelu_names().closest(name, valid)
 
 
 def _quoted(names):
@@ -146,62 +137,44 @@ def _each(rule):
     return each
 
 
-def activation_names():
-    """Every valid activation name: `keras_gelu.names()`, without Keras.
+@functools.lru_cache(maxsize=None)
+def _keras_gelu_names():
+    """`keras_gelu._names`, the plugin's one name table, without Keras.
 
     Importing keras_gelu imports Keras and so TensorFlow (5 to 12 seconds),
-    which validation and `--dry-run` must not pay. While keras_gelu is not
-    imported yet, the keys of its one name table, `ACTIVATIONS`, are read
-    from its source; if that table ever stops being a dict literal, this
-    falls back to importing keras_gelu. A test pins this to `names()`.
+    which validation and `--dry-run` must not pay. `_names.py` imports
+    nothing, so it is loaded here from its file alone, without running
+    `keras_gelu/__init__.py`; once keras_gelu is imported, its own copy
+    is used.
     """
+    import importlib.util
     import sys
 
-    if "keras_gelu.activations" not in sys.modules:
-        names = _activation_names_from_source()
-        if names:
-            return names
-    import keras_gelu
-
-    return tuple(keras_gelu.names())
-
-
-def _activation_names_from_source():
-    import ast
-    import importlib.util
-
-    spec = importlib.util.find_spec("keras_gelu")  # finds, does not import
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    source = pathlib.Path(list(spec.submodule_search_locations)[0]) / "activations.py"
-    try:
-        tree = ast.parse(source.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
-        return None
-    for node in tree.body:
-        if (
-            isinstance(node, ast.Assign)
-            and [getattr(t, "id", None) for t in node.targets] == ["ACTIVATIONS"]
-            and isinstance(node.value, ast.Dict)
-        ):
-            keys = node.value.keys
-            if keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in keys):
-                return tuple(sorted(k.value for k in keys))
-    return None
+    module = sys.modules.get("keras_gelu._names")
+    if module is None:
+        spec = importlib.util.find_spec("keras_gelu")  # finds, does not import
+        folder = pathlib.Path(list(spec.submodule_search_locations)[0])
+        spec = importlib.util.spec_from_file_location(
+            "keras_gelu._names", folder / "_names.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return module
 
 
-def _standardize_activation(name):
-    # As keras_gelu.activations.standardize_name: case and "-" do not matter.
-    return name.strip().lower().replace("-", "_")
+def activation_names():
+    """Every valid activation name: `keras_gelu.names()`, without Keras."""
+    return tuple(_keras_gelu_names().names())
 
 
 def _activation(name):
-    valid = activation_names()
-    key = _standardize_activation(name)
-    if key not in valid:
+    names = _keras_gelu_names()
+    key = names.lookup(name)
+    if key is None:
+        valid = names.names()
         raise _Problem(
             f"an activation name from keras_gelu.names(): {', '.join(valid)}",
-            _closest(key, valid),
+            names.closest(names.clean(name), valid),
         )
     return key
 

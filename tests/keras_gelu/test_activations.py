@@ -43,6 +43,7 @@ ELEMENTWISE = {
 GATES = {
     "glu": ref.sigmoid,
     "geglu": ref.gelu,
+    "geglu_tanh": ref.gelu_tanh,
     "swiglu": ref.silu,
     "reglu": ref.relu,
     "bilinear": ref.linear,
@@ -80,7 +81,7 @@ def test_get_resolves_elementwise_name_to_its_function(name):
 def test_get_resolves_gated_name_to_split_function(name):
     x = np.random.default_rng(0).normal(size=(3, 5, 8)).astype(np.float32)
     y = call(keras_gelu.get(name), x)
-    expected = GATES[name](x[..., :4]) * ref.f64(x[..., 4:])
+    expected = ref.f64(x[..., :4]) * GATES[name](x[..., 4:])
     assert y.shape == (3, 5, 4)
     np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-6)
 
@@ -510,7 +511,7 @@ def test_gated_function_splits_any_axis():
     x = np.random.default_rng(2).normal(size=(3, 6, 4)).astype(np.float32)
     y = call(keras_gelu.glu, x, axis=1)
     np.testing.assert_allclose(
-        y, ref.sigmoid(x[:, :3]) * ref.f64(x[:, 3:]), rtol=1e-6, atol=1e-7
+        y, ref.f64(x[:, :3]) * ref.sigmoid(x[:, 3:]), rtol=1e-6, atol=1e-7
     )
 
 

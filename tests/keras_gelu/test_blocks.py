@@ -17,6 +17,7 @@ D_MODEL, D_FF, D_FF_GATED = 768, 3072, 2048
 GATED = {
     "glu": ref.sigmoid,
     "geglu": ref.gelu,
+    "geglu_tanh": ref.gelu_tanh,
     "swiglu": ref.silu,
     "reglu": ref.relu,
     "bilinear": ref.linear,
@@ -162,8 +163,8 @@ def test_gated_ffn_equals_manual_gated_computation(activation):
     gate = GATED[activation]
     y = ref.numpy(block(X))
     assert y.shape == (2, 3, 5)
-    # The fused up projection: first 16 columns gate, last 16 value.
-    expected = manual_ffn(block, X, lambda h: gate(h[..., :16]) * h[..., 16:])
+    # The fused up projection: first 16 columns value, last 16 gate.
+    expected = manual_ffn(block, X, lambda h: h[..., :16] * gate(h[..., 16:]))
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
 
 
@@ -220,7 +221,7 @@ def test_ffn_mixed_policy_computes_in_half_keeps_float32_weights(policy):
         for v in block.weights
     )
     gate = GATED["geglu"]
-    expected = manual_ffn(block, X, lambda h: gate(h[..., :16]) * h[..., 16:])
+    expected = manual_ffn(block, X, lambda h: h[..., :16] * gate(h[..., 16:]))
     np.testing.assert_allclose(ref.numpy(y), expected, rtol=5e-2, atol=5e-2)
 
 
@@ -261,7 +262,7 @@ def test_ffn_rejects_dropout_outside_unit_interval(dropout):
 
 
 @pytest.mark.parametrize(
-    "activation, closest", [("swiglue", "swiglu"), ("gleu", "glu")]
+    "activation, closest", [("swiglue", "swiglu"), ("gleu", "gelu")]
 )
 def test_ffn_unknown_activation_raises_value_error_with_closest(
     activation, closest
@@ -284,3 +285,21 @@ def test_projection_layers_build_one_mechanism_per_kind():
     assert isinstance(dense, keras.layers.Dense)
     assert isinstance(slope, keras_gelu.LearnableLeakyReLU)
     assert slope.name == "p_activation"
+
+
+def test_ffn_projections_get_their_own_initializer_streams():
+    # A seeded initializer shared by every projection gave identical
+    # kernels wherever shapes agreed (up and down of a square FFN).
+    init = keras.initializers.GlorotUniform(seed=1)
+    block = keras_gelu.FeedForward(8, activation="gelu", kernel_initializer=init)
+    block.build((None, 8))
+    up, down = (ref.numpy(layer.kernel) for layer in (block.hidden_layers[0], block.down_proj))
+    assert up.shape == down.shape == (8, 8)
+    assert not np.allclose(up, down)
+    # Reproducible: the same config gives the same kernels.
+    again = keras_gelu.FeedForward(
+        8, activation="gelu", kernel_initializer=keras.initializers.GlorotUniform(seed=1)
+    )
+    again.build((None, 8))
+    np.testing.assert_array_equal(ref.numpy(again.hidden_layers[0].kernel), up)
+    np.testing.assert_array_equal(ref.numpy(again.down_proj.kernel), down)

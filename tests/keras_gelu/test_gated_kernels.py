@@ -1,7 +1,12 @@
-"""Gated split functions: value and gradient against a float64 reference,
-through the fused split-gate-multiply kernel (TensorFlow) and the plain
-path alike."""
+"""Gated split functions: `value * gate(g)` for `value, g = split(x, 2)`.
 
+Checked against a float64 reference, through the fused split-gate-multiply
+kernel (TensorFlow) and the plain path alike, and against the
+implementations users port weights from: `keras.ops.glu` and
+`torch.nn.functional.glu` (value first, gate second).
+"""
+
+import keras
 import numpy as np
 import pytest
 
@@ -11,6 +16,7 @@ from tests.keras_gelu import references as ref
 GATES = {
     "glu": ref.sigmoid,
     "geglu": ref.gelu,
+    "geglu_tanh": ref.gelu_tanh,
     "swiglu": ref.silu,
     "reglu": ref.relu,
     "bilinear": ref.linear,
@@ -18,12 +24,16 @@ GATES = {
 
 
 def _reference_grad(name, h):
-    """d/dh sum(gate(a) * b) for h = [a, b], in float64."""
+    """d/dh sum(a * gate(b)) for h = [a, b], in float64."""
     a, b = np.split(ref.f64(h), 2, axis=-1)
     eps = 1e-6
     gate = GATES[name]
-    d_gate = (gate(a + eps) - gate(a - eps)) / (2 * eps)
-    return np.concatenate([d_gate * b, gate(a)], axis=-1)
+    d_gate = (gate(b + eps) - gate(b - eps)) / (2 * eps)
+    return np.concatenate([gate(b), a * d_gate], axis=-1)
+
+
+def test_every_gated_name_is_checked_here():
+    assert sorted(GATES) == keras_gelu.names("gated")
 
 
 @pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
@@ -38,16 +48,61 @@ def test_gated_function_value_and_gradient_match_float64_reference(name, fusion)
     with keras_gelu.xla_fusion(fusion):
         value = ref.numpy(fn(h))
         grad = ref.grad(fn, h)
-    np.testing.assert_allclose(value, GATES[name](a) * b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(value, a * GATES[name](b), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(grad, _reference_grad(name, h), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
+def test_glu_equals_keras_ops_glu(fusion):
+    x = np.random.default_rng(1).normal(size=(5, 3, 8)).astype("float32")
+    with keras_gelu.xla_fusion(fusion):
+        ours = ref.numpy(keras_gelu.glu(x))
+        layer = ref.numpy(keras_gelu.GLU()(x))
+    theirs = ref.numpy(keras.ops.glu(x))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(layer, theirs, rtol=1e-6, atol=1e-7)
+    # The issue's example: keras.activations.glu([1, -2, .5, 3]).
+    np.testing.assert_allclose(
+        ref.numpy(keras_gelu.glu(np.array([1.0, -2.0, 0.5, 3.0], "float32"))),
+        [0.6224593, -1.9051483],
+        rtol=1e-6,
+    )
+
+
+# torch's own gated units, written as PyTorch users and x-transformers
+# write them: a, b = x.chunk(2, -1); a * act(b).
+def _torch_reference(name, x):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    t = torch.from_numpy(x.astype("float64"))
+    if name == "glu":
+        return F.glu(t, dim=-1).numpy()
+    a, b = t.chunk(2, dim=-1)
+    gate = {
+        "geglu": lambda v: F.gelu(v),
+        "geglu_tanh": lambda v: F.gelu(v, approximate="tanh"),
+        "swiglu": F.silu,
+        "reglu": F.relu,
+        "bilinear": lambda v: v,
+    }[name]
+    return (a * gate(b)).numpy()
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+@pytest.mark.parametrize("name", sorted(GATES))
+def test_gated_function_equals_torch(name, axis):
+    x = np.random.default_rng(2).normal(scale=2.0, size=(4, 6, 6)).astype("float32")
+    ours = ref.numpy(keras_gelu.get(name)(x, axis=axis))
+    moved = np.moveaxis(x, axis, -1)
+    theirs = np.moveaxis(_torch_reference(name, moved), -1, axis)
+    # atol: float32's 1 + tanh in the tanh form's negative tail (float64 here).
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=5e-6)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("name", sorted(GATES))
 def test_gated_function_keeps_half_precision_dtype_and_gives_no_nan(name, dtype):
-    import keras
-
-    # gate(a) * b may overflow float16 legitimately (|a * b| > 65504);
+    # a * gate(b) may overflow float16 legitimately (|a * b| > 65504);
     # what must not happen is a NaN from a finite input.
     h = keras.ops.cast(np.linspace(-6e4, 6e4, 64).reshape(4, 16), dtype)
     out = keras_gelu.get(name)(h)

@@ -153,7 +153,7 @@ def test_gated_layer_is_gate_half_times_value_half_of_fused_kernel(make, gate):
     w = weights_by_name(layer)
     assert w["kernel"].shape == (6, 8) and w["bias"].shape == (8,)
     projected = ref.f64(X) @ w["kernel"] + w["bias"]
-    expected = gate(projected[..., :4]) * projected[..., 4:]
+    expected = projected[..., :4] * gate(projected[..., 4:])
     assert y.shape == (2, 3, 4)
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
 
@@ -166,7 +166,7 @@ def test_gated_layer_without_bias_has_only_the_fused_kernel():
     projected = ref.f64(X) @ w["kernel"]
     np.testing.assert_allclose(
         y,
-        ref.silu(projected[..., :5]) * projected[..., 5:],
+        projected[..., :5] * ref.silu(projected[..., 5:]),
         rtol=1e-5,
         atol=1e-6,
     )
@@ -187,7 +187,7 @@ def test_gated_layer_without_units_splits_its_input(cls, gate):
     y = ref.numpy(layer(X))
     assert not layer.weights
     np.testing.assert_allclose(
-        y, gate(X[..., :3]) * ref.f64(X[..., 3:]), rtol=1e-6, atol=1e-7
+        y, ref.f64(X[..., :3]) * gate(X[..., 3:]), rtol=1e-6, atol=1e-7
     )
 
 
@@ -195,7 +195,7 @@ def test_glu_without_units_splits_the_given_axis():
     x = RNG.normal(size=(2, 4, 5)).astype(np.float32)
     y = ref.numpy(keras_gelu.GLU(axis=1)(x))
     np.testing.assert_allclose(
-        y, ref.sigmoid(x[:, :2]) * ref.f64(x[:, 2:]), rtol=1e-6, atol=1e-7
+        y, ref.f64(x[:, :2]) * ref.sigmoid(x[:, 2:]), rtol=1e-6, atol=1e-7
     )
     assert keras_gelu.GLU(axis=1).compute_output_shape((2, 4, 5)) == (2, 2, 5)
 
@@ -267,7 +267,7 @@ def test_gated_layer_mixed_policy_computes_in_half_keeps_float32_weights(
     )
     w = weights_by_name(layer)
     projected = ref.f64(X) @ w["kernel"] + w["bias"]
-    expected = ref.gelu(projected[..., :4]) * projected[..., 4:]
+    expected = projected[..., :4] * ref.gelu(projected[..., 4:])
     np.testing.assert_allclose(ref.numpy(y), expected, rtol=3e-2, atol=3e-2)
 
 
@@ -464,3 +464,99 @@ def test_learnable_leaky_relu_per_channel_and_shared_axes_together_raise():
 def test_learnable_leaky_relu_non_numeric_initial_slope_raises(slope):
     with pytest.raises(ValueError, match=f"received {slope!r}"):
         keras_gelu.LearnableLeakyReLU(initial_slope=slope)
+
+
+# --- Keras idioms: masking, initializers, arguments that must not be ignored.
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: keras_gelu.GLU(4),
+        lambda: keras_gelu.GEGLU(4),
+        lambda: keras_gelu.SwiGLU(4),
+        lambda: keras_gelu.ReGLU(4),
+        lambda: keras_gelu.Bilinear(4),
+        lambda: keras_gelu.GLU(),
+        lambda: keras_gelu.FeedForward(8, activation="geglu"),
+        lambda: keras_gelu.FeedForward(8, activation="gelu"),
+    ],
+)
+def test_gated_layers_and_ffn_pass_an_embedding_mask_through(make):
+    tokens = np.array([[3, 5, 0, 0], [7, 0, 0, 0]])
+    inputs = keras.Input((None,), dtype="int32")
+    x = keras.layers.Embedding(10, 6, mask_zero=True)(inputs)
+    x = make()(x)
+    # A masked average: wrong if the mask were dropped on the way.
+    pooled = keras.layers.GlobalAveragePooling1D()(x)
+    model = keras.Model(inputs, [x, pooled])
+    hidden, mean = (ref.numpy(t) for t in model(tokens))
+    lengths = (tokens != 0).sum(axis=1)
+    expected = np.stack(
+        [hidden[i, : lengths[i]].mean(axis=0) for i in range(len(tokens))]
+    )
+    np.testing.assert_allclose(mean, expected, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(mean, hidden.mean(axis=1), atol=1e-4)
+
+
+def test_glu_does_not_share_the_initializer_object_given():
+    init = keras.initializers.GlorotUniform(seed=3)
+    layer = keras_gelu.SwiGLU(4, kernel_initializer=init)
+    layer.build((None, 4))
+    assert layer.value_gate_proj.kernel_initializer is not init
+    expected = keras.initializers.GlorotUniform(seed=3)((4, 8))
+    np.testing.assert_array_equal(
+        ref.numpy(layer.value_gate_proj.kernel), ref.numpy(expected)
+    )
+
+
+@pytest.mark.parametrize("cls", [keras_gelu.SwiGLU, keras_gelu.GEGLU, keras_gelu.ReGLU, keras_gelu.Bilinear])
+def test_named_gated_layer_refuses_another_activation(cls):
+    with pytest.raises(ValueError, match="fixes its gate") as info:
+        cls(4, activation="sigmoid")
+    assert "GLU(units" in str(info.value)
+
+
+def test_named_gated_layer_accepts_its_own_gate_spelled_any_way():
+    assert keras_gelu.SwiGLU(4, activation="swish").activation is keras_gelu.silu
+    assert keras_gelu.SwiGLU(4, activation=keras_gelu.swiglu).activation is keras_gelu.silu
+
+
+@pytest.mark.parametrize("name", [" geglu", "GeGLU", "geglu\n", "GEGLU_TANH", "geglu-tanh"])
+def test_gated_names_are_cleaned_once_and_work_at_call_time(name):
+    ffn = keras_gelu.FeedForward(8, activation=name)
+    assert ffn.is_gated
+    y = ffn(np.ones((2, 4), "float32"))
+    assert tuple(y.shape) == (2, 4)
+    glu = keras_gelu.GLU(4, activation=name)
+    assert glu.activation in (keras_gelu.gelu, keras_gelu.gelu_tanh)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda fn: keras.layers.Dense(8, activation=fn),
+        lambda fn: keras.layers.Activation(fn),
+        lambda fn: keras.layers.EinsumDense("ab,bc->ac", 8, activation=fn),
+    ],
+    ids=["Dense", "Activation", "EinsumDense"],
+)
+@pytest.mark.parametrize("fn", [keras_gelu.geglu, keras_gelu.swiglu, keras_gelu.glu])
+def test_gated_function_as_elementwise_layer_activation_raises_not_wrong_shape(make, fn):
+    model = keras.Sequential([keras.Input((6,)), make(fn), keras.layers.Dense(3)])
+    with pytest.raises(ValueError, match="is a gated unit") as info:
+        model.predict(np.ones((2, 6), "float32"), verbose=0)
+    assert "keras_gelu.GLU" in str(info.value) and "FeedForward" in str(info.value)
+
+
+def test_gated_function_called_directly_in_a_custom_layer_still_works():
+    class Halves(keras.layers.Layer):
+        def __init__(self):
+            super().__init__()
+            self.activation = keras_gelu.geglu
+
+        def call(self, x):
+            return self.activation(x)
+
+    y = Halves()(np.ones((2, 6), "float32"))
+    assert tuple(y.shape) == (2, 3)

@@ -52,6 +52,7 @@ ELEMENTWISE_FUNCTIONS = [
 GATED_FUNCTIONS = [
     ("glu", keras_gelu.glu),
     ("geglu", keras_gelu.geglu),
+    ("geglu_tanh", keras_gelu.geglu_tanh),
     ("swiglu", keras_gelu.swiglu),
     ("reglu", keras_gelu.reglu),
     ("bilinear", keras_gelu.bilinear),
@@ -113,9 +114,10 @@ def build_functional():
         )
         for label, fn in ELEMENTWISE_FUNCTIONS
     ]
+    # A gated function as a GLU's activation means its gate.
     outputs += [
-        keras.layers.Dense(8, activation=fn, name=f"dense_{label}", **dense)(
-            inputs
+        keras_gelu.GLU(activation=fn, name=f"split_{label}")(
+            keras.layers.Dense(8, name=f"dense_{label}", **dense)(inputs)
         )
         for label, fn in GATED_FUNCTIONS
     ]
@@ -138,9 +140,8 @@ def build_sequential():
             keras_gelu.FeedForward(12, activation="reglu", output_dim=6),
             keras_gelu.GLU(),
             keras_gelu.GELU(),
-            # Last: Dense's symbolic output shape does not know that a
-            # gated activation halves the width.
-            keras.layers.Dense(8, activation=keras_gelu.swiglu),
+            keras.layers.Dense(8),
+            keras_gelu.SwiGLU(),
         ]
     )
     randomize_slopes(model, seed=1)
@@ -394,8 +395,12 @@ def test_functional_model_holds_every_public_function_and_layer():
     for cls in PUBLIC_LAYERS:
         assert cls in classes
     activations = {getattr(layer, "activation", None) for layer in model.layers}
-    for _, fn in ELEMENTWISE_FUNCTIONS + GATED_FUNCTIONS:
+    for _, fn in ELEMENTWISE_FUNCTIONS:
         assert fn in activations
+    # A gated function is not an elementwise Dense activation (it halves
+    # the width): each appears as the gate of a GLU.
+    for label, _ in GATED_FUNCTIONS:
+        assert keras_gelu.activations.gate_function(label) in activations
 
 
 @pytest.mark.parametrize("name", MODELS)

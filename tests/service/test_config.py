@@ -299,10 +299,23 @@ def test_baseline_typo_is_checked_against_every_activation_name(tmp_path):
     assert 'Did you mean "relu"?' in message
 
 
-def test_activation_names_read_from_source_equal_keras_gelu_names():
-    # The fast path (no Keras import) against the real table.
-    keras_gelu = pytest.importorskip("keras_gelu")
-    assert config_module._activation_names_from_source() == tuple(keras_gelu.names())
+def test_config_validation_reads_the_name_table_without_importing_keras():
+    # A fresh process: validating a config must not import Keras, and the
+    # names it accepts are exactly keras_gelu.names().
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from service import config; "
+        "names = config.activation_names(); "
+        "assert 'keras' not in sys.modules, 'keras imported'; "
+        "import keras_gelu; assert names == tuple(keras_gelu.names()), names; "
+        "print('ok')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr
 
 
 # --- Seeds. ------------------------------------------------------------------
