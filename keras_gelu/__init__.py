@@ -1,5 +1,6 @@
 """keras_gelu: GELU in every mode, gated units and FFN blocks for Keras 3."""
 
+from keras_gelu import stacking
 from keras_gelu._backend import xla_fusion
 from keras_gelu.activations import ACTIVATIONS
 from keras_gelu.activations import bilinear

@@ -346,6 +346,12 @@ class Bilinear(_NamedGLU):
     gate = "linear"
 
 
+def leaky(inputs, slope):
+    """`x if x >= 0 else slope * x`, `slope` a tensor that broadcasts."""
+    slope = ops.cast(slope, inputs.dtype)
+    return ops.where(inputs >= 0, inputs, inputs * slope)
+
+
 @register
 class LearnableLeakyReLU(keras.layers.Layer):
     """Leaky ReLU with a learnable negative slope: `x if x >= 0 else a * x`.
@@ -455,8 +461,7 @@ class LearnableLeakyReLU(keras.layers.Layer):
         )
 
     def call(self, inputs):
-        slope = ops.cast(self.slope, inputs.dtype)
-        return ops.where(inputs >= 0, inputs, inputs * slope)
+        return leaky(inputs, self.slope)
 
     def compute_output_shape(self, input_shape):
         return input_shape
