@@ -14,7 +14,9 @@ layers:
 
 Both layer sets create their weights in the same order, so
 `stack_weights`/`unstack_weights` copy M plain models into the stacked
-one and back, index by index.
+one and back, index by index. Both may start with the same
+`keras.layers.Normalization` (constants, no weights: nothing to pair), so
+the model takes raw features and standardizes them itself.
 """
 
 import functools
@@ -247,9 +249,15 @@ def build_model(
     members=None,
     dtype=None,
     name=None,
+    normalization=None,
 ):
     """Builds the classifier of `model_cfg` with one activation.
 
+    With `normalization`, the model starts with a
+    `keras.layers.Normalization` holding those statistics as constants:
+    `input -> (x - mean) / sqrt(variance) -> ...`, so it takes raw
+    features; it has no weights, and every member of a stacked model uses
+    the same statistics.
     `block: dense`: `input -> [projection(w, activation) (-> Dropout)] per
     width w in hidden_units -> Dense(n_classes, softmax)`.
     `block: feedforward`: `input -> Dense(d_model) -> [x + FeedForward(w,
@@ -268,8 +276,12 @@ def build_model(
             `(batch, M, F) -> (batch, M, C)`, whose weights come from M
             plain models via `stack_weights`.
         dtype: Dtype policy of the layers; `None` for the global policy.
-            Under a mixed policy the softmax head runs in float32.
+            Under a mixed policy the normalization and the softmax head
+            run in float32.
         name: Model name.
+        normalization: `None` (inputs used as they come), or the training
+            split's `service.data.FeatureStats` (`mean`, `variance`, each
+            `[F]`; a zero variance must already be replaced, e.g. by 1).
 
     Returns:
         An uncompiled `keras.Model` that outputs class probabilities.
@@ -292,16 +304,30 @@ def build_model(
         )
     prims = _PLAIN if members is None else _Stacked(members)
     inputs = keras.Input(prims.input_shape(input_dim), name="features")
-    x = block(prims, inputs, model_cfg, activation, dtype)
+    x = inputs
+    if normalization is not None:
+        # float32 under mixed precision: raw digits pixels (0..16) minus
+        # their mean would lose bits in bfloat16 before the first layer.
+        x = keras.layers.Normalization(
+            mean=np.asarray(normalization.mean, "float64").tolist(),
+            variance=np.asarray(normalization.variance, "float64").tolist(),
+            name="normalization",
+            dtype=_float32_if_mixed(dtype),
+        )(x)
+    x = block(prims, x, model_cfg, activation, dtype)
     outputs = prims.dense(
-        n_classes, activation="softmax", name="head", dtype=_head_dtype(dtype)
+        n_classes,
+        activation="softmax",
+        name="head",
+        dtype=_float32_if_mixed(dtype),
     )(x)
     return keras.Model(inputs, outputs, name=name)
 
 
-def _head_dtype(dtype):
+def _float32_if_mixed(dtype):
     # Mixed precision: softmax probabilities (and the loss on them) in
-    # float32, as the Keras mixed-precision guide recommends.
+    # float32, as the Keras mixed-precision guide recommends; the input
+    # normalization too.
     policy = (
         keras.dtype_policies.get(dtype)
         if dtype

@@ -158,9 +158,10 @@ def run(config, quiet=False, echo=print):
                         "sweep_run_id": sweep_run_id,
                     },
                     description=registry_description(
-                        summary, activation, member, config
+                        summary, activation, member, config, dataset
                     ),
                     pip_requirements=tracking.pip_requirements(),
+                    metadata=model_metadata(dataset),
                 )
                 export_path = None
                 if activation in staged:
@@ -195,15 +196,32 @@ def best_member(summary, results, activation):
     raise AssertionError(f"no result for {activation} seed {seed}")
 
 
-def registry_description(summary, activation, member, config):
+def registry_description(summary, activation, member, config, dataset):
+    """The model version's description: what it takes, returns and scored."""
+    from service import data
     from service import stats
 
     return (
+        f"Input: {data.describe_inputs(dataset)} "
+        f"Output: {data.describe_outputs(dataset)} "
         f"Best of {len(config.seeds)} seeds (by final validation accuracy, "
         f"seed {member.seed}) of a kg-train sweep on {config.data.dataset}: "
         f"test accuracy {member.test_accuracy:.4f}. "
         f"{stats.comparison_sentence(summary, activation)}"
     )
+
+
+def model_metadata(dataset):
+    """The logged model's MLmodel `metadata`: its inputs and outputs."""
+    from service import data
+
+    return {
+        "inputs": data.describe_inputs(dataset),
+        "feature_names": list(dataset.feature_names),
+        "standardized_inside_model": dataset.normalization is not None,
+        "outputs": data.describe_outputs(dataset),
+        "class_names": list(dataset.class_names),
+    }
 
 
 def flatten(tree, prefix=""):

@@ -44,7 +44,8 @@ def write_report(summary, results, out_dir, *, title, dataset=None, config_dict=
         out_dir: folder to write into; created if missing.
         title: the report's heading.
         dataset: optional `service.data.Dataset` (x_train/y_train/x_test/
-            y_test arrays as fed to the models, `input_dim`).
+            y_test arrays as fed to the models, `input_dim`; with
+            `features`, the setup says what the models take and return).
         config_dict: optional nested dict of the resolved `Config`
             (e.g. `dataclasses.asdict(config)`) for the setup section.
 
@@ -150,6 +151,7 @@ def _setup(summary, results, dataset, cfg):
             parts.append(f"split seed {_get(cfg, 'data.seed')} (the same for every member)")
         lines.append("- Data: " + "; ".join(parts) + ". The test split is used only "
                      "for the final numbers, never for training or selection.")
+    lines += _model_io(dataset)
     if _get(cfg, "model"):
         m = cfg["model"]
         hidden = tuple(m.get("hidden_units", ()))
@@ -171,6 +173,16 @@ def _setup(summary, results, dataset, cfg):
         lines += ["", "<details><summary>Full configuration</summary>", ""]
         lines += _config_block(cfg) + ["", "</details>"]
     return lines + [""]
+
+
+def _model_io(dataset):
+    """What the trained (and registered, and exported) models take and return."""
+    if not getattr(dataset, "features", ""):
+        return []
+    from service import data
+
+    return [f"- Model input: {data.describe_inputs(dataset)}",
+            f"- Model output: {data.describe_outputs(dataset)}"]
 
 
 def _config_block(cfg):

@@ -149,12 +149,17 @@ class Tracker:
         description,
         pip_requirements,
         extra_artifacts=None,
+        metadata=None,
     ):
         """Logs `model` as a pyfunc in `run_id`, registers it, sets `alias`.
 
         The logged model carries its own copy of keras_gelu (code path) and
         a pyfunc loader that imports it, so `mlflow models serve` works in a
-        fresh process that never imported keras_gelu.
+        fresh process that never imported keras_gelu. Its signature is one
+        float32 tensor `[-1, features]` in and `[-1, classes]` out (clients
+        send `{"inputs": [[...], ...]}`); a tensor spec cannot name its
+        columns, so `metadata` (e.g. feature and class names, in the
+        MLmodel file) and `description` say what they mean.
 
         Returns:
             The new model version (an int, as a string per MLflow).
@@ -185,6 +190,7 @@ class Tracker:
                     code_paths=[os.path.dirname(keras_gelu.__file__)],
                     signature=signature,
                     pip_requirements=pip_requirements,
+                    metadata=metadata,
                 )
             for warning in caught:
                 if not _DELIBERATE.search(str(warning.message)):

@@ -338,8 +338,10 @@ def train_sweep(dataset, config, progress=None):
         A list of `MemberResult`, activations in config order, seeds in
         config order within each. `model` is the trained plain
         `keras.Model` (compiled with the configured optimizer, sparse
-        crossentropy and accuracy); `train_seconds` is the activation's
-        training wall time divided by its number of members.
+        crossentropy and accuracy), which takes raw features: with
+        `dataset.normalization` it standardizes them itself.
+        `train_seconds` is the activation's training wall time divided by
+        its number of members.
 
     Raises:
         ServiceError: for an unavailable device or an unknown optimizer
@@ -383,6 +385,7 @@ def _train_activation(
                     dataset.input_dim,
                     dataset.n_classes,
                     name=f"{activation}_seed{seed}",
+                    normalization=dataset.normalization,
                 )
             )
         stacked = build_model(
@@ -392,6 +395,7 @@ def _train_activation(
             dataset.n_classes,
             members=members,
             name=f"{activation}_x{members}",
+            normalization=dataset.normalization,
         )
     stack_weights(stacked, plain_models)
 

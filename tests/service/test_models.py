@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from service.config import ModelConfig
+from service.data import FeatureStats
 from service.errors import ServiceError
 from service.models import build_model
 from service.models import stack_weights
@@ -96,7 +97,10 @@ def test_unstack_weights_copies_each_member_back_to_its_plain_model(activation):
     )
     rng = np.random.default_rng(2)
     for variable in stacked.weights:
-        variable.assign(rng.normal(size=variable.shape).astype("float32"))
+        # Scale 0.3: N(0, 1) weights give logits ~1e5 through the gated
+        # blocks, where einsum vs matmul rounding alone moves softmax 2e-6.
+        values = 0.3 * rng.normal(size=variable.shape)
+        variable.assign(values.astype("float32"))
     plain = _plain_models(cfg, activation)
     unstack_weights(stacked, plain)
     x = _inputs()
@@ -164,3 +168,94 @@ def test_mixed_precision_model_outputs_float32_probabilities():
 def test_unknown_block_raises_service_error():
     with pytest.raises(ServiceError, match="feedforward"):
         build_model(ModelConfig(block="conv"), "relu", INPUT_DIM, N_CLASSES)
+
+
+# --- Normalization: the model takes raw features. ------------------------
+
+
+def _stats():
+    # Feature 2 is constant in training: variance replaced by 1 (data.py).
+    return FeatureStats(
+        mean=np.array([3.0, -20.0, 7.0]), variance=np.array([4.0, 0.25, 1.0])
+    )
+
+
+def _raw_inputs(batch=16):
+    # Raw units far from standardized, and the "constant" feature nonzero.
+    rng = np.random.default_rng(3)
+    return (rng.normal(size=(batch, INPUT_DIM)) * [2.0, 0.5, 1.0]
+            + [3.0, -20.0, 9.0]).astype("float32")
+
+
+@pytest.mark.parametrize("block", sorted(BLOCKS))
+def test_normalized_model_on_raw_features_equals_the_bare_one_on_z_scores(
+    block,
+):
+    cfg = BLOCKS[block]
+    stats = _stats()
+    (normalized,) = _plain_models(cfg, "gelu", seeds=(0,), normalization=stats)
+    (bare,) = _plain_models(cfg, "gelu", seeds=(0,))
+    assert len(normalized.weights) == len(bare.weights)  # constants only
+    bare.set_weights(normalized.get_weights())
+    raw = _raw_inputs()
+    z = (raw.astype("float64") - stats.mean) / np.sqrt(stats.variance)
+    got = keras.ops.convert_to_numpy(normalized(raw))
+    want = keras.ops.convert_to_numpy(bare(z.astype("float32")))
+    np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+@pytest.mark.parametrize("activation", ["geglu", "learnable_leaky_relu"])
+def test_stacked_model_with_normalization_equals_its_plain_members(activation):
+    cfg = BLOCKS["feedforward"]
+    stats = _stats()
+    plain = _plain_models(cfg, activation, normalization=stats)
+    stacked = build_model(
+        cfg,
+        activation,
+        INPUT_DIM,
+        N_CLASSES,
+        members=MEMBERS,
+        normalization=stats,
+    )
+    stack_weights(stacked, plain)
+    x = _raw_inputs()
+    got = _stacked_prediction(stacked, x)
+    for m, model in enumerate(plain):
+        want = keras.ops.convert_to_numpy(model(x))
+        np.testing.assert_allclose(got[:, m], want, atol=1e-6)
+
+
+def test_saved_keras_file_keeps_the_normalization(tmp_path):
+    (model,) = _plain_models(
+        BLOCKS["dense"], "swiglu", seeds=(0,), normalization=_stats()
+    )
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.get_layer("normalization") is not None
+    x = _raw_inputs()
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(loaded(x)),
+        keras.ops.convert_to_numpy(model(x)),
+        atol=1e-7,
+    )
+
+
+def test_no_normalization_layer_without_statistics():
+    model = build_model(BLOCKS["dense"], "relu", INPUT_DIM, N_CLASSES)
+    assert not any(
+        isinstance(layer, keras.layers.Normalization) for layer in model.layers
+    )
+
+
+def test_mixed_precision_normalizes_in_float32():
+    model = build_model(
+        BLOCKS["dense"],
+        "gelu",
+        INPUT_DIM,
+        N_CLASSES,
+        dtype="mixed_bfloat16",
+        normalization=_stats(),
+    )
+    assert model.get_layer("normalization").compute_dtype == "float32"
+    assert model.get_layer("hidden_0").compute_dtype == "bfloat16"

@@ -155,3 +155,20 @@ def test_activation_curve_labels_and_values(name, label, x, y):
 
 def test_activation_curve_unknown_name_is_skipped():
     assert report.activation_curve("no_such_activation") is None
+
+
+def test_setup_says_what_the_models_take_and_return():
+    from service.config import DataConfig
+    from service.data import load_dataset
+
+    results = sweep(with_models=False, seeds=(0, 1))
+    summary = stats.summarize(results, "relu")
+    md = report.render_markdown(
+        summary, results, title="t",
+        dataset=load_dataset(DataConfig(dataset="digits")),
+    )
+    assert ("- Model input: float32 [n, 64], one example per row: an 8x8 image's "
+            "64 pixel intensities 0..16, row by row, as sklearn.datasets.load_digits "
+            "returns them. Send them raw") in md
+    assert ("- Model output: float32 [n, 10] class probabilities (rows sum to 1), "
+            "column k for label k: 0 = digit 0") in md

@@ -8,8 +8,11 @@ import textwrap
 import keras
 import numpy as np
 import pytest
+from sklearn.datasets import load_digits
+from sklearn.datasets import make_moons
 from sklearn.metrics import accuracy_score
 from sklearn.metrics import log_loss
+from sklearn.model_selection import train_test_split
 
 from service.config import Config
 from service.config import DataConfig
@@ -67,7 +70,11 @@ def _train_alone(dataset, config, activation, seed):
     training = config.training
     keras.utils.set_random_seed(seed)
     model = build_model(
-        config.model, activation, dataset.input_dim, dataset.n_classes
+        config.model,
+        activation,
+        dataset.input_dim,
+        dataset.n_classes,
+        normalization=dataset.normalization,
     )
     model.compile(
         optimizer=REFERENCE_OPTIMIZERS[training.optimizer](
@@ -113,7 +120,19 @@ def _train_alone(dataset, config, activation, seed):
 def test_each_sweep_member_equals_the_model_trained_alone_with_its_seed(
     dataset, activation, optimizer, model
 ):
-    config = _config(activation, optimizer=optimizer, **model)
+    _assert_members_equal_models_trained_alone(
+        dataset, _config(activation, optimizer=optimizer, **model)
+    )
+
+
+def test_members_equal_models_trained_alone_without_standardization():
+    raw = load_dataset(DataConfig(n_samples=200, seed=0, standardize=False))
+    assert raw.normalization is None
+    _assert_members_equal_models_trained_alone(raw, _config("gelu"))
+
+
+def _assert_members_equal_models_trained_alone(dataset, config):
+    (activation,) = config.activations
     results = train_sweep(dataset, config)
     members = [(r.activation, r.seed) for r in results]
     assert members == [(activation, seed) for seed in (0, 1, 2)]
@@ -209,8 +228,73 @@ def test_mixed_precision_xla_and_dropout_train_and_restore_the_policy(dataset):
     assert np.isfinite(result.test_loss)
     # Training moved the weights away from the seed's initial ones.
     keras.utils.set_random_seed(0)
-    initial = build_model(config.model, "gelu", 2, 2).get_weights()
+    initial = build_model(
+        config.model, "gelu", 2, 2, normalization=dataset.normalization
+    ).get_weights()
     assert not np.allclose(result.model.get_weights()[0], initial[0])
+
+
+def _within_sampling_noise(accuracy, reference, n, n_reference):
+    """|accuracy - reference| within 3 binomial standard errors of the
+    difference of two independent estimates, plus 1 pp for the model."""
+    p = min(max(reference, 0.05), 0.95)
+    se = np.sqrt(p * (1 - p) * (1 / n + 1 / n_reference))
+    return abs(accuracy - reference) <= 3 * se + 0.01
+
+
+def _one_member(dataset, epochs, hidden, learning_rate):
+    config = Config(
+        activations=("gelu",),
+        seeds=(0,),
+        model=ModelConfig(hidden_units=hidden),
+        training=TrainingConfig(
+            epochs=epochs, batch_size=32, learning_rate=learning_rate
+        ),
+    )
+    (result,) = train_sweep(dataset, config)
+    return result
+
+
+def _accuracy(model, x, y):
+    probs = keras.ops.convert_to_numpy(model(x.astype("float32")))
+    return float((probs.argmax(axis=1) == y).mean())
+
+
+def test_trained_model_takes_fresh_raw_moons_at_its_test_accuracy():
+    """A fresh make_moons sample, drawn with a seed the service never used,
+    sent as make_moons returns it: the model's accuracy on it estimates the
+    same thing as the test accuracy, so the two agree within sampling
+    noise (a model that expected standardized inputs scores ~70 %)."""
+    dataset = load_dataset(DataConfig(n_samples=1000, noise=0.2, seed=0))
+    result = _one_member(
+        dataset, epochs=30, hidden=(16, 16), learning_rate=0.01
+    )
+    # Trained (~96 %), so that the comparison means something.
+    assert result.test_accuracy > 0.9
+    x, y = make_moons(2000, noise=0.2, random_state=12345)
+    fresh = _accuracy(result.model, x, y)
+    assert _within_sampling_noise(
+        fresh, result.test_accuracy, len(y), len(dataset.y_test)
+    ), (fresh, result.test_accuracy)
+
+
+def test_trained_model_takes_raw_load_digits_rows_at_its_test_accuracy():
+    """Digits has no generator, so no fresh sample: the held-out test rows
+    are re-derived here from load_digits() with scikit-learn's own split
+    (test first, stratified, the data seed), not through service.data, and
+    sent as load_digits returns them (pixels 0..16). They are the rows the
+    test accuracy was measured on, so the accuracies agree up to one
+    example (a float tie); a model that expected rescaled or standardized
+    pixels would not."""
+    dataset = load_dataset(DataConfig(dataset="digits", seed=0))
+    result = _one_member(dataset, epochs=20, hidden=(64,), learning_rate=0.001)
+    assert result.test_accuracy > 0.9
+    x, y = load_digits(return_X_y=True)
+    _, x_test, _, y_test = train_test_split(
+        x, y, test_size=0.2, stratify=y, random_state=0
+    )
+    served = _accuracy(result.model, x_test, y_test)
+    assert abs(served - result.test_accuracy) <= 1 / len(y_test) + 1e-9
 
 
 def test_describe_device_reports_cpu_and_refuses_a_missing_gpu():
@@ -248,7 +332,8 @@ JAX_SWEEP = textwrap.dedent("""
     results = train_sweep(ds, config)
     # Member gelu/seed 1 against the plain model trained alone.
     keras.utils.set_random_seed(1)
-    ref = build_model(config.model, "gelu", ds.input_dim, ds.n_classes)
+    ref = build_model(config.model, "gelu", ds.input_dim, ds.n_classes,
+                      normalization=ds.normalization)
     ref.compile(optimizer=keras.optimizers.Adam(0.01),
                 loss="sparse_categorical_crossentropy")
     rng = np.random.default_rng(1)
