@@ -42,7 +42,11 @@ def naive(dataset, config):
         for seed in config.seeds:
             keras.utils.set_random_seed(seed)
             model = build_model(
-                config.model, activation, dataset.input_dim, dataset.n_classes
+                config.model,
+                activation,
+                dataset.input_dim,
+                dataset.n_classes,
+                normalization=dataset.normalization,  # as train_sweep's models
             )
             model.compile(
                 optimizer=keras.optimizers.Adam(training.learning_rate),

@@ -280,7 +280,8 @@ class DataConfig:
     validation_fraction: float = _setting(0.2, _fraction)
     # data generation and split; separate from model seeds
     seed: int = _setting(0, _within(0, MAX_SEED, low_open=False, high_open=False))
-    standardize: bool = True  # z-score features using training statistics
+    # the model z-scores its raw inputs itself (training-split statistics)
+    standardize: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -966,7 +967,11 @@ def describe_plan(config, environ=None):
     else:
         source = f"{data.dataset}: {data.n_samples} samples, noise {data.noise}"
     source += f", data seed {data.seed}"
-    source += ", standardized features" if data.standardize else ", raw features"
+    source += (
+        ", features standardized inside the model"
+        if data.standardize
+        else ", raw features"
+    )
     arch = f"{model.block} block, hidden {list(model.hidden_units)}"
     if model.block == "feedforward":
         arch += f", d_model {model.d_model}"
