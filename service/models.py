@@ -1,198 +1,30 @@
-"""The network every activation is trained in: one builder, two layer sets.
+"""The network every activation is trained in, and its member-stacked twin.
 
-`build_model` writes the architecture once, over a small set of primitive
-layers:
+`build_model` writes the architecture once, from keras_gelu's own layers
+(`keras_gelu.projection_layers`, `keras_gelu.FeedForward`), mapping
+`(batch, features)` to class probabilities `(batch, classes)`.
 
-- `_PLAIN`: the model users get, from keras_gelu's own layers
-  (`keras_gelu.projection_layers`, `keras_gelu.FeedForward`), mapping
-  `(batch, features)` to class probabilities `(batch, classes)`;
-- `_Stacked(members)`: the same network for M independent members at
-  once, `(batch, M, features) -> (batch, M, classes)`, every weight with a
-  leading M axis (a kernel is `(M, in, out)`, applied with
-  `einsum("bmi,mio->bmo")`). On a CPU a step of 10 stacked members
-  costs about twice a step of one model: the per-step overhead is shared.
-
-Both layer sets create their weights in the same order, so
+`stack_model(model, M)` is the same network for M independent members at
+once, `(batch, M, features) -> (batch, M, classes)`: every layer replaced
+by its stacked form from `keras_gelu.stacking` (every weight with a
+leading M axis, a kernel `(M, in, out)` applied with an einsum). On a CPU
+a step of 10 stacked members costs about twice a step of one model: the
+per-step overhead is shared. The stacked forms of keras_gelu's layers are
+keras_gelu's to define and test; nothing here re-creates their insides.
 `stack_weights`/`unstack_weights` copy M plain models into the stacked
-one and back, index by index. Both may start with the same
-`keras.layers.Normalization` (constants, no weights: nothing to pair), so
-the model takes raw features and standardizes them itself.
+one and back, index by index.
 """
-
-import functools
 
 import keras
 import numpy as np
-from keras import ops
 
 import keras_gelu
-from keras_gelu import activations as kg_activations
+from keras_gelu.stacking import stack_weights  # noqa: F401 -- re-exported
+from keras_gelu.stacking import unstack_weights  # noqa: F401 -- re-exported
 from service.errors import ServiceError
 
-# --- Stacked primitives: keras.ops only, so every backend runs them. -------
 
-
-class StackedDense(keras.layers.Layer):
-    """M independent `Dense` layers: `y[b, m] = act(x[b, m] @ W[m] + c[m])`.
-
-    Input `(batch, M, in)`, output `(batch, M, units)`. The kernel is
-    `(M, in, units)`, the bias `(M, units)`; their initial values are
-    placeholders for `stack_weights`.
-
-    Args:
-        members: Positive int M, the size of axis 1 of the input.
-        units: Output width of every member.
-        activation: A callable or Keras name applied to the output.
-        **kwargs: Base layer keyword arguments (`name`, `dtype`).
-    """
-
-    def __init__(self, members, units, activation=None, **kwargs):
-        super().__init__(**kwargs)
-        self.members = members
-        self.units = units
-        self.activation = keras.activations.get(activation)
-
-    def build(self, input_shape):
-        self.kernel = self.add_weight(
-            name="kernel",
-            shape=(self.members, input_shape[-1], self.units),
-            initializer="glorot_uniform",
-        )
-        self.bias = self.add_weight(
-            name="bias", shape=(self.members, self.units), initializer="zeros"
-        )
-
-    def call(self, inputs):
-        x = ops.einsum("bmi,mio->bmo", inputs, self.kernel) + self.bias
-        return self.activation(x)
-
-
-class _Plain:
-    """The primitives of the model users get: keras_gelu's own layers."""
-
-    def input_shape(self, input_dim):
-        return (input_dim,)
-
-    def projection(self, units, activation, name, dtype):
-        return keras_gelu.projection_layers(
-            units, activation, name=name, dtype=dtype
-        )
-
-    def dense(self, units, activation, name, dtype):
-        return keras.layers.Dense(
-            units, activation=activation, name=name, dtype=dtype
-        )
-
-    def feedforward(
-        self,
-        hidden_dim,
-        activation,
-        output_dim,
-        dropout,
-        match_params,
-        name,
-        dtype,
-    ):
-        return [
-            keras_gelu.FeedForward(
-                hidden_dim,
-                activation=activation,
-                output_dim=output_dim,
-                dropout=dropout,
-                match_params=match_params,
-                name=name,
-                dtype=dtype,
-            )
-        ]
-
-
-class _Stacked:
-    """The same primitives for M members, weights stacked on a leading axis.
-
-    Each method returns the layers whose weights line up, in order and up
-    to the leading M axis, with `_Plain`'s.
-    """
-
-    def __init__(self, members):
-        self.members = members
-
-    def input_shape(self, input_dim):
-        return (self.members, input_dim)
-
-    def projection(self, units, activation, name, dtype):
-        # The three kinds of keras_gelu.projection_layers.
-        kind = _activation_kind(activation)
-        kwargs = dict(name=name, dtype=dtype)
-        if kind == "gated":
-            # GLU: one fused gate+value projection, then the split.
-            gate = kg_activations.gate_function(activation)
-            split = functools.partial(kg_activations.gated, gate=gate)
-            return [
-                StackedDense(
-                    self.members, 2 * units, activation=split, **kwargs
-                )
-            ]
-        if kind == "layer":
-            # LearnableLeakyReLU's scalar slope, one per member: the slope
-            # has shape (M, 1), shared over the feature axis.
-            key = kg_activations.standardize_name(activation)
-            layer_class = getattr(
-                keras_gelu, kg_activations.ACTIVATIONS[key][1]
-            )
-            return [
-                StackedDense(self.members, units, **kwargs),
-                layer_class(
-                    shared_axes=[2], name=f"{name}_activation", dtype=dtype
-                ),
-            ]
-        return [
-            StackedDense(
-                self.members,
-                units,
-                activation=keras_gelu.get(activation),
-                **kwargs,
-            )
-        ]
-
-    def dense(self, units, activation, name, dtype):
-        return StackedDense(
-            self.members, units, activation=activation, name=name, dtype=dtype
-        )
-
-    def feedforward(
-        self,
-        hidden_dim,
-        activation,
-        output_dim,
-        dropout,
-        match_params,
-        name,
-        dtype,
-    ):
-        # keras_gelu.FeedForward's sublayers in its order: up, dropout, down.
-        inner = hidden_dim
-        if match_params and _activation_kind(activation) == "gated":
-            inner = keras_gelu.matched_hidden_dim(hidden_dim)
-        return [
-            *self.projection(
-                inner, activation, name=f"{name}_up_proj", dtype=dtype
-            ),
-            keras.layers.Dropout(dropout, name=f"{name}_dropout", dtype=dtype),
-            StackedDense(
-                self.members, output_dim, name=f"{name}_down_proj", dtype=dtype
-            ),
-        ]
-
-
-_PLAIN = _Plain()
-
-
-def _activation_kind(activation):
-    if isinstance(activation, str):
-        key = activation.strip().lower().replace("-", "_")
-        if key in kg_activations.ACTIVATIONS:
-            return kg_activations.kind(key)
-    return "elementwise"
+# --- The architecture, written once. -------------------------------------
 
 
 def _apply(layers, x):
@@ -201,12 +33,9 @@ def _apply(layers, x):
     return x
 
 
-# --- The architecture, written once. -------------------------------------
-
-
-def _dense_block(prims, x, model_cfg, activation, dtype):
+def _dense_block(x, model_cfg, activation, dtype):
     for i, width in enumerate(model_cfg.hidden_units):
-        layers = prims.projection(
+        layers = keras_gelu.projection_layers(
             width, activation, name=f"hidden_{i}", dtype=dtype
         )
         x = _apply(layers, x)
@@ -217,23 +46,19 @@ def _dense_block(prims, x, model_cfg, activation, dtype):
     return x
 
 
-def _feedforward_block(prims, x, model_cfg, activation, dtype):
-    x = prims.dense(
-        model_cfg.d_model, activation=None, name="stem", dtype=dtype
-    )(x)
+def _feedforward_block(x, model_cfg, activation, dtype):
+    x = keras.layers.Dense(model_cfg.d_model, name="stem", dtype=dtype)(x)
     for i, width in enumerate(model_cfg.hidden_units):
-        layers = prims.feedforward(
+        ffn = keras_gelu.FeedForward(
             width,
-            activation,
+            activation=activation,
             output_dim=model_cfg.d_model,
             dropout=model_cfg.dropout,
             match_params=model_cfg.match_params,
             name=f"ffn_{i}",
             dtype=dtype,
         )
-        x = keras.layers.Add(name=f"residual_{i}", dtype=dtype)(
-            [x, _apply(layers, x)]
-        )
+        x = keras.layers.Add(name=f"residual_{i}", dtype=dtype)([x, ffn(x)])
     return x
 
 
@@ -273,8 +98,8 @@ def build_model(
         n_classes: Number of classes C.
         members: `None` for the plain model `(batch, F) -> (batch, C)`;
             an int M for M independent copies stacked in one model,
-            `(batch, M, F) -> (batch, M, C)`, whose weights come from M
-            plain models via `stack_weights`.
+            `(batch, M, F) -> (batch, M, C)` (`stack_model`), whose weights
+            come from M plain models via `stack_weights`.
         dtype: Dtype policy of the layers; `None` for the global policy.
             Under a mixed policy the normalization and the softmax head
             run in float32.
@@ -302,8 +127,7 @@ def build_model(
             f"model.block: unknown block {model_cfg.block!r}; expected one of "
             f"{', '.join(sorted(BLOCKS))}."
         )
-    prims = _PLAIN if members is None else _Stacked(members)
-    inputs = keras.Input(prims.input_shape(input_dim), name="features")
+    inputs = keras.Input((input_dim,), name="features")
     x = inputs
     if normalization is not None:
         # float32 under mixed precision: raw digits pixels (0..16) minus
@@ -314,14 +138,47 @@ def build_model(
             name="normalization",
             dtype=_float32_if_mixed(dtype),
         )(x)
-    x = block(prims, x, model_cfg, activation, dtype)
-    outputs = prims.dense(
+    x = block(x, model_cfg, activation, dtype)
+    outputs = keras.layers.Dense(
         n_classes,
         activation="softmax",
         name="head",
         dtype=_float32_if_mixed(dtype),
     )(x)
-    return keras.Model(inputs, outputs, name=name)
+    model = keras.Model(inputs, outputs, name=name)
+    return model if members is None else stack_model(model, members)
+
+
+def stack_model(model, members, name=None):
+    """The functional `model` for `members` independent members at once.
+
+    Every layer is replaced by `keras_gelu.stacking.stack(layer, members)`
+    and the graph is rebuilt on an input `(batch, members, ...)`; layers
+    without weights (Normalization with constant statistics, Dropout, Add)
+    act on every member alike. Weights are placeholders until
+    `stack_weights`.
+
+    Args:
+        model: A built functional `keras.Model` with one input.
+        members: Positive int M.
+        name: Name of the stacked model (default: `<name>_x<M>`).
+
+    Returns:
+        A `keras.Model` mapping `(batch, M, ...)` to `(batch, M, ...)`.
+    """
+    inputs = keras.Input(
+        (members,) + tuple(model.input_shape[1:]), name=model.layers[0].name
+    )
+    stacked = keras.models.clone_model(
+        model,
+        input_tensors=inputs,
+        clone_function=lambda layer: keras_gelu.stacking.stack(layer, members),
+    )
+    # Rewrapped with the bare tensors: clone_model's lists would make
+    # every call warn about the input structure.
+    return keras.Model(
+        inputs, stacked.outputs[0], name=name or f"{model.name}_x{members}"
+    )
 
 
 def _float32_if_mixed(dtype):
@@ -336,60 +193,3 @@ def _float32_if_mixed(dtype):
     if policy.compute_dtype != policy.variable_dtype:
         return "float32"
     return dtype
-
-
-# --- Copying weights between M plain models and one stacked model. -------
-
-
-def _weight_pairs(stacked_model, plain_models):
-    """Yields (stacked variable, [plain variables]) after checking shapes."""
-    members = len(plain_models)
-    plain_lists = [model.weights for model in plain_models]
-    stacked = stacked_model.weights
-    if any(len(weights) != len(stacked) for weights in plain_lists):
-        raise ValueError(
-            f"stacked model has {len(stacked)} weights, plain models have "
-            f"{sorted({len(w) for w in plain_lists})}: not the same architecture."
-        )
-    for i, variable in enumerate(stacked):
-        plain = [weights[i] for weights in plain_lists]
-        shape = tuple(plain[0].shape)
-        # Size-1 axes may differ (a scalar slope is (M, 1) when stacked).
-        expected = [d for d in shape if d != 1]
-        if (
-            any(tuple(v.shape) != shape for v in plain)
-            or variable.shape[0] != members
-            or [d for d in variable.shape[1:] if d != 1] != expected
-        ):
-            raise ValueError(
-                f"weight {i} ({variable.path}): stacked shape "
-                f"{tuple(variable.shape)} does not match {members} plain "
-                f"weights of shape {shape} ({plain[0].path})."
-            )
-        yield variable, plain
-
-
-def stack_weights(stacked_model, plain_models):
-    """Copies M plain models' weights into a stacked model, member m <- model m.
-
-    Args:
-        stacked_model: `build_model(..., members=M)`.
-        plain_models: M plain models of the same config and activation.
-
-    Raises:
-        ValueError: if the weight lists or shapes do not line up.
-    """
-    for variable, plain in _weight_pairs(stacked_model, plain_models):
-        values = np.stack([keras.ops.convert_to_numpy(v) for v in plain])
-        variable.assign(values.reshape(variable.shape))
-
-
-def unstack_weights(stacked_model, plain_models):
-    """Copies member m of a stacked model back into plain model m.
-
-    Args and errors as for `stack_weights`.
-    """
-    for variable, plain in _weight_pairs(stacked_model, plain_models):
-        values = keras.ops.convert_to_numpy(variable)
-        for m, target in enumerate(plain):
-            target.assign(values[m].reshape(target.shape))

@@ -130,7 +130,7 @@ def test_stack_weights_rejects_a_different_architecture():
     stacked = build_model(
         BLOCKS["dense"], "geglu", INPUT_DIM, N_CLASSES, members=MEMBERS
     )
-    with pytest.raises(ValueError, match="does not match"):
+    with pytest.raises(ValueError, match="does not hold"):
         stack_weights(stacked, plain)
     narrower = ModelConfig(hidden_units=(8,))
     wider = build_model(narrower, "relu", INPUT_DIM, N_CLASSES, members=MEMBERS)
