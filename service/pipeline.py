@@ -33,6 +33,7 @@ def run(config, quiet=False, echo=print):
     from service import export
     from service import report
     from service import stats
+    from service import tasks
     from service import tracking
     from service import train
     from service.progress import SweepProgress
@@ -45,7 +46,8 @@ def run(config, quiet=False, echo=print):
 
     # --- Pre-flight: fail before any training. ---
     device = train.describe_device(config.device)
-    dataset = data.load_dataset(config.data)
+    task = tasks.get(config.data.dataset)
+    dataset = task.load(config.data)
     if config.export.enabled:
         export.check_can_export()
     tracker = tracking.Tracker(tracking_uri, config.experiment)
@@ -88,7 +90,7 @@ def run(config, quiet=False, echo=print):
         tracker.log_dict(sweep_run_id, resolved, "config.json")
 
         # --- Train. ---
-        results = train.train_sweep(dataset, config, progress=progress)
+        results = train.train_sweep(task, dataset, config, progress=progress)
         progress.close()
 
         # --- Track every member. ---
@@ -103,14 +105,16 @@ def run(config, quiet=False, echo=print):
             )
 
         # --- Statistics and report. ---
-        summary = stats.summarize(results, config.baseline)
+        summary = stats.summarize(
+            results, config.baseline, metric=stats.ACCURACY, higher_is_better=True
+        )
         report_paths = report.write_report(
             summary,
             results,
             out_dir,
             title=f"{config.experiment}: {', '.join(config.activations)}",
             dataset=dataset,
-            config_dict=resolved,
+            config=config,
         )
         tracker.log_summary(
             stats.flat_metrics(summary),
@@ -182,7 +186,6 @@ def run(config, quiet=False, echo=print):
         out_dir,
         tracking_uri,
         time.monotonic() - started,
-        stats,
     )
     return 0
 
@@ -199,15 +202,17 @@ def best_member(summary, results, activation):
 def registry_description(summary, activation, member, config, dataset):
     """The model version's description: what it takes, returns and scored."""
     from service import data
-    from service import stats
+    from service import wording
 
+    selected_by = wording.shown(summary.select_by.name).label
+    metric = summary.metric.name
     return (
         f"Input: {data.describe_inputs(dataset)} "
         f"Output: {data.describe_outputs(dataset)} "
-        f"Best of {len(config.seeds)} seeds (by final validation accuracy, "
+        f"Best of {len(config.seeds)} seeds (by final {selected_by}, "
         f"seed {member.seed}) of a kg-train sweep on {config.data.dataset}: "
-        f"test accuracy {member.test_accuracy:.4f}. "
-        f"{stats.comparison_sentence(summary, activation)}"
+        f"{wording.shown(metric).label} {getattr(member, metric):.4f}. "
+        f"{wording.comparison_sentence(summary, activation)}"
     )
 
 
@@ -257,10 +262,12 @@ def absolute_uri(uri):
     return uri
 
 
-def print_summary(echo, config, summary, registered, out_dir, uri, seconds, stats):
+def print_summary(echo, config, summary, registered, out_dir, uri, seconds):
+    from service import wording
+
     uri = absolute_uri(uri)
     echo("")
-    echo(stats.format_table(summary))
+    echo(wording.format_table(summary))
     echo("")
     if registered:
         echo(f"Registered models (alias @{config.registry.alias}):")

@@ -1,10 +1,11 @@
 """The sweep report: report.md, summary.json and PNG figures in one folder.
 
-The numbers come from `service.stats` (pure); this module only renders
-them. Figures use matplotlib's object API on the Agg canvas (no pyplot,
-so no global backend or figure state). Keras is imported only for the
-two figures that evaluate something: decision boundaries and activation
-curves.
+The numbers come from `service.stats` (pure) and their words from
+`service.wording`; this module lays them out with the setup and the
+figures. Figures use matplotlib's object API on the Agg canvas (no pyplot,
+so no global backend or figure state), one small function each. Keras is
+imported only for the two figures that evaluate something: decision
+boundaries and activation curves.
 """
 
 import json
@@ -16,12 +17,11 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from service import stats
+from service import wording
 
 REPORT = "report.md"
 SUMMARY = "summary.json"
 LEARNING_CURVES = "learning_curves.png"
-PER_SEED = "test_accuracy_per_seed.png"
 DECISION_BOUNDARIES = "decision_boundaries.png"
 ACTIVATION_CURVES = "activation_curves.png"
 
@@ -30,13 +30,13 @@ _GRID = 150  # decision-boundary grid points per axis
 _BATCH = 8192  # grid points per model call
 
 
-def write_report(summary, results, out_dir, *, title, dataset=None, config_dict=None):
+def write_report(summary, results, out_dir, *, title, dataset=None, config=None):
     """Writes report.md, summary.json and the figures into `out_dir`.
 
-    Figures: learning_curves.png, test_accuracy_per_seed.png,
-    activation_curves.png, and decision_boundaries.png when `dataset` is
-    given, has 2 input features, and the best-validation seed of an
-    activation carries a model.
+    Figures: learning_curves.png, <metric>_per_seed.png (e.g.
+    test_accuracy_per_seed.png), activation_curves.png, and
+    decision_boundaries.png when `dataset` is given, has 2 input features,
+    and the best-validation seed of an activation carries a model.
 
     Args:
         summary: a `stats.Summary` of `results`.
@@ -46,8 +46,8 @@ def write_report(summary, results, out_dir, *, title, dataset=None, config_dict=
         dataset: optional `service.data.Dataset` (x_train/y_train/x_test/
             y_test arrays as fed to the models, `input_dim`; with
             `features`, the setup says what the models take and return).
-        config_dict: optional nested dict of the resolved `Config`
-            (e.g. `dataclasses.asdict(config)`) for the setup section.
+        config: optional resolved `service.config.Config`, for the setup
+            section and the learning curves' threshold.
 
     Returns:
         The paths written, report.md first.
@@ -56,13 +56,15 @@ def write_report(summary, results, out_dir, *, title, dataset=None, config_dict=
     out.mkdir(parents=True, exist_ok=True)
     results = list(results)
     colors = _colors(summary)
-    config_dict = config_dict or {}
+    label = wording.shown(summary.metric.name).label
 
     figures = []  # (file name, alt text)
-    _save(_learning_curves(summary, results, colors, config_dict), out / LEARNING_CURVES)
+    threshold = config.training.convergence_threshold if config is not None else None
+    _save(_learning_curves(summary, results, colors, threshold), out / LEARNING_CURVES)
     figures.append((LEARNING_CURVES, "Validation accuracy and loss per epoch"))
-    _save(_per_seed(summary, results, colors), out / PER_SEED)
-    figures.append((PER_SEED, "Test accuracy per seed"))
+    per_seed = per_seed_file(summary)
+    _save(_per_seed(summary, results, colors), out / per_seed)
+    figures.append((per_seed, f"{label.capitalize()} per seed"))
     boundaries = _decision_boundaries(summary, results, dataset)
     if boundaries is not None:
         _save(boundaries, out / DECISION_BOUNDARIES)
@@ -74,41 +76,34 @@ def write_report(summary, results, out_dir, *, title, dataset=None, config_dict=
 
     summary_path = out / SUMMARY
     summary_path.write_text(
-        json.dumps(stats.summary_to_dict(summary), indent=2, allow_nan=False) + "\n"
+        json.dumps(wording.summary_json(summary), indent=2, allow_nan=False) + "\n"
     )
     report_path = out / REPORT
     report_path.write_text(
-        render_markdown(summary, results, title=title, dataset=dataset,
-                        config_dict=config_dict, figures=figures)
+        render_markdown(summary, results, title=title, dataset=dataset, config=config,
+                        figures=figures)
     )
     return [report_path, summary_path] + [out / name for name, _ in figures]
+
+
+def per_seed_file(summary):
+    """The per-seed figure's file name: test_accuracy_per_seed.png."""
+    return f"{summary.metric.name}_per_seed.png"
 
 
 # --- Markdown. -----------------------------------------------------------------
 
 
-def render_markdown(summary, results, *, title, dataset=None, config_dict=None, figures=()):
+def render_markdown(summary, results, *, title, dataset=None, config=None, figures=()):
     """The report's Markdown text (pure; `write_report` saves it)."""
     lines = [f"# {title}", ""]
-    lines += _setup(summary, results, dataset, config_dict or {})
-    lines += ["## Results", ""]
-    header, rows = stats.table_rows(summary)
-    lines += _md_table(header, rows)
-    foot = ("Test accuracy in percent, mean ± sd over seeds (sd with n − 1), with a "
-            f"t-based {summary.confidence:.0%} interval of the mean. Δ: mean paired "
-            "difference from the baseline, seed by seed, in percentage points. "
-            "p: two-sided paired t-test")
-    foot += (f", Holm-adjusted over the {len(summary.comparisons)} comparisons with the "
-             "baseline" if summary.holm else "")
-    foot += (f"; * marks p < {summary.alpha:g}. d_z: Cohen's effect size of the paired "
-             "differences. Epochs to thr: median first epoch whose validation accuracy "
-             "reached the threshold, over the seeds that reached it (k/n).")
-    lines += ["", foot, "", "## Verdicts", ""]
-    lines += [f"- {v}" for v in summary.verdicts]
+    lines += _setup(summary, results, dataset, config)
+    lines += ["## Results", "", f"Metric: {wording.metric_note(summary)}.", ""]
+    lines += _md_table(*wording.table_rows(summary))
+    lines += ["", wording.results_caption(summary), "", "## Verdicts", ""]
+    lines += [f"- {v}" for v in wording.verdicts(summary)]
     lines += _comparison_details(summary)
-    notes = list(summary.notes)
-    for c in summary.comparisons:
-        notes += [f"{c.activation} vs {c.baseline}: {n}" for n in c.accuracy.notes]
+    notes = [f"{who}: {n}" if who else n for who, n in wording.all_notes(summary)]
     if notes:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]
     if figures:
@@ -122,57 +117,58 @@ def render_markdown(summary, results, *, title, dataset=None, config_dict=None, 
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _get(d, dotted, default=None):
-    for key in dotted.split("."):
-        if not isinstance(d, dict) or key not in d:
-            return default
-        d = d[key]
-    return d
-
-
-def _setup(summary, results, dataset, cfg):
+def _setup(summary, results, dataset, config):
     lines = ["## Setup", ""]
     names = ", ".join(f"{a.activation} (baseline)" if a.activation == summary.baseline
                       else a.activation for a in summary.activations)
     seeds = sorted({r.seed for r in results})
     lines.append(f"- Activations: {names}; {len(seeds)} seeds: {_seed_list(seeds)}.")
-    ds_name = _get(cfg, "data.dataset") or getattr(dataset, "name", None)
-    if ds_name:
-        parts = [str(ds_name)]
-        if ds_name in ("moons", "circles"):
-            parts.append(f"{_get(cfg, 'data.n_samples', '?')} samples, noise "
-                         f"{_get(cfg, 'data.noise', '?')}")
-        if dataset is not None:
-            n_classes = getattr(dataset, "n_classes", None) or len(np.unique(dataset.y_train))
-            parts.append(f"train/val/test {len(dataset.y_train)}/"
-                         f"{len(getattr(dataset, 'y_val', []))}/{len(dataset.y_test)}, "
-                         f"{dataset.input_dim} features, {n_classes} classes")
-        if _get(cfg, "data.seed") is not None:
-            parts.append(f"split seed {_get(cfg, 'data.seed')} (the same for every member)")
-        lines.append("- Data: " + "; ".join(parts) + ". The test split is used only "
-                     "for the final numbers, never for training or selection.")
+    data_line = _data_line(config, dataset)
+    if data_line:
+        lines.append(data_line)
     lines += _model_io(dataset)
-    if _get(cfg, "model"):
-        m = cfg["model"]
-        hidden = tuple(m.get("hidden_units", ()))
-        text = f"- Model: {m.get('block', 'dense')} block, hidden {hidden}"
-        if m.get("block") == "feedforward":
-            text += f", d_model {m.get('d_model')}"
-        if m.get("dropout"):
-            text += f", dropout {m['dropout']}"
-        if m.get("match_params"):
-            text += ", gated FFNs parameter-matched"
-        lines.append(text + ".")
-    if _get(cfg, "training"):
-        t = cfg["training"]
-        lines.append(f"- Training: {t.get('optimizer')} lr {t.get('learning_rate')}, "
-                     f"{t.get('epochs')} epochs, batch {t.get('batch_size')}; "
-                     f"convergence threshold: validation accuracy ≥ "
-                     f"{t.get('convergence_threshold')}.")
-    if cfg:
+    if config is not None:
+        lines.append(_model_line(config.model))
+        lines.append(_training_line(config.training))
         lines += ["", "<details><summary>Full configuration</summary>", ""]
-        lines += _config_block(cfg) + ["", "</details>"]
+        lines += _config_block(config) + ["", "</details>"]
     return lines + [""]
+
+
+def _data_line(config, dataset):
+    data = config.data if config is not None else None
+    name = data.dataset if data is not None else getattr(dataset, "name", None)
+    if not name:
+        return ""
+    parts = [str(name)]
+    if data is not None and name in ("moons", "circles"):
+        parts.append(f"{data.n_samples} samples, noise {data.noise}")
+    if dataset is not None:
+        n_classes = getattr(dataset, "n_classes", None) or len(np.unique(dataset.y_train))
+        parts.append(f"train/val/test {len(dataset.y_train)}/"
+                     f"{len(getattr(dataset, 'y_val', []))}/{len(dataset.y_test)}, "
+                     f"{dataset.input_dim} features, {n_classes} classes")
+    if data is not None:
+        parts.append(f"split seed {data.seed} (the same for every member)")
+    return ("- Data: " + "; ".join(parts) + ". The test split is used only for the final "
+            "numbers, never for training or selection.")
+
+
+def _model_line(m):
+    text = f"- Model: {m.block} block, hidden {tuple(m.hidden_units)}"
+    if m.block == "feedforward":
+        text += f", d_model {m.d_model}"
+    if m.dropout:
+        text += f", dropout {m.dropout}"
+    if m.match_params:
+        text += ", gated FFNs parameter-matched"
+    return text + "."
+
+
+def _training_line(t):
+    return (f"- Training: {t.optimizer} lr {t.learning_rate}, {t.epochs} epochs, batch "
+            f"{t.batch_size}; convergence threshold: validation accuracy ≥ "
+            f"{t.convergence_threshold}.")
 
 
 def _model_io(dataset):
@@ -185,7 +181,10 @@ def _model_io(dataset):
             f"- Model output: {data.describe_outputs(dataset)}"]
 
 
-def _config_block(cfg):
+def _config_block(config):
+    from service import config as config_lib
+
+    cfg = config_lib.config_to_dict(config)
     try:  # YAML, as the user writes configs; lists of scalars stay on one line
         import yaml
 
@@ -223,78 +222,22 @@ def _md_table(header, rows):
 def _comparison_details(summary):
     if not summary.comparisons:
         return []
-    conf = f"{summary.confidence:.0%} CI"
-    header = ["vs " + summary.baseline, "seeds", "Δ acc (pp)", conf, "paired t p",
-              "Wilcoxon p", "d_z", "Δ loss", f"{conf} (loss)", "p (loss)"]
-    rows = []
-    for c in summary.comparisons:
-        a, lo = c.accuracy, c.loss
-        rows.append([
-            c.activation, str(a.n), _num(100 * a.mean_diff, "+.2f"),
-            _interval(100 * a.ci_low, 100 * a.ci_high, "+.2f"), stats.format_p(a.p_t),
-            stats.format_p(a.p_wilcoxon), stats.format_d(a.d_z), _num(lo.mean_diff, "+.4f"),
-            _interval(lo.ci_low, lo.ci_high, "+.4f"), stats.format_p(lo.p_value),
-        ])
-    return ["", "Paired comparisons in detail (test loss: lower is better; "
-            "its p-values are not adjusted):", ""] + _md_table(header, rows)
-
-
-def _num(v, fmt):
-    return "n/a" if not math.isfinite(v) else format(v, fmt)
-
-
-def _interval(lo, hi, fmt):
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return "n/a"
-    return f"{format(lo, fmt)} to {format(hi, fmt)}"
+    note = wording.secondary_note(summary)
+    intro = f"Paired comparisons in detail ({note}):" if note else "Paired comparisons in detail:"
+    return ["", intro, ""] + _md_table(*wording.comparison_rows(summary))
 
 
 def _per_seed_tables(summary, results):
-    table = {(r.activation, r.seed): r for r in results}
-    names = [a.activation for a in summary.activations]
-    best = {a.activation: a.best_seed for a in summary.activations}
-    seeds = sorted({r.seed for r in results})
-    base = summary.baseline
-    header = ["seed"] + names + [f"{n} − {base}" for n in names if n != base]
-    rows = []
-    for s in seeds:
-        row = [str(s)]
-        for n in names:
-            r = table.get((n, s))
-            row.append("–" if r is None else
-                       f"{100 * r.test_accuracy:.2f}" + (" ★" if best[n] == s else ""))
-        for n in names:
-            if n == base:
-                continue
-            r, b = table.get((n, s)), table.get((base, s))
-            row.append("–" if r is None or b is None else
-                       f"{100 * (r.test_accuracy - b.test_accuracy):+.2f}")
-        rows.append(row)
-    lines = ["Test accuracy (%) by seed; ★ marks each activation's best seed by final "
-             "validation accuracy (the one whose model is shown and registered). The "
-             "last columns are the paired differences the tests use (pp).", ""]
-    lines += _md_table(header, rows)
-    long_header = ["activation", "seed", "val acc", "val loss", "test acc", "test loss",
-                   "epochs to thr", "train s"]
-    long_rows = []
-    for n in names:
-        for s in seeds:
-            r = table.get((n, s))
-            if r is None:
-                continue
-            long_rows.append([
-                n, str(s), f"{100 * r.val_accuracy:.2f}", f"{r.val_loss:.4f}",
-                f"{100 * r.test_accuracy:.2f}", f"{r.test_loss:.4f}",
-                "–" if r.epochs_to_threshold is None else str(r.epochs_to_threshold),
-                f"{r.train_seconds:.1f}",
-            ])
+    lines = [wording.per_seed_caption(summary), ""]
+    lines += _md_table(*wording.per_seed_rows(summary, results))
     lines += ["", "<details><summary>Every member (final-epoch validation metrics)</summary>",
-              ""] + _md_table(long_header, long_rows) + ["", "</details>"]
+              ""] + _md_table(*wording.member_rows(summary, results)) + ["", "</details>"]
     return lines
 
 
 def _how_to_read(summary, dataset):
     n = min((a.n for a in summary.activations), default=0)
+    shown = wording.shown(summary.metric.name)
     lines = [
         "- One seed is one training run: the seed sets the initial weights and the "
         "batch order; the data split is the same for every run. Activations are "
@@ -317,11 +260,12 @@ def _how_to_read(summary, dataset):
         lines.append("- Several activations were compared with the baseline, so "
                      "significance uses Holm-adjusted p-values (family-wise error "
                      f"≤ {summary.alpha:g}); the intervals are not adjusted.")
-    if dataset is not None and len(dataset.y_test):
+    if dataset is not None and len(dataset.y_test) and summary.metric.name == "test_accuracy":
         step = 100.0 / len(dataset.y_test)
         lines.append(f"- With {len(dataset.y_test)} test points one test example is "
                      f"{step:.2f} pp of accuracy; differences below that are ties.")
-    lines.append("- The winner is the highest mean test accuracy; when its lead over "
+    best = "highest" if summary.metric.higher_is_better else "lowest"
+    lines.append(f"- The winner is the {best} mean {shown.label}; when its lead over "
                  "a runner-up that is not the baseline is tested, that p-value is "
                  "unadjusted and optimistic, since the pair was chosen after looking.")
     lines.append("- Seeds vary initialisation only, so the intervals do not cover "
@@ -365,10 +309,9 @@ def _stack(results, key):
     return out
 
 
-def _learning_curves(summary, results, colors, cfg):
+def _learning_curves(summary, results, colors, threshold=None):
     fig = _figure(11, 4.2)
     axes = fig.subplots(1, 2)
-    threshold = _get(cfg, "training.convergence_threshold")
     for ax, key, label in ((axes[0], "val_accuracy", "validation accuracy"),
                            (axes[1], "val_loss", "validation loss")):
         for a in summary.activations:
@@ -398,8 +341,11 @@ def _learning_curves(summary, results, colors, cfg):
 
 
 def _per_seed(summary, results, colors):
+    """The compared metric per seed and, beside it, the paired differences."""
+    shown = wording.shown(summary.metric.name)
+    scale, unit = shown.kind.scale, " (%)" if shown.kind.percent else ""
     names = [a.activation for a in summary.activations]
-    table = {(r.activation, r.seed): r.test_accuracy for r in results}
+    table = {(r.activation, r.seed): getattr(r, summary.metric.name) for r in results}
     seeds = sorted({r.seed for r in results})
     has_diffs = bool(summary.comparisons)
     # Side by side for a few activations, stacked for many.
@@ -418,18 +364,18 @@ def _per_seed(summary, results, colors):
     offsets = np.linspace(-0.12, 0.12, len(seeds)) if len(seeds) > 1 else np.zeros(1)
     for off, s in zip(offsets, seeds):
         xs = [i + off for i, n in enumerate(names) if (n, s) in table]
-        ys = [100 * table[(n, s)] for n in names if (n, s) in table]
+        ys = [scale * table[(n, s)] for n in names if (n, s) in table]
         ax.plot(xs, ys, color="0.6", linewidth=0.8, alpha=0.7, zorder=1)
     for i, a in enumerate(summary.activations):
-        pts = [(i + off, 100 * table[(a.activation, s)])
+        pts = [(i + off, scale * table[(a.activation, s)])
                for off, s in zip(offsets, seeds) if (a.activation, s) in table]
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=22, color=colors[a.activation],
                    edgecolor="white", linewidth=0.5, zorder=2)
-        _mean_bar(ax, i + 0.3, 100 * a.test_accuracy.mean,
-                  100 * a.test_accuracy.ci_low, 100 * a.test_accuracy.ci_high)
+        e = a.estimate
+        _mean_bar(ax, i + 0.3, scale * e.mean, scale * e.ci_low, scale * e.ci_high)
     ax.set_xticks(range(len(names)), names, **rotate)
     ax.set_xlim(-0.5, len(names) - 0.3)
-    ax.set_ylabel("test accuracy (%)")
+    ax.set_ylabel(f"{shown.label}{unit}")
     ax.set_title(f"Per seed (lines join a seed); black: mean, {summary.confidence:.0%} CI",
                  fontsize=10)
     ax.grid(axis="y", alpha=0.3)
@@ -437,19 +383,20 @@ def _per_seed(summary, results, colors):
         ax = axes[1]
         ax.axhline(0.0, color="0.3", linewidth=0.9)
         for i, c in enumerate(summary.comparisons):
-            diffs = [100 * (table[(c.activation, s)] - table[(c.baseline, s)])
-                     for s in c.accuracy.seeds]
+            diffs = [scale * (table[(c.activation, s)] - table[(c.baseline, s)])
+                     for s in c.paired.seeds]
             xs = i + np.linspace(-0.12, 0.12, len(diffs)) if len(diffs) > 1 else [i]
             ax.scatter(xs, diffs, s=22, color=colors[c.activation], edgecolor="white",
                        linewidth=0.5, zorder=2)
-            _mean_bar(ax, i + 0.3, 100 * c.accuracy.mean_diff,
-                      100 * c.accuracy.ci_low, 100 * c.accuracy.ci_high)
+            t = c.paired
+            _mean_bar(ax, i + 0.3, scale * t.mean_diff, scale * t.ci_low, scale * t.ci_high)
         label = "Holm p" if summary.holm else "p"
         ax.set_xticks(range(len(summary.comparisons)),
-                      [f"{c.activation}\n{label}{stats.p_equals(c.p_holm)}"
+                      [f"{c.activation}\n{label}{wording.p_equals(c.p_holm)}"
                        for c in summary.comparisons], **rotate)
         ax.set_xlim(-0.5, len(summary.comparisons) - 0.3)
-        ax.set_ylabel(f"Δ test accuracy vs {summary.baseline} (pp)")
+        diff_unit = " (pp)" if shown.kind.percent else ""
+        ax.set_ylabel(f"Δ {shown.label} vs {summary.baseline}{diff_unit}")
         ax.set_title("Paired differences per seed; black: mean, CI", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

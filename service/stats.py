@@ -1,23 +1,45 @@
-"""Which activation won, and by how much: seed statistics of a sweep.
+"""Which activation won, and by how much: seed statistics of a sweep, as numbers.
 
 Pure functions over `MemberResult` lists (numpy and scipy only; no Keras,
-no MLflow, no files). The unit of replication is the seed: each seed
-gives one test accuracy per activation, and the same seed means the same
-initialisation stream and batch order, so activations are compared
-*paired by seed* (Hendrycks & Gimpel 2016 report medians over runs; the
-make_moons seed article asks for several seeds and a held-out test set).
+no MLflow, no files, no sentences: `service.wording` phrases what this
+module computes). The unit of replication is the seed: each seed gives one
+final value of the compared metric per activation, and the same seed means
+the same initialisation stream and batch order, so activations are
+compared *paired by seed* (Hendrycks & Gimpel 2016 report medians over
+runs; the make_moons seed article asks for several seeds and a held-out
+test set).
 
-The primary metric is test accuracy. For each activation other than the
-baseline we test the mean paired difference (activation - baseline) with
-a paired t-test, report a Wilcoxon signed-rank p-value as a
-distribution-free check, Cohen's d_z, and a t-based confidence interval.
-With several comparisons, significance is decided on Holm-adjusted
-p-values (family: every activation vs the baseline, test accuracy).
+The compared metric is any per-member final value with a direction: test
+accuracy (higher is better) for the classifiers, test loss or perplexity
+(lower is better) for a language model. For each activation other than the
+baseline the mean paired difference (activation - baseline) is tested with
+a paired t-test, with a t-based confidence interval; with several
+comparisons, significance is decided on Holm-adjusted p-values (family:
+every activation vs the baseline, on the compared metric). The winner is
+the best mean by the metric's direction, and a comparison's `sign` says
+whether the activation did better (+1) or worse (-1) than the baseline.
 The significance level is `alpha = 1 - confidence`, so an interval that
 excludes zero and an unadjusted p below alpha say the same thing.
 
 Model selection never looks at the test set: the "best seed" of an
-activation is the one with the highest final validation accuracy.
+activation is the one with the best final validation value (`select_by`,
+by default the validation counterpart of the metric, e.g. val_accuracy).
+
+A new statistic is one function plus its wording. Every paired test
+carries the statistics of `PAIRED_STATISTICS`, one function each of the
+paired differences:
+
+    =============  ==========================  ============================
+    name           function                    wording.STATISTICS column
+    =============  ==========================  ============================
+    "p_wilcoxon"   `wilcoxon_p` (signed rank)  "Wilcoxon p", report
+    "d_z"          `cohens_dz` (effect size)   "d_z", terminal and report
+    =============  ==========================  ============================
+
+Add a function and its entry here, and a `wording.Column` under the same
+name in `wording.STATISTICS`: the new number then appears in summary.json,
+the tracked metrics (`flat_metrics`), the report's comparison table, and
+the terminal table if its column says so.
 
 Example:
 
@@ -31,6 +53,8 @@ Example:
 >>> summary = summarize(rs, baseline="relu")
 >>> summary.winner.activation
 'gelu'
+>>> summary.comparisons[0].sign
+1
 """
 
 import dataclasses
@@ -46,12 +70,48 @@ from service.errors import ServiceError
 ACCURACY = "test_accuracy"
 LOSS = "test_loss"
 
-# How a metric's difference is shown: accuracy in percentage points.
-_UNITS = {ACCURACY: ("pp", 100.0), LOSS: ("", 1.0)}
-_LABELS = {ACCURACY: "test accuracy", LOSS: "test loss"}
+# The range of a metric, by its name without the split prefix: intervals
+# are clipped to it (an accuracy interval past 100% with 2 seeds says
+# nothing more). Metrics not listed are unbounded.
+_RANGES = {
+    "accuracy": (0.0, 1.0),
+    "loss": (0.0, math.inf),
+    "perplexity": (1.0, math.inf),
+}
 
 
-# --- Result types. -----------------------------------------------------------
+# --- Result types: numbers only. ---------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    """A per-member final value, which way is better, and its range.
+
+    `name` is a `MemberResult` attribute ("test_accuracy", "test_loss",
+    "val_accuracy", ...).
+    """
+
+    name: str
+    higher_is_better: bool = True
+    bounds: tuple = (-math.inf, math.inf)
+
+    @classmethod
+    def of(cls, name, higher_is_better=True):
+        """The metric `name` with the known range of its kind (`_RANGES`).
+
+        >>> Metric.of("test_loss", higher_is_better=False).bounds
+        (0.0, inf)
+        """
+        bounds = _RANGES.get(cls(name).short, (-math.inf, math.inf))
+        return cls(name, higher_is_better, bounds)
+
+    @property
+    def short(self):
+        """The name without its split: "accuracy" for "test_accuracy"."""
+        for prefix in ("test_", "val_"):
+            if self.name.startswith(prefix):
+                return self.name[len(prefix):]
+        return self.name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,21 +135,18 @@ class ActivationSummary:
     activation: str
     n: int  # seeds
     seeds: tuple
-    test_accuracy: Estimate
-    test_loss: Estimate
+    estimate: Estimate  # the compared metric
+    secondary: dict  # metric name -> Estimate, the metrics reported beside it
     # Over the seeds that reached the threshold; NaN if none did.
     epochs_to_threshold_mean: float
     epochs_to_threshold_median: float
-    reached: int  # seeds that reached the threshold ("reached/n reached")
-    val_accuracy_mean: float  # final-epoch validation accuracy, mean over seeds
-    best_seed: int  # highest final val accuracy; tie: lower val loss, lower seed
-    best_val_accuracy: float
+    reached: int  # seeds that reached the threshold
+    selection_mean: float  # final `select_by` value, mean over seeds
+    # Best final `select_by` value; ties: lower val loss, then lower seed.
+    best_seed: int
+    best_selection: float
     best_val_loss: float
     train_seconds_mean: float
-
-    @property
-    def reached_text(self):
-        return f"{self.reached}/{self.n} reached"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,11 +155,16 @@ class PairedTest:
 
     `p_value` is the one the decision uses: the paired t-test's, except
     when the differences are constant and non-zero (t is infinite), where
-    it is the Wilcoxon p-value; `test` names which.
+    it is the Wilcoxon p-value; `test` names which. `statistics` holds
+    every `PAIRED_STATISTICS` entry (NaN when n < 2).
+
+    Degenerate cases, told by the numbers: n < 2 (p NaN); all differences
+    zero (std_diff == mean_diff == 0, p = 1); constant non-zero
+    differences (test == "Wilcoxon", t infinite).
     """
 
-    metric: str  # "test_accuracy" | "test_loss"
-    n: int  # paired seeds
+    metric: str
+    n: int  # paired seeds with a finite difference
     seeds: tuple
     mean_diff: float
     std_diff: float
@@ -110,11 +172,11 @@ class PairedTest:
     ci_high: float
     t_statistic: float
     p_t: float
-    p_wilcoxon: float
-    d_z: float  # mean_diff / std_diff; 0 if both are 0; +-inf if only sd is 0
     p_value: float
     test: str  # "paired t" | "Wilcoxon"
-    notes: tuple = ()
+    statistics: dict  # name -> float, one per PAIRED_STATISTICS entry
+    unpaired: int = 0  # seed results without a partner, left out
+    non_finite: int = 0  # common seeds whose difference is not finite, left out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,30 +185,31 @@ class Comparison:
 
     activation: str
     baseline: str
-    accuracy: PairedTest
-    loss: PairedTest
-    # Holm-adjusted accuracy p-value over all comparisons with the
-    # baseline (equal to accuracy.p_value when there is one comparison).
+    paired: PairedTest  # the compared metric
+    secondary: dict  # metric name -> PairedTest (unadjusted)
+    # Holm-adjusted p-value over all comparisons with the baseline (equal
+    # to paired.p_value when there is one comparison).
     p_holm: float
     significant: bool  # p_holm < alpha
-    verdict: str
+    # +1: the activation's mean is better than the baseline's by the
+    # metric's direction; -1: worse; 0: equal or untested (NaN).
+    sign: int
 
 
 @dataclasses.dataclass(frozen=True)
 class Winner:
-    """The activation with the highest mean test accuracy, and its lead."""
+    """The activation with the best mean of the compared metric, and its lead."""
 
     activation: str
-    mean_test_accuracy: float
+    mean: float
     runner_up: Optional[str]
-    lead: Optional[PairedTest]  # winner - runner-up, test accuracy
+    lead: Optional[PairedTest]  # winner - runner-up, the compared metric
     # The p-value the lead was judged on: Holm-adjusted when the pair is
     # (winner, baseline), otherwise the unadjusted paired p-value.
     lead_p: float
     significant_over_runner_up: bool
     # None when the winner is the baseline.
     significant_over_baseline: Optional[bool]
-    verdict: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,18 +217,15 @@ class Summary:
     """Everything `summarize` found; activations listed baseline first."""
 
     baseline: str
+    metric: Metric  # the compared metric
+    secondary: tuple  # Metric, reported beside it
+    select_by: Metric  # the validation value that picks each best seed
     confidence: float
     alpha: float
     activations: tuple  # ActivationSummary, baseline first
     comparisons: tuple  # Comparison, one per non-baseline activation
     winner: Winner
     holm: bool  # Holm adjustment applied (more than one comparison)
-    notes: tuple = ()
-
-    @property
-    def verdicts(self):
-        """The verdict lines: one per comparison, then the winner's."""
-        return tuple(c.verdict for c in self.comparisons) + (self.winner.verdict,)
 
     def activation(self, name):
         for a in self.activations:
@@ -201,75 +261,15 @@ def estimate(values, confidence=0.95, bounds=(-math.inf, math.inf)):
     x = np.asarray(values, dtype=float)
     n = int(x.size)
     if n == 0:
-        return Estimate(0, math.nan, math.nan, math.nan, math.nan)
+        return Estimate(n=0, mean=math.nan, std=math.nan, ci_low=math.nan, ci_high=math.nan)
     mean = float(np.mean(x))
     if n < 2:
-        return Estimate(1, mean, math.nan, math.nan, math.nan)
+        return Estimate(n=1, mean=mean, std=math.nan, ci_low=math.nan, ci_high=math.nan)
     sd = float(np.std(x, ddof=1))
     half = float(_st.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
     low, high = bounds
-    return Estimate(n, mean, sd, max(low, mean - half), min(high, mean + half))
-
-
-def paired_test(diffs, metric=ACCURACY, seeds=(), confidence=0.95):
-    """Paired t-test, Wilcoxon signed-rank test and d_z of differences.
-
-    t = mean(d) / (sd(d) / sqrt(n)), two-sided p from Student's t with
-    n - 1 degrees of freedom; d_z = mean(d) / sd(d). Wilcoxon uses scipy's
-    defaults (zeros dropped; exact when there are no ties, exact
-    permutation for n <= 13 with ties, normal approximation beyond).
-
-    Degenerate inputs give numbers and a note instead of warnings:
-    n < 2 -> p NaN; all differences zero -> p = 1, d_z = 0; constant
-    non-zero differences -> t = +-inf, d_z = +-inf, decision on Wilcoxon.
-
-    >>> round(paired_test([1.0, 2.0, 3.0, 4.0, 5.0]).p_t, 6)
-    0.013236
-    """
-    d = np.asarray(diffs, dtype=float)
-    n = int(d.size)
-    seeds = tuple(seeds)
-    if n < 2:
-        mean = float(d[0]) if n else math.nan
-        return PairedTest(
-            metric, n, seeds, mean, math.nan, math.nan, math.nan, math.nan,
-            math.nan, math.nan, math.nan, math.nan, "paired t",
-            (f"{_seeds(n, 'paired seed')}: a paired test needs at least 2",),
-        )
-    est = estimate(d, confidence)
-    mean, sd = est.mean, est.std
-    notes = []
-    # Keras reports metrics in float32, so equal accuracies can differ by
-    # ~1e-7; on the tie grid they are equal, and round-off neither fakes a
-    # huge t nor breaks Wilcoxon's zeros and ties.
-    snapped = _snap(d)
-    if np.all(snapped == snapped[0]):
-        sd = 0.0
-        if snapped[0] == 0.0:
-            mean = 0.0
-    if sd == 0.0 and mean == 0.0:
-        notes.append("all paired differences are zero")
-        return PairedTest(
-            metric, n, seeds, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0,
-            "paired t", tuple(notes),
-        )
-    p_w = _wilcoxon_p(snapped)
-    if sd == 0.0:
-        t = math.copysign(math.inf, mean)
-        notes.append(
-            "the paired differences are all equal: the t-test is degenerate "
-            "(t infinite), so the decision uses the Wilcoxon p-value"
-        )
-        return PairedTest(
-            metric, n, seeds, mean, 0.0, mean, mean, t, 0.0, p_w, t, p_w,
-            "Wilcoxon", tuple(notes),
-        )
-    t = mean / (sd / math.sqrt(n))
-    p_t = float(2.0 * _st.t.sf(abs(t), n - 1))
-    return PairedTest(
-        metric, n, seeds, mean, sd, est.ci_low, est.ci_high, t, p_t, p_w,
-        mean / sd, p_t, "paired t", tuple(notes),
-    )
+    return Estimate(n=n, mean=mean, std=sd, ci_low=max(low, mean - half),
+                    ci_high=min(high, mean + half))
 
 
 # Differences closer than this count as ties (float32 metrics; 1e-6 is far
@@ -281,9 +281,30 @@ def _snap(d):
     return np.round(np.asarray(d, dtype=float) / _TIE_GRID) * _TIE_GRID
 
 
-def _wilcoxon_p(d):
-    nonzero = d[d != 0]
-    if nonzero.size == 0:
+def _constant(d):
+    """True when the differences are equal on the tie grid.
+
+    Keras reports metrics in float32, so equal accuracies can differ by
+    ~1e-7; on the tie grid they are equal, and round-off neither fakes a
+    huge t nor breaks Wilcoxon's zeros and ties.
+    """
+    snapped = _snap(d)
+    return bool(np.all(snapped == snapped[0]))
+
+
+def wilcoxon_p(d):
+    """Two-sided Wilcoxon signed-rank p-value of paired differences `d`.
+
+    scipy's defaults on the differences snapped to the tie grid (zeros
+    dropped; exact when there are no ties, exact permutation for n <= 13
+    with ties, normal approximation beyond); 1 when every difference is
+    zero. A distribution-free check of the t-test.
+
+    >>> wilcoxon_p([0.1, 0.2, 0.3, 0.4, 0.5])  # 2 of 2^5 sign patterns
+    0.0625
+    """
+    d = _snap(d)
+    if not np.any(d != 0):
         return 1.0
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
@@ -291,6 +312,78 @@ def _wilcoxon_p(d):
             return float(_st.wilcoxon(d).pvalue)
         except ValueError:
             return math.nan
+
+
+def cohens_dz(d):
+    """Cohen's d_z = mean(d) / sd(d) (ddof=1) of paired differences `d`.
+
+    0 when every difference is zero, +-inf when they are equal and
+    non-zero (on the tie grid).
+
+    >>> round(cohens_dz([1.0, 2.0, 3.0, 4.0, 5.0]), 4)
+    1.8974
+    """
+    d = np.asarray(d, dtype=float)
+    mean = float(np.mean(d))
+    if _constant(d):
+        return 0.0 if _snap(d)[0] == 0.0 else math.copysign(math.inf, mean)
+    return mean / float(np.std(d, ddof=1))
+
+
+# name -> f(d): one number from the paired differences `d` (finite floats,
+# n >= 2). See the module docstring: a new statistic is one entry here and
+# its column in `wording.STATISTICS`.
+PAIRED_STATISTICS = {
+    "p_wilcoxon": wilcoxon_p,
+    "d_z": cohens_dz,
+}
+
+
+def paired_test(diffs, metric=ACCURACY, seeds=(), confidence=0.95):
+    """Paired t-test of differences, with every `PAIRED_STATISTICS` entry.
+
+    t = mean(d) / (sd(d) / sqrt(n)), two-sided p from Student's t with
+    n - 1 degrees of freedom, and its confidence interval of the mean.
+
+    Degenerate inputs give numbers instead of warnings: n < 2 -> p NaN;
+    all differences zero -> p = 1; constant non-zero differences ->
+    t = +-inf, decision on the Wilcoxon p-value.
+
+    >>> round(paired_test([1.0, 2.0, 3.0, 4.0, 5.0]).p_t, 6)
+    0.013236
+    """
+    d = np.asarray(diffs, dtype=float)
+    n = int(d.size)
+    seeds = tuple(seeds)
+    nan = math.nan
+    if n < 2:
+        return PairedTest(
+            metric=metric, n=n, seeds=seeds, mean_diff=float(d[0]) if n else nan,
+            std_diff=nan, ci_low=nan, ci_high=nan, t_statistic=nan, p_t=nan, p_value=nan,
+            test="paired t", statistics={name: nan for name in PAIRED_STATISTICS},
+        )
+    statistics = {name: float(f(d)) for name, f in PAIRED_STATISTICS.items()}
+    est = estimate(d, confidence)
+    if _constant(d):
+        if _snap(d)[0] == 0.0:
+            return PairedTest(
+                metric=metric, n=n, seeds=seeds, mean_diff=0.0, std_diff=0.0, ci_low=0.0,
+                ci_high=0.0, t_statistic=0.0, p_t=1.0, p_value=1.0, test="paired t",
+                statistics=statistics,
+            )
+        mean = est.mean
+        return PairedTest(
+            metric=metric, n=n, seeds=seeds, mean_diff=mean, std_diff=0.0, ci_low=mean,
+            ci_high=mean, t_statistic=math.copysign(math.inf, mean), p_t=0.0,
+            p_value=wilcoxon_p(d), test="Wilcoxon", statistics=statistics,
+        )
+    t = est.mean / (est.std / math.sqrt(n))
+    p_t = float(2.0 * _st.t.sf(abs(t), n - 1))
+    return PairedTest(
+        metric=metric, n=n, seeds=seeds, mean_diff=est.mean, std_diff=est.std,
+        ci_low=est.ci_low, ci_high=est.ci_high, t_statistic=t, p_t=p_t, p_value=p_t,
+        test="paired t", statistics=statistics,
+    )
 
 
 def holm(p_values):
@@ -316,26 +409,48 @@ def holm(p_values):
 # --- The summary. ------------------------------------------------------------
 
 
-def summarize(results, baseline, confidence=0.95):
+def summarize(results, baseline, *, metric=ACCURACY, higher_is_better=True,
+              confidence=0.95, secondary=None, select_by=None):
     """Summarizes a sweep and compares every activation with the baseline.
 
     Args:
         results: iterable of `MemberResult` (`model` may be None).
         baseline: the activation the others are compared with.
+        metric: the per-member final value compared (a `MemberResult`
+            attribute): "test_accuracy", "test_loss", "test_perplexity"...
+        higher_is_better: the metric's direction; the winner, each
+            comparison's sign and the ranking follow it.
         confidence: interval coverage; alpha = 1 - confidence.
+        secondary: `Metric`s reported beside the compared one (estimate
+            and unadjusted paired difference) and used, in order, to break
+            ties for the winner. Default: test loss (lower is better),
+            unless it is the compared metric.
+        select_by: the `Metric` whose final validation value picks each
+            activation's best seed (the one registered). Default: the
+            metric's validation counterpart ("val_accuracy" for
+            "test_accuracy"), in the same direction.
 
     Returns:
         A `Summary`.
 
     Raises:
         ServiceError: no results, the baseline has no results, a duplicate
-            (activation, seed), or confidence outside (0, 1).
+            (activation, seed), confidence outside (0, 1), or results
+            without the named metric.
     """
     results = list(results)
     if not 0.0 < confidence < 1.0:
         raise ServiceError(f"confidence must be in (0, 1), got {confidence!r}.")
     if not results:
         raise ServiceError("No sweep results to summarize: did any member train?")
+    primary = Metric.of(metric, higher_is_better)
+    if secondary is None:
+        secondary = () if metric == LOSS else (Metric.of(LOSS, higher_is_better=False),)
+    secondary = tuple(secondary)
+    if select_by is None:
+        select_by = Metric(f"val_{primary.short}", higher_is_better)
+    for m in (primary, *secondary, select_by):
+        _check_metric(results[0], m.name)
     by_act = {}
     for r in results:
         members = by_act.setdefault(r.activation, {})
@@ -352,298 +467,147 @@ def summarize(results, baseline, confidence=0.95):
         )
     order = [baseline] + [a for a in by_act if a != baseline]
     alpha = round(1.0 - confidence, 12)  # 0.05, not 0.050000000000000044
-    notes = []
 
-    activations = tuple(_summarize_one(a, by_act[a], confidence) for a in order)
-    for s in activations:
-        if s.n < 2:
-            notes.append(f"{s.activation} has {s.n} seed: no spread or interval")
-
-    raw = []
-    for name in order[1:]:
-        acc, loss = (
-            _paired(by_act[name], by_act[baseline], m, confidence) for m in (ACCURACY, LOSS)
-        )
-        raw.append((name, acc, loss))
-    use_holm = len(raw) > 1
-    adjusted = holm([acc.p_value for _, acc, _ in raw]) if use_holm else [
-        acc.p_value for _, acc, _ in raw
-    ]
-    comparisons = []
-    for (name, acc, loss), p_adj in zip(raw, adjusted):
-        significant = bool(p_adj < alpha)  # NaN -> False
-        verdict = _verdict(name, baseline, acc, p_adj, use_holm, significant, confidence)
-        comparisons.append(Comparison(name, baseline, acc, loss, p_adj, significant, verdict))
-    comparisons = tuple(comparisons)
-
-    winner = _winner(activations, comparisons, by_act, baseline, alpha, confidence, use_holm)
+    activations = tuple(
+        _summarize_one(a, by_act[a], primary, secondary, select_by, confidence)
+        for a in order
+    )
+    comparisons = _compare(by_act, order, primary, secondary, alpha, confidence)
+    use_holm = len(comparisons) > 1
+    winner = _winner(activations, comparisons, by_act, baseline, primary, secondary,
+                     alpha, confidence)
     return Summary(
-        baseline, confidence, alpha, activations, comparisons, winner, use_holm, tuple(notes)
+        baseline=baseline, metric=primary, secondary=secondary, select_by=select_by,
+        confidence=confidence, alpha=alpha, activations=activations,
+        comparisons=comparisons, winner=winner, holm=use_holm,
     )
 
 
-def _summarize_one(name, members, confidence):
+def _check_metric(result, name):
+    if not hasattr(result, name):
+        raise ServiceError(
+            f"The sweep results have no {name!r}: summarize a metric every "
+            f"member reports (e.g. {ACCURACY!r} or {LOSS!r})."
+        )
+
+
+def _better(m, a, b):
+    """+1 if value a is better than b by the metric's direction, -1 worse, 0 else."""
+    if not (math.isfinite(a) and math.isfinite(b)) or a == b:
+        return 0
+    return 1 if (a > b) == m.higher_is_better else -1
+
+
+def _rank_key(m, value):
+    """Sort key: better first, NaN last."""
+    value = float(value)
+    if math.isnan(value):
+        return math.inf
+    return -value if m.higher_is_better else value
+
+
+def _summarize_one(name, members, primary, secondary, select_by, confidence):
     seeds = tuple(sorted(members))
     rs = [members[s] for s in seeds]
     reached = [r.epochs_to_threshold for r in rs if r.epochs_to_threshold is not None]
-    best = min(rs, key=lambda r: (-_num(r.val_accuracy), _num(r.val_loss, math.inf), r.seed))
+    best = min(rs, key=lambda r: (_rank_key(select_by, getattr(r, select_by.name)),
+                                  _rank_key(_VAL_LOSS, _val_loss(r)), r.seed))
     return ActivationSummary(
         activation=name,
         n=len(rs),
         seeds=seeds,
-        test_accuracy=estimate(
-            [r.test_accuracy for r in rs], confidence, bounds=(0.0, 1.0)
-        ),
-        test_loss=estimate(
-            [r.test_loss for r in rs], confidence, bounds=(0.0, math.inf)
-        ),
+        estimate=estimate([getattr(r, primary.name) for r in rs], confidence,
+                          bounds=primary.bounds),
+        secondary={m.name: estimate([getattr(r, m.name) for r in rs], confidence,
+                                    bounds=m.bounds) for m in secondary},
         epochs_to_threshold_mean=float(np.mean(reached)) if reached else math.nan,
         epochs_to_threshold_median=float(np.median(reached)) if reached else math.nan,
         reached=len(reached),
-        val_accuracy_mean=float(np.mean([r.val_accuracy for r in rs])),
+        selection_mean=float(np.mean([getattr(r, select_by.name) for r in rs])),
         best_seed=best.seed,
-        best_val_accuracy=float(best.val_accuracy),
-        best_val_loss=float(best.val_loss),
+        best_selection=float(getattr(best, select_by.name)),
+        best_val_loss=float(_val_loss(best)),
         train_seconds_mean=float(np.mean([r.train_seconds for r in rs])),
     )
 
 
-def _num(value, nan_as=-math.inf):
-    value = float(value)
-    return nan_as if math.isnan(value) else value
+_VAL_LOSS = Metric("val_loss", higher_is_better=False)
+
+
+def _val_loss(result):
+    return getattr(result, "val_loss", math.nan)
+
+
+def _compare(by_act, order, primary, secondary, alpha, confidence):
+    """Every activation vs the baseline (order[0]), Holm over the family."""
+    baseline = order[0]
+    raw = [
+        (name, _paired(by_act[name], by_act[baseline], primary.name, confidence),
+         {m.name: _paired(by_act[name], by_act[baseline], m.name, confidence)
+          for m in secondary})
+        for name in order[1:]
+    ]
+    p_values = [test.p_value for _, test, _ in raw]
+    adjusted = holm(p_values) if len(raw) > 1 else p_values
+    return tuple(
+        Comparison(
+            activation=name, baseline=baseline, paired=test, secondary=others,
+            p_holm=p_adj, significant=bool(p_adj < alpha),  # NaN -> False
+            sign=_better(primary, test.mean_diff, 0.0),
+        )
+        for (name, test, others), p_adj in zip(raw, adjusted)
+    )
 
 
 def _paired(members, reference, metric, confidence):
     seeds = sorted(set(members) & set(reference))
-    diffs, kept, dropped = [], [], 0
+    diffs, kept = [], []
     for s in seeds:
         d = float(getattr(members[s], metric)) - float(getattr(reference[s], metric))
         if math.isfinite(d):
             diffs.append(d)
             kept.append(s)
-        else:
-            dropped += 1
     test = paired_test(diffs, metric, kept, confidence)
-    extra = []
-    unpaired = len(set(members) ^ set(reference))
-    if unpaired:
-        extra.append(f"paired on {len(seeds)} common seeds; {unpaired} seed results "
-                     "without a partner left out")
-    if dropped:
-        extra.append(f"{dropped} seed(s) with a non-finite {_LABELS[metric]} left out")
-    if extra:
-        test = dataclasses.replace(test, notes=test.notes + tuple(extra))
-    return test
+    return dataclasses.replace(
+        test, unpaired=len(set(members) ^ set(reference)), non_finite=len(seeds) - len(kept)
+    )
 
 
-def _winner(activations, comparisons, by_act, baseline, alpha, confidence, use_holm):
+def _winner(activations, comparisons, by_act, baseline, primary, secondary, alpha,
+            confidence):
     ranked = sorted(
         activations,
-        key=lambda a: (-_num(a.test_accuracy.mean), _num(a.test_loss.mean, math.inf),
+        key=lambda a: (_rank_key(primary, a.estimate.mean),
+                       *(_rank_key(m, a.secondary[m.name].mean) for m in secondary),
                        a.activation != baseline, a.activation),
     )
     top = ranked[0]
-    mean_pct = f"{100 * top.test_accuracy.mean:.2f}%"
     if len(ranked) == 1:
-        return Winner(top.activation, top.test_accuracy.mean, None, None, math.nan, False,
-                      None, f"Only {top.activation} was trained ({mean_pct} mean test "
-                      "accuracy): nothing to compare.")
+        return Winner(activation=top.activation, mean=top.estimate.mean, runner_up=None,
+                      lead=None, lead_p=math.nan, significant_over_runner_up=False,
+                      significant_over_baseline=None)
     second = ranked[1]
-    lead = _paired(by_act[top.activation], by_act[second.activation], ACCURACY, confidence)
-    pair = {top.activation, second.activation}
+    lead = _paired(by_act[top.activation], by_act[second.activation], primary.name,
+                   confidence)
     comp_by_name = {c.activation: c for c in comparisons}
-    if baseline in pair:
-        other = (pair - {baseline}).pop()
-        lead_p, how = comp_by_name[other].p_holm, ", Holm-adjusted" if use_holm else ""
+    if baseline in (top.activation, second.activation):
+        other = second.activation if top.activation == baseline else top.activation
+        lead_p = comp_by_name[other].p_holm
     else:
-        # The runner-up is chosen after seeing the data: say so.
-        lead_p, how = lead.p_value, " (unadjusted, post hoc)"
-    sig_runner = bool(lead_p < alpha)
-    sig_base = None if top.activation == baseline else comp_by_name[top.activation].significant
-
-    text = (f"Winner: {top.activation} ({mean_pct} mean test accuracy over "
-            f"{_seeds(top.n)}). Its lead over the runner-up {second.activation} ")
-    if lead.n < 2:
-        text += (f"({_pp(lead.mean_diff)} on {_seeds(lead.n, 'paired seed')}) cannot be "
-                 "tested: a paired test needs at least 2 seeds.")
-    else:
-        text += (f"({_pp(lead.mean_diff)}, {_ci_text(lead, confidence)}, "
-                 f"{lead.test} p{p_equals(lead_p)}{how}, {_seeds(lead.n, 'paired seed')}) is ")
-        text += "significant." if sig_runner else (
-            "not significant: the data do not separate them.")
-    if sig_base is not None and second.activation != baseline:
-        c = comp_by_name[top.activation]
-        text += (f" Against the baseline {baseline}: {_pp(c.accuracy.mean_diff)}, "
-                 f"{_significance(c.p_holm, alpha)} "
-                 f"({'Holm p' if use_holm else 'p'}{p_equals(c.p_holm)}).")
-    return Winner(top.activation, top.test_accuracy.mean, second.activation, lead, lead_p,
-                  sig_runner, sig_base, text)
+        lead_p = lead.p_value  # unadjusted: the runner-up was chosen after looking
+    return Winner(
+        activation=top.activation,
+        mean=top.estimate.mean,
+        runner_up=second.activation,
+        lead=lead,
+        lead_p=lead_p,
+        significant_over_runner_up=bool(lead_p < alpha),
+        significant_over_baseline=(None if top.activation == baseline
+                                   else comp_by_name[top.activation].significant),
+    )
 
 
-# --- Words. ------------------------------------------------------------------
-
-
-def format_p(p):
-    if p is None or math.isnan(p):
-        return "n/a"
-    if p < 0.001:
-        return "<0.001"
-    if p < 0.1:
-        return f"{p:.3f}"
-    return f"{p:.2f}"
-
-
-def p_equals(p):
-    s = format_p(p)
-    return s if s.startswith("<") else f"={s}"
-
-
-def format_d(d):
-    if d is None or math.isnan(d):
-        return "n/a"
-    if math.isinf(d):
-        return "+inf" if d > 0 else "-inf"
-    return f"{d:.2f}"
-
-
-def _pp(diff, metric=ACCURACY):
-    unit, scale = _UNITS[metric]
-    if math.isnan(diff):
-        return "n/a"
-    return f"{scale * diff:+.2f} pp" if unit == "pp" else f"{diff:+.4f}"
-
-
-def _ci_text(test, confidence):
-    unit, scale = _UNITS[test.metric]
-    if math.isnan(test.ci_low):
-        return f"{confidence:.0%} CI n/a"
-    digits = 2 if unit == "pp" else 4
-    return (f"{confidence:.0%} CI {scale * test.ci_low:+.{digits}f} to "
-            f"{scale * test.ci_high:+.{digits}f}")
-
-
-def _seeds(n, word="seed"):
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def _significance(p, alpha):
-    if p is None or math.isnan(p):
-        return "untested"
-    return "significant" if p < alpha else "not significant"
-
-
-def _verdict(name, baseline, acc, p_adj, use_holm, significant, confidence):
-    seeds = _seeds(acc.n)
-    if acc.n < 2:
-        return (f"{name} vs {baseline}: not tested ({seeds} paired with the "
-                "baseline; a paired test needs at least 2).")
-    ci, d_z = _ci_text(acc, confidence), f"d_z={format_d(acc.d_z)}"
-    holm_text = f", Holm p{p_equals(p_adj)}" if use_holm else ""
-    if significant:
-        verb = "beats" if acc.mean_diff > 0 else "is worse than"
-        return (f"{name} {verb} {baseline} by {_pp(acc.mean_diff)} test accuracy "
-                f"({ci}, {acc.test} p{p_equals(acc.p_value)}{holm_text}, {d_z}, {seeds})")
-    lead = f"Holm p{p_equals(p_adj)}" if use_holm else f"p{p_equals(acc.p_value)}"
-    tail = f", {acc.test} p{p_equals(acc.p_value)}" if use_holm else ""
-    return (f"{name} vs {baseline}: no significant difference ({lead}; "
-            f"{_pp(acc.mean_diff)} test accuracy, {ci}{tail}, {d_z}, {seeds})")
-
-
-def comparison_sentence(summary, activation):
-    """One line about `activation` for a registered model's description.
-
-    >>> # comparison_sentence(summary, "gelu")
-    >>> # 'gelu: 97.10% ± 0.42 test accuracy over 10 seeds (best seed 3 by
-    >>> #  validation). gelu beats relu by +0.85 pp test accuracy (...)'
-    """
-    a = summary.activation(activation)
-    head = (f"{activation}: {_acc_pm(a.test_accuracy)} test accuracy over {_seeds(a.n)} "
-            f"(best seed {a.best_seed} by validation accuracy).")
-    c = summary.comparison(activation)
-    if c is not None:
-        return f"{head} {c.verdict}"
-    w = summary.winner
-    if w.runner_up is None:
-        return head
-    label = "Holm p" if summary.holm else "p"
-    if w.activation == activation:
-        return (f"{head} Baseline and winner of the sweep; lead over {w.runner_up} "
-                f"{_pp(w.lead.mean_diff)}, {_significance(w.lead_p, summary.alpha)} "
-                f"({label}{p_equals(w.lead_p)}).")
-    wc = summary.comparison(w.activation)
-    return (f"{head} Baseline of the sweep; winner {w.activation}: "
-            f"{_pp(wc.accuracy.mean_diff)} over {activation}, "
-            f"{_significance(wc.p_holm, summary.alpha)} ({label}{p_equals(wc.p_holm)}).")
-
-
-def _acc_pm(e):
-    if math.isnan(e.std):
-        return f"{100 * e.mean:.2f}%"
-    return f"{100 * e.mean:.2f}% ± {100 * e.std:.2f}"
-
-
-# --- The terminal table. -----------------------------------------------------
-
-
-def table_rows(summary):
-    """The results table as header + rows of strings (terminal and Markdown)."""
-    conf = f"{summary.confidence:.0%} CI"
-    p_head = "p (Holm)" if summary.holm else "p"
-    header = ["activation", "seeds", "test acc %", conf, "test loss",
-              "Δ acc vs base", p_head, "d_z", "epochs to thr"]
-    rows = []
-    for a in summary.activations:
-        acc, loss = a.test_accuracy, a.test_loss
-        acc_text = _acc_pm(acc).replace("%", "")
-        ci = "n/a" if math.isnan(acc.ci_low) else f"{100 * acc.ci_low:.2f}–{100 * acc.ci_high:.2f}"
-        loss_text = f"{loss.mean:.4f}" + ("" if math.isnan(loss.std) else f" ± {loss.std:.4f}")
-        c = summary.comparison(a.activation)
-        if a.activation == summary.baseline:
-            delta, p, d = "(baseline)", "", ""
-        else:
-            delta = _pp(c.accuracy.mean_diff)
-            p = format_p(c.p_holm) + ("*" if c.significant else "")
-            d = format_d(c.accuracy.d_z)
-        if a.reached:
-            ett = f"{a.epochs_to_threshold_median:g} ({a.reached}/{a.n})"
-        else:
-            ett = f"– (0/{a.n})"
-        rows.append([a.activation, str(a.n), acc_text, ci, loss_text, delta, p, d, ett])
-    return header, rows
-
-
-def format_table(summary):
-    """A compact plain-text table of the summary, then the verdict lines.
-
-    Epochs to threshold: median over the seeds that reached it (k/n).
-    `*` marks p < alpha.
-    """
-    header, rows = table_rows(summary)
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    right = {1, 2, 4, 5, 6, 7}
-
-    def line(cells):
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    out = [line(header), line(["-" * w for w in widths])]
-    out += [line(r) for r in rows]
-    out.append("")
-    out += [f"- {v}" for v in summary.verdicts]
-    foot = (f"epochs to thr: median epoch val accuracy first reached the threshold "
-            f"(seeds that reached it / seeds). * p < {summary.alpha:g}")
-    if summary.holm:
-        foot += f", Holm-adjusted over {len(summary.comparisons)} comparisons"
-    out.append(foot + ".")
-    for n in summary.notes:
-        out.append(f"note: {n}")
-    for c in summary.comparisons:
-        for n in c.accuracy.notes:
-            out.append(f"note ({c.activation} vs {c.baseline}): {n}")
-    return "\n".join(out)
-
-
-# --- Serialization. ----------------------------------------------------------
+# --- Plain forms: JSON and tracked metrics. ----------------------------------
 
 
 def _clean(value):
@@ -665,23 +629,66 @@ def _clean(value):
     return value
 
 
-def summary_to_dict(summary):
-    """The summary as plain JSON types (strict JSON: NaN -> None, inf -> "inf").
+def paired_to_dict(test):
+    """A `PairedTest` as a flat dict: its fields, then its statistics by name."""
+    d = {f.name: getattr(test, f.name) for f in dataclasses.fields(test)
+         if f.name not in ("statistics", "unpaired", "non_finite")}
+    d.update(test.statistics)
+    d["unpaired"], d["non_finite"] = test.unpaired, test.non_finite
+    return d
 
-    Keys: baseline, confidence, alpha, holm, notes, verdicts,
-    activations {name: {...}}, comparisons {name: {..., accuracy, loss}},
-    winner {...}.
+
+def summary_to_dict(summary):
+    """The summary's numbers as plain JSON types (NaN -> None, inf -> "inf").
+
+    Keys are named after the metrics: an activation's estimates under the
+    metric names ("test_accuracy", "test_loss"), a comparison's paired
+    tests under the short names ("accuracy", "loss"), the winner's mean as
+    "mean_<metric>". `service.wording.summary_json` adds the sentences.
     """
+    sel = summary.select_by.name
+
+    def activation(a):
+        return {
+            "activation": a.activation, "n": a.n, "seeds": a.seeds,
+            summary.metric.name: dataclasses.asdict(a.estimate),
+            **{k: dataclasses.asdict(e) for k, e in a.secondary.items()},
+            "epochs_to_threshold_mean": a.epochs_to_threshold_mean,
+            "epochs_to_threshold_median": a.epochs_to_threshold_median,
+            "reached": a.reached,
+            f"{sel}_mean": a.selection_mean,
+            "best_seed": a.best_seed,
+            f"best_{sel}": a.best_selection,
+            "best_val_loss": a.best_val_loss,
+            "train_seconds_mean": a.train_seconds_mean,
+        }
+
+    def comparison(c):
+        return {
+            "activation": c.activation, "baseline": c.baseline,
+            summary.metric.short: paired_to_dict(c.paired),
+            **{m.short: paired_to_dict(c.secondary[m.name]) for m in summary.secondary},
+            "p_holm": c.p_holm, "significant": c.significant, "sign": c.sign,
+        }
+
+    w = summary.winner
     d = {
         "baseline": summary.baseline,
+        "metric": summary.metric.name,
+        "higher_is_better": summary.metric.higher_is_better,
         "confidence": summary.confidence,
         "alpha": summary.alpha,
         "holm": summary.holm,
-        "notes": list(summary.notes),
-        "verdicts": list(summary.verdicts),
-        "activations": {a.activation: dataclasses.asdict(a) for a in summary.activations},
-        "comparisons": {c.activation: dataclasses.asdict(c) for c in summary.comparisons},
-        "winner": dataclasses.asdict(summary.winner),
+        "activations": {a.activation: activation(a) for a in summary.activations},
+        "comparisons": {c.activation: comparison(c) for c in summary.comparisons},
+        "winner": {
+            "activation": w.activation, f"mean_{summary.metric.name}": w.mean,
+            "runner_up": w.runner_up,
+            "lead": None if w.lead is None else paired_to_dict(w.lead),
+            "lead_p": w.lead_p,
+            "significant_over_runner_up": w.significant_over_runner_up,
+            "significant_over_baseline": w.significant_over_baseline,
+        },
     }
     return _clean(d)
 
@@ -689,23 +696,28 @@ def summary_to_dict(summary):
 def flat_metrics(summary):
     """Finite numbers keyed "<activation>.<stat>" for a metrics logger.
 
-    E.g. "gelu.test_accuracy_mean", "gelu.vs_baseline.p_holm".
+    E.g. "gelu.test_accuracy_mean", "gelu.vs_baseline.accuracy_d_z",
+    "gelu.vs_baseline.p_holm".
     """
     out = {}
+    sel = summary.select_by.name
     for a in summary.activations:
         k = a.activation
-        for metric in (ACCURACY, LOSS):
-            e = getattr(a, metric)
+        for name, e in ((summary.metric.name, a.estimate), *a.secondary.items()):
             for stat in ("mean", "std", "ci_low", "ci_high"):
-                out[f"{k}.{metric}_{stat}"] = getattr(e, stat)
+                out[f"{k}.{name}_{stat}"] = getattr(e, stat)
         out[f"{k}.seeds"] = a.n
         out[f"{k}.reached_threshold"] = a.reached
         out[f"{k}.epochs_to_threshold_median"] = a.epochs_to_threshold_median
-        out[f"{k}.val_accuracy_mean"] = a.val_accuracy_mean
+        out[f"{k}.{sel}_mean"] = a.selection_mean
     for c in summary.comparisons:
         k = f"{c.activation}.vs_baseline"
-        for stat in ("mean_diff", "ci_low", "ci_high", "p_t", "p_wilcoxon", "d_z"):
-            out[f"{k}.accuracy_{stat}"] = getattr(c.accuracy, stat)
-        out[f"{k}.loss_mean_diff"] = c.loss.mean_diff
+        short = summary.metric.short
+        for stat in ("mean_diff", "ci_low", "ci_high", "p_t"):
+            out[f"{k}.{short}_{stat}"] = getattr(c.paired, stat)
+        for stat, value in c.paired.statistics.items():
+            out[f"{k}.{short}_{stat}"] = value
+        for m in summary.secondary:
+            out[f"{k}.{m.short}_mean_diff"] = c.secondary[m.name].mean_diff
         out[f"{k}.p_holm"] = c.p_holm
     return {k: float(v) for k, v in out.items() if math.isfinite(float(v))}

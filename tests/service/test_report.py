@@ -1,6 +1,8 @@
 """service.report: the files it writes and what the Markdown says."""
 
 import json
+import os
+import pathlib
 import types
 
 import keras
@@ -9,6 +11,11 @@ import pytest
 
 from service import report
 from service import stats
+from service import wording
+from service.config import Config
+from service.config import DataConfig
+from service.config import ModelConfig
+from service.config import TrainingConfig
 from service.results import MemberResult
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -50,15 +57,15 @@ def sweep(input_dim=2, with_models=True, seeds=(0, 1, 2, 3), epochs=6):
     return out
 
 
-CONFIG = {
-    "experiment": "test",
-    "activations": ["relu", "gelu"],
-    "baseline": "relu",
-    "data": {"dataset": "moons", "n_samples": 2000, "noise": 0.2, "seed": 0},
-    "model": {"hidden_units": [64, 64], "block": "dense", "dropout": 0.0},
-    "training": {"optimizer": "adam", "learning_rate": 0.001, "epochs": 6, "batch_size": 32,
-                 "convergence_threshold": 0.95},
-}
+CONFIG = Config(
+    experiment="test",
+    activations=("relu", "gelu"),
+    baseline="relu",
+    data=DataConfig(dataset="moons", n_samples=2000, noise=0.2, seed=0),
+    model=ModelConfig(hidden_units=(64, 64), block="dense", dropout=0.0),
+    training=TrainingConfig(optimizer="adam", learning_rate=0.001, epochs=6, batch_size=32,
+                            convergence_threshold=0.95),
+)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +74,7 @@ def written(tmp_path_factory):
     summary = stats.summarize(results, "relu")
     out = tmp_path_factory.mktemp("r") / "nested" / "report"
     paths = report.write_report(summary, results, out, title="moons: relu vs gelu",
-                                dataset=fake_dataset(2), config_dict=CONFIG)
+                                dataset=fake_dataset(2), config=CONFIG)
     return summary, out, paths
 
 
@@ -89,10 +96,14 @@ def test_markdown_has_setup_table_verdicts_per_seed_and_caveat(written):
     md = (out / "report.md").read_text()
     assert md.startswith("# moons: relu vs gelu\n")
     assert "adam lr 0.001" in md and "hidden (64, 64)" in md and "2000 samples" in md
+    assert "noise 0.2" in md and "split seed 0" in md and "6 epochs, batch 32" in md
+    assert "validation accuracy ≥ 0.95" in md
+    assert "Full configuration" in md and "n_samples: 2000" in md
+    assert "Metric: test accuracy, higher is better." in md
     assert "| activation | seeds | test acc % | 95% CI |" in md
     for a in summary.activations:
-        assert f"| {a.activation} | {a.n} | {100 * a.test_accuracy.mean:.2f} ± " in md
-    for verdict in summary.verdicts:
+        assert f"| {a.activation} | {a.n} | {100 * a.estimate.mean:.2f} ± " in md
+    for verdict in wording.verdicts(summary):
         assert f"- {verdict}" in md
     assert "| seed | relu | gelu | gelu − relu |" in md
     assert "★" in md
@@ -104,7 +115,7 @@ def test_markdown_has_setup_table_verdicts_per_seed_and_caveat(written):
 
 def test_summary_json_is_the_strict_json_summary(written):
     summary, out, _ = written
-    assert json.loads((out / "summary.json").read_text()) == stats.summary_to_dict(summary)
+    assert json.loads((out / "summary.json").read_text()) == wording.summary_json(summary)
 
 
 def test_decision_boundaries_skipped_for_more_than_two_features(tmp_path):
@@ -159,7 +170,7 @@ def test_activation_curve_unknown_name_is_skipped():
 
 def test_setup_says_what_the_models_take_and_return():
     from service.config import DataConfig
-    from service.data import load_dataset
+    from service.tasks import load_dataset
 
     results = sweep(with_models=False, seeds=(0, 1))
     summary = stats.summarize(results, "relu")
@@ -172,3 +183,84 @@ def test_setup_says_what_the_models_take_and_return():
             "returns them. Send them raw") in md
     assert ("- Model output: float32 [n, 10] class probabilities (rows sum to 1), "
             "column k for label k: 0 = digit 0") in md
+
+
+# --- Golden: the texts of a fixed sweep, pinned. --------------------------------------
+
+GOLDEN = pathlib.Path(__file__).parent / "golden" / "accuracy_sweep"
+
+# 4 activations x 6 seeds of fixed numbers (accuracies on a 400-point test
+# set): gelu better than the baseline, elu worse, silu the baseline plus
+# exactly 0.0025 (constant differences: decided by Wilcoxon), gelu's seed 5
+# missing (paired on common seeds).
+GOLDEN_SWEEP = {  # activation: [(test acc, test loss, val acc, val loss, epochs to thr)]
+    "relu": [(0.9300, 0.2187, 0.934375, 0.2110, 20), (0.9375, 0.2295, 0.925000, 0.1973, 27),
+             (0.9300, 0.1967, 0.928125, 0.1975, None), (0.9275, 0.2168, 0.931250, 0.2204, None),
+             (0.9375, 0.2133, 0.931250, 0.2190, 14), (0.9250, 0.2154, 0.931250, 0.1999, 29)],
+    "gelu": [(0.9400, 0.2134, 0.943750, 0.2016, 22), (0.9475, 0.2229, 0.934375, 0.2131, 26),
+             (0.9475, 0.2106, 0.940625, 0.2126, 3), (0.9350, 0.2050, 0.946875, 0.1980, 11),
+             (0.9450, 0.2081, 0.937500, 0.2030, None)],
+    "elu": [(0.9225, 0.2377, 0.918750, 0.2400, 25), (0.9275, 0.2290, 0.921875, 0.2350, None),
+            (0.9150, 0.2455, 0.915625, 0.2460, 30), (0.9200, 0.2380, 0.925000, 0.2290, 18),
+            (0.9250, 0.2310, 0.918750, 0.2330, 21), (0.9175, 0.2450, 0.912500, 0.2420, None)],
+    "silu": [(0.9325, 0.2150, 0.934375, 0.2100, 19), (0.9400, 0.2250, 0.928125, 0.2000, 25),
+             (0.9325, 0.2000, 0.931250, 0.2050, None), (0.9300, 0.2100, 0.928125, 0.2150, 30),
+             (0.9400, 0.2110, 0.934375, 0.2120, 12), (0.9275, 0.2180, 0.925000, 0.2080, 28)],
+}
+
+
+def golden_results():
+    out = []
+    for act, rows in GOLDEN_SWEEP.items():
+        for seed, (acc, loss, val_acc, val_loss, ett) in enumerate(rows):
+            history = {"loss": [0.7, val_loss], "accuracy": [0.6, val_acc],
+                       "val_loss": [0.7, val_loss], "val_accuracy": [0.6, val_acc]}
+            out.append(MemberResult(act, seed, history, loss, acc, ett, None,
+                                    1.0 + 0.1 * seed))
+    return out
+
+
+def golden_texts():
+    """name -> text of everything a user reads about the fixed sweep."""
+    results = golden_results()
+    summary = stats.summarize(results, "relu")
+    return {
+        "table.txt": wording.format_table(summary) + "\n",
+        "sentences.txt": "\n".join(wording.comparison_sentence(summary, a)
+                                   for a in GOLDEN_SWEEP) + "\n",
+        "summary.json": json.dumps(wording.summary_json(summary), indent=2,
+                                   allow_nan=False) + "\n",
+        "flat_metrics.json": json.dumps(stats.flat_metrics(summary), indent=2,
+                                        sort_keys=True) + "\n",
+        "report.md": report.render_markdown(summary, results,
+                                            title="golden: relu, gelu, elu, silu"),
+    }
+
+
+def test_a_fixed_sweep_reads_as_pinned_in_the_golden_files():
+    """The table, sentences, summary.json, tracked metrics and report.md of a
+    fixed sweep. Their text was the same before numbers and words were split
+    (issue 7), except the added metric line and summary.json's added keys
+    (metric, higher_is_better, sign, unpaired, non_finite).
+    Regenerate after a deliberate change: KG_UPDATE_GOLDEN=1 pytest -k golden."""
+    texts = golden_texts()
+    if os.environ.get("KG_UPDATE_GOLDEN"):
+        GOLDEN.mkdir(parents=True, exist_ok=True)
+        for name, text in texts.items():
+            (GOLDEN / name).write_text(text)
+    for name, text in texts.items():
+        expected = (GOLDEN / name).read_text()
+        if name.endswith(".json"):  # numbers to 1e-9: scipy may differ in the last bits
+            assert json.loads(text) == _approx_tree(json.loads(expected)), name
+        else:
+            assert text == expected, name
+
+
+def _approx_tree(value):
+    if isinstance(value, dict):
+        return {k: _approx_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_approx_tree(v) for v in value]
+    if isinstance(value, float):
+        return pytest.approx(value, rel=1e-9, abs=1e-12)
+    return value

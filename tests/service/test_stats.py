@@ -15,6 +15,7 @@ import pytest
 from scipy import stats as st
 
 from service import stats
+from service import wording
 from service.errors import ServiceError
 from service.results import MemberResult
 
@@ -67,8 +68,8 @@ def test_paired_test_reproduces_student_sleep_data_published_values():
     assert t.t_statistic == pytest.approx(4.0621, abs=1e-4)
     assert t.p_t == pytest.approx(0.002833, abs=1e-6)
     assert (t.ci_low, t.ci_high) == pytest.approx((0.7001142, 2.4598858), abs=1e-7)
-    assert t.d_z == pytest.approx(1.58 / np.std(SLEEP_DIFFS, ddof=1))
-    assert t.d_z == pytest.approx(1.2846, abs=1e-4)
+    assert t.statistics["d_z"] == pytest.approx(1.58 / np.std(SLEEP_DIFFS, ddof=1))
+    assert t.statistics["d_z"] == pytest.approx(1.2846, abs=1e-4)
     assert t.test == "paired t" and t.p_value == t.p_t
 
 
@@ -82,13 +83,14 @@ def test_paired_test_agrees_with_scipy_ttest_rel_and_wilcoxon():
     assert t.p_t == pytest.approx(ref.pvalue)
     ci = ref.confidence_interval(0.95)
     assert (t.ci_low, t.ci_high) == pytest.approx((ci.low, ci.high))
-    assert t.p_wilcoxon == pytest.approx(st.wilcoxon(b, a).pvalue)
+    assert t.statistics["p_wilcoxon"] == pytest.approx(st.wilcoxon(b, a).pvalue)
 
 
 def test_wilcoxon_exact_hand_example_all_positive_five_pairs():
     # All 5 signs positive: only 1 of 2^5 sign patterns is as extreme per
     # side, so the two-sided exact p = 2/32.
-    assert stats.paired_test([0.1, 0.2, 0.3, 0.4, 0.5]).p_wilcoxon == pytest.approx(0.0625)
+    t = stats.paired_test([0.1, 0.2, 0.3, 0.4, 0.5])
+    assert t.statistics["p_wilcoxon"] == pytest.approx(0.0625)
 
 
 def test_paired_t_hand_example_one_to_five():
@@ -96,27 +98,27 @@ def test_paired_t_hand_example_one_to_five():
     t = stats.paired_test([1.0, 2.0, 3.0, 4.0, 5.0])
     assert t.t_statistic == pytest.approx(3 * math.sqrt(2))
     assert t.p_t == pytest.approx(2 * st.t.sf(3 * math.sqrt(2), 4))
-    assert t.d_z == pytest.approx(3 / math.sqrt(2.5))
+    assert t.statistics["d_z"] == pytest.approx(3 / math.sqrt(2.5))
 
 
 def test_all_zero_differences_give_p_one_and_no_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         t = stats.paired_test([0.0, 0.0, 0.0, 0.0])
-    assert t.p_t == 1.0 and t.p_wilcoxon == 1.0 and t.p_value == 1.0
-    assert t.d_z == 0.0 and t.mean_diff == 0.0
+    assert t.p_t == 1.0 and t.statistics["p_wilcoxon"] == 1.0 and t.p_value == 1.0
+    assert t.statistics["d_z"] == 0.0 and t.mean_diff == 0.0
     assert (t.ci_low, t.ci_high) == (0.0, 0.0)
-    assert any("zero" in n for n in t.notes)
+    assert any("zero" in n for n in wording.paired_notes(t))
 
 
 def test_constant_nonzero_differences_are_inf_safe_and_decided_by_wilcoxon():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         t = stats.paired_test([0.0025] * 6)
-    assert t.d_z == math.inf and t.t_statistic == math.inf
+    assert t.statistics["d_z"] == math.inf and t.t_statistic == math.inf
     assert t.test == "Wilcoxon"
     assert t.p_value == pytest.approx(2 / 2**6)  # exact: all 6 signs positive
-    assert t.notes
+    assert wording.paired_notes(t)
 
 
 def test_fewer_than_two_pairs_give_nan_p_and_a_note():
@@ -124,8 +126,8 @@ def test_fewer_than_two_pairs_give_nan_p_and_a_note():
         warnings.simplefilter("error")
         one = stats.paired_test([0.01])
         none = stats.paired_test([])
-    assert one.mean_diff == 0.01 and math.isnan(one.p_value) and math.isnan(one.d_z)
-    assert "at least 2" in one.notes[0]
+    assert one.mean_diff == 0.01 and math.isnan(one.p_value) and math.isnan(one.statistics["d_z"])
+    assert "at least 2" in wording.paired_notes(one)[0]
     assert none.n == 0 and math.isnan(none.p_value)
 
 
@@ -152,13 +154,13 @@ def test_summary_per_activation_fields_from_known_numbers():
     s = stats.summarize(rs, "relu")
     a = s.activation("relu")
     assert a.n == 4 and a.seeds == (0, 1, 2, 3)
-    assert a.test_accuracy.mean == pytest.approx(0.93)
-    assert a.test_accuracy.std == pytest.approx(np.std([0.90, 0.92, 0.94, 0.96], ddof=1))
-    assert a.test_loss.mean == pytest.approx(0.27)
-    assert a.reached == 3 and a.reached_text == "3/4 reached"
+    assert a.estimate.mean == pytest.approx(0.93)
+    assert a.estimate.std == pytest.approx(np.std([0.90, 0.92, 0.94, 0.96], ddof=1))
+    assert a.secondary["test_loss"].mean == pytest.approx(0.27)
+    assert a.reached == 3 and wording.reached_text(a) == "3/4 reached"
     assert a.epochs_to_threshold_mean == pytest.approx(70 / 3)
     assert a.epochs_to_threshold_median == 20
-    assert a.val_accuracy_mean == pytest.approx(0.925)
+    assert a.selection_mean == pytest.approx(0.925)
     # Seeds 1, 2, 3 tie on val acc 0.93; 1 and 3 tie on val loss 0.20 -> lower seed.
     assert a.best_seed == 1
     assert s.comparisons == () and s.winner.activation == "relu"
@@ -180,14 +182,16 @@ def test_comparison_pairs_by_seed_and_matches_scipy():
     assert [a.activation for a in s.activations] == ["relu", "gelu"]
     (c,) = s.comparisons
     ref = st.ttest_rel(gelu, relu)
-    assert c.accuracy.mean_diff == pytest.approx(np.mean(np.subtract(gelu, relu)))
-    assert c.accuracy.p_t == pytest.approx(ref.pvalue)
-    assert c.accuracy.p_wilcoxon == pytest.approx(st.wilcoxon(gelu, relu).pvalue)
-    assert c.loss.mean_diff == pytest.approx(-c.accuracy.mean_diff)
-    assert c.p_holm == c.accuracy.p_value and not s.holm
+    assert c.paired.mean_diff == pytest.approx(np.mean(np.subtract(gelu, relu)))
+    assert c.paired.p_t == pytest.approx(ref.pvalue)
+    assert c.paired.statistics["p_wilcoxon"] == pytest.approx(st.wilcoxon(gelu, relu).pvalue)
+    assert c.secondary["test_loss"].mean_diff == pytest.approx(-c.paired.mean_diff)
+    assert c.p_holm == c.paired.p_value and not s.holm
     assert c.significant and ref.pvalue < 0.05
-    assert c.verdict.startswith("gelu beats relu by +0.70 pp test accuracy (95% CI +")
-    assert "paired t p=0.002" in c.verdict and "8 seeds" in c.verdict
+    assert c.sign == 1
+    verdict = wording.comparison_verdict(s, c)
+    assert verdict.startswith("gelu beats relu by +0.70 pp test accuracy (95% CI +")
+    assert "paired t p=0.002" in verdict and "8 seeds" in verdict
     assert s.winner.activation == "gelu" and s.winner.significant_over_runner_up
     assert s.winner.significant_over_baseline
 
@@ -196,9 +200,9 @@ def test_only_common_seeds_are_paired_with_a_note():
     rs = sweep({"relu": [0.90, 0.91, 0.92, 0.93], "gelu": [0.91, 0.92, 0.94]})
     rs = [r for r in rs if not (r.activation == "relu" and r.seed == 1)]
     c = stats.summarize(rs, "relu").comparisons[0]
-    assert c.accuracy.seeds == (0, 2)
-    assert c.accuracy.mean_diff == pytest.approx(0.015)
-    assert any("common seeds" in n for n in c.accuracy.notes)
+    assert c.paired.seeds == (0, 2)
+    assert c.paired.mean_diff == pytest.approx(0.015)
+    assert any("common seeds" in n for n in wording.paired_notes(c.paired))
 
 
 def test_no_significant_difference_verdict_reports_p():
@@ -207,15 +211,18 @@ def test_no_significant_difference_verdict_reports_p():
     s = stats.summarize(sweep({"relu": relu, "gelu": gelu}), "relu")
     c = s.comparisons[0]
     assert not c.significant
-    assert c.verdict.startswith(f"gelu vs relu: no significant difference (p={c.p_holm:.2f};")
-    assert "not significant" in s.winner.verdict
+    assert wording.comparison_verdict(s, c).startswith(
+        f"gelu vs relu: no significant difference (p={c.p_holm:.2f};")
+    assert "not significant" in wording.winner_verdict(s)
 
 
 def test_worse_activation_gets_worse_verdict():
     relu = [0.95, 0.96, 0.94, 0.95, 0.97, 0.96]
     elu = [0.92, 0.935, 0.91, 0.925, 0.94, 0.93]
-    c = stats.summarize(sweep({"relu": relu, "elu": elu}), "relu").comparisons[0]
-    assert c.significant and c.verdict.startswith("elu is worse than relu by -2.83 pp")
+    s = stats.summarize(sweep({"relu": relu, "elu": elu}), "relu")
+    c = s.comparisons[0]
+    assert c.significant and c.sign == -1
+    assert wording.comparison_verdict(s, c).startswith("elu is worse than relu by -2.83 pp")
 
 
 def test_holm_applied_across_several_comparisons():
@@ -228,13 +235,14 @@ def test_holm_applied_across_several_comparisons():
     }
     s = stats.summarize(sweep(accs), "relu")
     assert s.holm
-    raw = [c.accuracy.p_value for c in s.comparisons]
+    raw = [c.paired.p_value for c in s.comparisons]
     assert [c.p_holm for c in s.comparisons] == pytest.approx(stats.holm(raw))
-    assert all(c.p_holm >= c.accuracy.p_value for c in s.comparisons)
+    assert all(c.p_holm >= c.paired.p_value for c in s.comparisons)
     assert all(c.significant == (c.p_holm < 0.05) for c in s.comparisons)
-    assert all("Holm p" in c.verdict for c in s.comparisons)
+    assert all("Holm p" in wording.comparison_verdict(s, c) for c in s.comparisons)
     assert s.winner.activation == "gelu" and s.winner.runner_up == "mish"
-    assert "post hoc" in s.winner.verdict  # gelu vs mish is outside the Holm family
+    # gelu vs mish is outside the Holm family.
+    assert "post hoc" in wording.winner_verdict(s)
 
 
 def test_identical_activations_all_zero_differences_without_warnings():
@@ -242,9 +250,9 @@ def test_identical_activations_all_zero_differences_without_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         s = stats.summarize(sweep(accs), "relu")
-        stats.format_table(s)
+        wording.format_table(s)
     c = s.comparisons[0]
-    assert c.accuracy.p_value == 1.0 and c.accuracy.d_z == 0.0 and not c.significant
+    assert c.paired.p_value == 1.0 and c.paired.statistics["d_z"] == 0.0 and not c.significant
     # Tied means: the baseline is preferred as winner.
     assert s.winner.activation == "relu" and not s.winner.significant_over_runner_up
 
@@ -253,12 +261,12 @@ def test_single_seed_sweep_is_handled_gracefully():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         s = stats.summarize(sweep({"relu": [0.9], "gelu": [0.95]}), "relu")
-        text = stats.format_table(s)
+        text = wording.format_table(s)
     c = s.comparisons[0]
-    assert math.isnan(c.accuracy.p_value) and not c.significant
-    assert "not tested" in c.verdict
+    assert math.isnan(c.paired.p_value) and not c.significant
+    assert "not tested" in wording.comparison_verdict(s, c)
     assert "n/a" in text
-    json.dumps(stats.summary_to_dict(s), allow_nan=False)
+    json.dumps(wording.summary_json(s), allow_nan=False)
 
 
 def test_bad_inputs_raise_service_error_with_actionable_message():
@@ -277,13 +285,13 @@ def test_confidence_level_changes_interval_and_alpha():
     gelu = [0.915, 0.925, 0.92, 0.935, 0.91, 0.93]
     s90 = stats.summarize(sweep({"relu": relu, "gelu": gelu}), "relu", confidence=0.90)
     s99 = stats.summarize(sweep({"relu": relu, "gelu": gelu}), "relu", confidence=0.99)
-    w90 = s90.comparisons[0].accuracy.ci_high - s90.comparisons[0].accuracy.ci_low
-    w99 = s99.comparisons[0].accuracy.ci_high - s99.comparisons[0].accuracy.ci_low
+    w90 = s90.comparisons[0].paired.ci_high - s90.comparisons[0].paired.ci_low
+    w99 = s99.comparisons[0].paired.ci_high - s99.comparisons[0].paired.ci_low
     assert w99 > w90 and s90.alpha == pytest.approx(0.10)
-    assert "90% CI" in s90.comparisons[0].verdict
+    assert "90% CI" in wording.comparison_verdict(s90, s90.comparisons[0])
 
 
-# --- Output forms. -------------------------------------------------------------------
+# --- Plain forms. -------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -291,45 +299,6 @@ def two_way():
     relu = [0.950, 0.9425, 0.955, 0.9475, 0.960, 0.945, 0.9525, 0.950]
     gelu = [0.9575, 0.950, 0.9575, 0.955, 0.965, 0.9525, 0.955, 0.9660]
     return stats.summarize(sweep({"relu": relu, "gelu": gelu}), "relu")
-
-
-def test_format_table_lists_every_activation_and_the_verdicts(two_way):
-    text = stats.format_table(two_way)
-    header = text.splitlines()[0]
-    for col in ("activation", "seeds", "test acc %", "95% CI", "test loss", "Δ acc vs base",
-                "p", "d_z", "epochs to thr"):
-        assert col in header
-    relu = [a.test_accuracy for a in [two_way.activation("relu")]][0]
-    assert "(baseline)" in text and "+0.70 pp" in text
-    assert f"{100 * relu.mean:.2f} ± {100 * relu.std:.2f}" in text
-    for verdict in two_way.verdicts:
-        assert verdict in text
-
-
-def test_summary_to_dict_is_strict_json_with_all_sections(two_way):
-    d = stats.summary_to_dict(two_way)
-    text = json.dumps(d, allow_nan=False)
-    back = json.loads(text)
-    assert back["baseline"] == "relu" and back["winner"]["activation"] == "gelu"
-    assert set(back["activations"]) == {"relu", "gelu"}
-    acc = back["comparisons"]["gelu"]["accuracy"]
-    assert acc["p_t"] == pytest.approx(two_way.comparisons[0].accuracy.p_t)
-    assert back["verdicts"] == list(two_way.verdicts)
-
-
-def test_summary_to_dict_encodes_inf_and_nan_as_strict_json():
-    s = stats.summarize(sweep({"relu": [0.90, 0.91, 0.92], "gelu": [0.91, 0.92, 0.93]}), "relu")
-    d = stats.summary_to_dict(s)
-    assert d["comparisons"]["gelu"]["accuracy"]["d_z"] == "inf"
-    json.dumps(d, allow_nan=False)
-
-
-def test_comparison_sentence_is_one_line_for_each_activation(two_way):
-    g = stats.comparison_sentence(two_way, "gelu")
-    r = stats.comparison_sentence(two_way, "relu")
-    assert "\n" not in g and "\n" not in r
-    assert g.startswith("gelu: 95.73% ± 0.56 test accuracy over 8 seeds") and "beats relu" in g
-    assert r.startswith("relu: ") and "winner gelu" in r
 
 
 def test_flat_metrics_are_finite_floats(two_way):
@@ -347,16 +316,108 @@ def test_float32_round_off_in_metrics_counts_as_ties():
         warnings.simplefilter("error")
         zero = stats.paired_test(np.subtract(same, relu))
         const = stats.paired_test([0.0050000191, 0.0049999952, 0.005, 0.0050000012])
-    assert zero.p_value == 1.0 and zero.d_z == 0.0
-    assert const.test == "Wilcoxon" and const.d_z == math.inf
+    assert zero.p_value == 1.0 and zero.statistics["d_z"] == 0.0
+    assert const.test == "Wilcoxon" and const.statistics["d_z"] == math.inf
     assert const.p_value == pytest.approx(2 / 2**4)
 
 
 def test_accuracy_interval_is_clipped_to_the_metric_range():
-    from service import stats
-
     wide = stats.estimate([0.90, 1.00], bounds=(0.0, 1.0))
     unclipped = stats.estimate([0.90, 1.00])
     assert unclipped.ci_high > 1.0  # 2 seeds: t(0.975, 1) = 12.7
     assert wide.ci_high == 1.0
     assert wide.ci_low == pytest.approx(unclipped.ci_low)
+
+
+# --- Any metric, either direction. ---------------------------------------------------
+
+
+def test_lower_is_better_metric_picks_the_lowest_mean_and_signs_by_direction():
+    # Test loss as the compared metric: gelu lowest (best), elu highest (worst).
+    losses = {
+        "relu": [0.300, 0.320, 0.310, 0.330, 0.305, 0.315],
+        "gelu": [0.270, 0.285, 0.280, 0.300, 0.262, 0.290],
+        "elu": [0.330, 0.345, 0.340, 0.352, 0.331, 0.350],
+    }
+    # Accuracies that rank the other way, so a metric mix-up cannot pass.
+    accs = {"relu": [0.90] * 6, "gelu": [0.89] * 6, "elu": [0.95] * 6}
+    rs = sweep(accs, losses)
+    s = stats.summarize(rs, "relu", metric="test_loss", higher_is_better=False)
+
+    assert s.metric == stats.Metric("test_loss", False, (0.0, math.inf))
+    assert s.secondary == ()  # test loss is the compared metric, not beside it
+    assert s.winner.activation == "gelu"
+    assert s.winner.mean == pytest.approx(np.mean(losses["gelu"]))
+    assert s.winner.runner_up == "relu"
+    gelu, elu = s.comparison("gelu"), s.comparison("elu")
+    for c in (gelu, elu):
+        ref = st.ttest_rel(losses[c.activation], losses["relu"])
+        assert c.paired.metric == "test_loss"
+        assert c.paired.mean_diff == pytest.approx(
+            np.mean(np.subtract(losses[c.activation], losses["relu"])))
+        assert c.paired.t_statistic == pytest.approx(ref.statistic)
+        assert c.paired.p_t == pytest.approx(ref.pvalue)
+        assert c.paired.statistics["p_wilcoxon"] == pytest.approx(
+            st.wilcoxon(losses[c.activation], losses["relu"]).pvalue)
+    # Lower loss is better: a negative difference is a win.
+    assert gelu.paired.mean_diff < 0 and gelu.sign == 1 and gelu.significant
+    assert elu.paired.mean_diff > 0 and elu.sign == -1 and elu.significant
+    assert [c.p_holm for c in s.comparisons] == pytest.approx(
+        stats.holm([c.paired.p_value for c in s.comparisons]))
+    # The lead is winner - runner-up, negative for a lower-is-better metric.
+    assert s.winner.lead.mean_diff == pytest.approx(
+        np.mean(np.subtract(losses["gelu"], losses["relu"])))
+    assert s.winner.significant_over_baseline
+
+
+def test_the_same_numbers_either_way_round_give_mirrored_results():
+    # accuracy a (higher better) vs the metric 1 - a (lower better): the
+    # same winner, opposite differences, same p-values and signs.
+    accs = {"relu": [0.90, 0.92, 0.91, 0.93, 0.90], "gelu": [0.92, 0.93, 0.93, 0.94, 0.91]}
+    up = stats.summarize(sweep(accs), "relu")
+    down = stats.summarize(sweep(accs), "relu", metric="test_loss", higher_is_better=False)
+    assert up.winner.activation == down.winner.activation == "gelu"
+    cu, cd = up.comparisons[0], down.comparisons[0]
+    assert cd.paired.mean_diff == pytest.approx(-cu.paired.mean_diff)
+    assert cd.paired.p_value == pytest.approx(cu.paired.p_value)
+    assert cd.sign == cu.sign == 1
+
+
+def test_best_seed_follows_the_selection_metric_and_its_direction():
+    rs = [
+        member("relu", 0, test_acc=0.9, val_acc=0.95, val_loss=0.40),
+        member("relu", 1, test_acc=0.9, val_acc=0.90, val_loss=0.20),
+    ]
+    assert stats.summarize(rs, "relu").activation("relu").best_seed == 0
+    by_loss = stats.summarize(rs, "relu", metric="test_loss", higher_is_better=False)
+    assert by_loss.select_by == stats.Metric("val_loss", False)
+    assert by_loss.activation("relu").best_seed == 1
+
+
+def test_an_unknown_metric_is_a_service_error():
+    with pytest.raises(ServiceError, match="test_perplexity"):
+        stats.summarize(sweep({"relu": [0.9, 0.91]}), "relu", metric="test_perplexity",
+                        higher_is_better=False)
+
+
+def test_summary_to_dict_holds_numbers_named_after_the_metric(two_way):
+    d = stats.summary_to_dict(two_way)
+    json.dumps(d, allow_nan=False)
+    assert d["metric"] == "test_accuracy" and d["higher_is_better"] is True
+    gelu = d["activations"]["gelu"]
+    assert set(gelu["test_accuracy"]) == {"n", "mean", "std", "ci_low", "ci_high"}
+    assert "test_loss" in gelu and "val_accuracy_mean" in gelu and "best_val_accuracy" in gelu
+    assert d["comparisons"]["gelu"]["accuracy"]["d_z"] == pytest.approx(
+        two_way.comparisons[0].paired.statistics["d_z"])
+    assert d["winner"]["mean_test_accuracy"] == pytest.approx(two_way.winner.mean)
+
+    def strings(x):
+        if isinstance(x, dict):
+            return [s for v in x.values() for s in strings(v)]
+        if isinstance(x, list):
+            return [s for v in x for s in strings(v)]
+        return [x] if isinstance(x, str) else []
+
+    # Numbers only: the only strings are names (activations, metric, test).
+    assert set(strings(d)) <= {"relu", "gelu", "test_accuracy", "test_loss", "paired t",
+                               "inf", "-inf"}
