@@ -97,39 +97,29 @@ def fused(name, forward, derivative):
     return kernel
 
 
-# torch's native exact GELU, 0.5 * x * (1 + erf(x / sqrt(2))), cancels in
-# the lower tail: max relative error 7.2e-7 for x >= -1.5 but 2.0e-4 at -3
-# and 100% below -5.5 (measured against scipy.special.ndtr); and it
-# overflows to inf near float32's max (x * 2 before the halving).
-_TORCH_NATIVE_EXACT_RANGE = (-1.5, 1e4)
-
-
 def _torch_kernel(name, forward, derivative):
     """torch's native kernels, with keras_gelu's formula only where needed.
 
-    - tanh mode: torch's native kernel computes the same formula.
-    - exact mode: the native kernel on [-1.5, 1e4], and keras_gelu's
-      tail-accurate formula on just the elements outside (7% of a standard
-      normal tensor), put back with an out-of-place, differentiable
-      `index_put`.
+    - tanh mode: torch's native kernel computes the same formula; its
+      gradient is taken at the input clipped like the formula's, as on
+      the other backends (`_torch_ops.tanh_gelu`).
+    - exact mode: the native kernel on [-1.5, 1e4], where it is accurate,
+      and keras_gelu's tail-accurate formula outside
+      (`_torch_ops.exact_gelu`).
     - sigmoid mode: the formula itself (two ops).
     """
-    import torch.nn.functional as F
+    # Imported here: it imports torch, which only the torch backend has.
+    from keras_gelu import _torch_ops
 
     if name == "gelu_tanh":
-        return lambda x: F.gelu(x, approximate="tanh")
+        return _torch_ops.tanh_gelu
     if name != "gelu_none":
         return forward
 
     def exact(x):
         if isinstance(x, keras.KerasTensor):
             return forward(x)
-        y = F.gelu(x)
-        low, high = _TORCH_NATIVE_EXACT_RANGE
-        tail = ((x < low) | (x > high)).nonzero(as_tuple=True)
-        if tail[0].numel():
-            y = y.index_put(tail, forward(x[tail]))
-        return y
+        return _torch_ops.exact_gelu(x, forward)
 
     return exact
 

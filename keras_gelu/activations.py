@@ -78,32 +78,48 @@ def _horner(t, coefficients):
     return result
 
 
-def _normal_cdf_and_gaussian(x):
-    """Returns (Phi(x), exp(-x**2 / 2)), Phi accurate to float32 everywhere.
+def _gaussian_and_mills(x):
+    """Returns (exp(-x**2 / 2), m) with Phi(-|x|) = exp(-x**2 / 2) * m.
 
     `0.5 * (1 + erf(x / sqrt(2)))` cancels to 0 below x ~ -5.5, and even
     erfc loses ~1.4e-5 relative at x = -12 to the rounding of x / sqrt(2)
     (measured on every backend). Here Phi(-|x|) = phi(x) * R(|x|): one exp
     and one rational, no cancellation, and less work than an erfc kernel,
     which evaluates two branches under XLA.
+
+    The two factors come back apart, not as Phi: Phi(x) itself is
+    subnormal below x = -12.95 (Phi(-13) = 6.1e-39), and XLA flushes
+    subnormals to zero, which made GELU(-13) = -7.95e-38 come out -0 on
+    TensorFlow and JAX. Multiplying x * m (about -0.4) first keeps every
+    intermediate normal wherever GELU(x) is (down to x = -13.146; the
+    Gaussian stays normal down to -13.216).
     """
-    gaussian = ops.exp(-0.5 * x * x)
-    # Clip: beyond 20 the Gaussian is 0 and t**5 must not reach inf/inf.
+    # Clip: beyond 20 the Gaussian is 0 and t**5 must not reach inf/inf
+    # (nor t * t inf).
     # where(), not abs(): abs' derivative at 0 is sign(0) = 0, which made
     # Phi'(0) come out 0 instead of phi(0), so GELU''(0) was 0 (or phi(0)
     # with the fused derivative) instead of 2 phi(0).
     t = ops.minimum(ops.where(x < 0, -x, x), 20.0)
-    lower_tail = gaussian * (_horner(t, _MILLS_P_PDF) / _horner(t, _MILLS_Q))
-    return ops.where(x < 0, lower_tail, 1.0 - lower_tail), gaussian
+    gaussian = ops.exp(-0.5 * t * t)
+    return gaussian, _horner(t, _MILLS_P_PDF) / _horner(t, _MILLS_Q)
 
 
 def _gelu_exact(x):
-    return x * _normal_cdf_and_gaussian(x)[0]
+    gaussian, mills = _gaussian_and_mills(x)
+    # x * Phi(-|x|), in the order that never goes subnormal (see above).
+    tail = (x * mills) * gaussian
+    return ops.where(x < 0, tail, x - tail)
 
 
 def _gelu_exact_grad(x):
-    cdf, gaussian = _normal_cdf_and_gaussian(x)
-    return cdf + _INV_SQRT_2PI * x * gaussian
+    # Phi(x) + x phi(x) = exp(-x**2 / 2) * (m + x / sqrt(2 pi)) for x < 0
+    # (1 + exp(-x**2 / 2) * (x / sqrt(2 pi) - m) above): one factor, no
+    # subnormal Phi.
+    gaussian, mills = _gaussian_and_mills(x)
+    slope = _INV_SQRT_2PI * x
+    return ops.where(
+        x < 0, gaussian * (mills + slope), 1.0 + gaussian * (slope - mills)
+    )
 
 
 # Past |x| = 10 the tanh is exactly +-1 in float32, so clipping its

@@ -1,0 +1,264 @@
+"""keras_gelu at the edges of float32: huge inputs, the bottom of the
+normal range, and torch's compiled / off-CPU path.
+
+References are float64 scipy and mpmath (references.py), never keras_gelu.
+"""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+import keras_gelu
+from tests.keras_gelu import references as ref
+
+FUSION = pytest.mark.parametrize(
+    "fusion", [True, False], ids=["fused", "unfused"]
+)
+MODES = ["none", "tanh", "sigmoid"]
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # 3.4028235e38
+BFLOAT16_MAX = 3.3895313892515355e38  # (2 - 2**-7) * 2**127
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # smallest normal, 1.1755e-38
+# Outside jax.jit, JAX evaluates a custom_jvp rule on concrete numpy values,
+# so `1.702 * x` overflowing to -inf (sigmoid(-inf) = 0, as intended) warns.
+NUMPY_OVERFLOW_OK = pytest.mark.filterwarnings(
+    "ignore:overflow encountered:RuntimeWarning"
+)
+
+
+def _huge(dtype):
+    big = BFLOAT16_MAX if dtype == "bfloat16" else FLOAT32_MAX
+    return np.array([-big, -1e20, -1e19, 1e19, 1e20, big], np.float32)
+
+
+def _input_grad(fn, x, dtype):
+    """d sum(fn(x)) / dx at `x` cast to `dtype`, as float64 numpy.
+
+    Returns (x as it was in `dtype`, the gradient), both float64.
+    """
+    x = ops.cast(ops.convert_to_tensor(np.asarray(x, np.float32)), dtype)
+    if ref.BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        g = tape.gradient(y, x)
+    elif ref.BACKEND == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        g = jax.grad(lambda v: jnp.sum(fn(v)).astype("float32"))(x)
+    elif ref.BACKEND == "torch":
+        import torch
+
+        x = x.detach().requires_grad_(True)
+        (g,) = torch.autograd.grad(fn(x).sum(), x)
+    else:
+        raise NotImplementedError(ref.BACKEND)
+    assert keras.backend.standardize_dtype(g.dtype) == dtype
+    return ref.numpy(x), ref.numpy(g)
+
+
+# --- Finite gradients for every finite input. ---------------------------------
+
+
+@NUMPY_OVERFLOW_OK
+@FUSION
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("mode", MODES)
+def test_gelu_gradient_is_exact_0_or_1_up_to_the_largest_float(
+    fusion, dtype, mode
+):
+    # torch's native tanh kernel used to give NaN past |x| ~ 1.9e19 (x**3
+    # overflows: inf * 0). GELU'(x) is 0 or 1 in float32 out there.
+    with keras_gelu.xla_fusion(fusion):
+        x, g = _input_grad(
+            lambda v: keras_gelu.gelu(v, approximate=mode), _huge(dtype), dtype
+        )
+    np.testing.assert_array_equal(g, np.where(x > 0, 1.0, 0.0))
+
+
+@NUMPY_OVERFLOW_OK
+@FUSION
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("mode", MODES)
+def test_geglu_gradient_is_finite_up_to_the_largest_float(fusion, dtype, mode):
+    # GEGLU(approximate="tanh") on torch was NaN there too. Input
+    # [value | gate] with value 1: d/d(gate) = f'(gate), d/d(value) =
+    # f(gate) = max(gate, 0) in float32 at these gates.
+    gate = _huge(dtype)
+    layer = keras_gelu.GEGLU(approximate=mode, dtype=dtype)
+    h = np.concatenate([np.ones_like(gate), gate])[None, :]
+    with keras_gelu.xla_fusion(fusion):
+        x, g = _input_grad(layer, h, dtype)
+    x_value, x_gate = np.split(x[0], 2)
+    g_value, g_gate = np.split(g[0], 2)
+    np.testing.assert_array_equal(g_gate, np.where(x_gate > 0, 1.0, 0.0))
+    np.testing.assert_array_equal(g_value, np.maximum(x_gate, 0.0))
+
+
+# --- Exact mode: accurate wherever GELU is a normal float32. ------------------
+
+# GELU(x) = x * Phi(x) leaves float32's normal range (|GELU| < 1.1755e-38)
+# at x = -13.1462; Phi itself already at -12.95 and exp(-x**2/2) at
+# -13.2164. The grid starts at the first float32 whose GELU is normal.
+_WHOLE = np.linspace(-13.2, 12.0, 600_001).astype(np.float32)
+NORMAL_GRID = _WHOLE[np.abs(ref.gelu(_WHOLE)) >= FLOAT32_TINY]
+BEYOND = np.concatenate(
+    [
+        np.linspace(12.0, 100.0, 1001),
+        np.geomspace(100.0, FLOAT32_MAX, 1001),
+    ]
+).astype(np.float32)
+
+
+@FUSION
+def test_exact_gelu_relative_error_below_1e5_wherever_gelu_is_normal(fusion):
+    # The grid reaches down to where GELU leaves the normal range.
+    assert -13.1463 < NORMAL_GRID[0] < -13.1461
+    x = np.concatenate([NORMAL_GRID, BEYOND])
+    with keras_gelu.xla_fusion(fusion):
+        y = ref.numpy(keras_gelu.gelu(ops.convert_to_tensor(x)))
+    expected = ref.gelu(x)
+    nonzero = expected != 0
+    assert np.all(y[~nonzero] == 0)  # only x = 0
+    rel = np.abs(y[nonzero] - expected[nonzero]) / np.abs(expected[nonzero])
+    worst = np.argmax(rel)
+    assert (
+        rel[worst] <= 1e-5
+    ), f"rel error {rel[worst]:.4g} at x={x[nonzero][worst]}"
+
+
+@FUSION
+def test_exact_gelu_at_the_bottom_of_the_normal_range_matches_mpmath(fusion):
+    # tf.nn.gelu gets these; keras_gelu returned -0 on TF and JAX (Phi(x)
+    # is subnormal there and XLA flushes it to zero).
+    x = np.array([-12.95, -13.0, -13.05, -13.1, -13.146], np.float32)
+    expected = np.array([ref.gelu_mpmath(v) for v in x])
+    assert np.all(np.abs(expected) >= FLOAT32_TINY)
+    with keras_gelu.xla_fusion(fusion):
+        y = ref.numpy(keras_gelu.gelu(ops.convert_to_tensor(x)))
+    np.testing.assert_allclose(y, expected, rtol=1e-5)
+    assert ref.gelu_mpmath(-13.0) == pytest.approx(-7.9523137e-38, rel=1e-7)
+
+
+@FUSION
+def test_exact_gelu_below_the_normal_range_is_tiny_and_never_positive(fusion):
+    x = np.array([-13.15, -13.2, -14.0, -20.0, -1e4, -FLOAT32_MAX], np.float32)
+    with keras_gelu.xla_fusion(fusion):
+        y = ref.numpy(keras_gelu.gelu(ops.convert_to_tensor(x)))
+    # 0 where the backend flushes subnormals (XLA), subnormal elsewhere.
+    assert np.all(y <= 0.0) and np.all(np.abs(y) < FLOAT32_TINY)
+
+
+def test_exact_gelu_gradient_accurate_down_to_the_normal_range():
+    # GELU'(x) = Phi(x) + x phi(x): the flushed Phi cost 0.6% at -13.
+    # Fused only: TensorFlow's unfused path (xla_fusion(False), for
+    # export) differentiates the formula itself, and TensorFlow flushes
+    # the subnormal partials of that chain (the one reaching the
+    # rational's denominator is ~7e-39 at x = -12.5): 2.7% off there.
+    # torch differentiates its tail formula by autograd: no flushing, but
+    # its partials there are subnormal, with fewer bits: 2.7e-5 below
+    # x = -13.1 (4e-6 on TensorFlow and JAX).
+    x = np.linspace(-13.2, -8.0, 5201).astype(np.float32)
+    g = ref.grad(keras_gelu.gelu, x)
+    np.testing.assert_allclose(g, ref.gelu_grad(x), rtol=1e-4)
+    inner = x > -13.0
+    np.testing.assert_allclose(g[inner], ref.gelu_grad(x[inner]), rtol=1e-5)
+
+
+# --- torch: no device sync, no graph break. -----------------------------------
+
+torch_only = pytest.mark.skipif(
+    ref.BACKEND != "torch", reason="torch backend only"
+)
+# Both tails, the native range's edges, NaN and the largest floats.
+TORCH_GRID = np.concatenate(
+    [
+        np.linspace(-13.146, 12.0, 20_001),
+        [-1.5, np.nextafter(-1.5, -2.0), 1e4, np.nextafter(1e4, 2e4)],
+        [1e5, 1e20, FLOAT32_MAX, -1e20, -FLOAT32_MAX],
+    ]
+).astype(np.float32)
+
+
+def _check_exact_gelu(y, grad):
+    expected = ref.gelu(TORCH_GRID)
+    y = y.detach().double().numpy()
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=0)
+    g = grad.detach().double().numpy()
+    np.testing.assert_allclose(
+        g, ref.gelu_grad(TORCH_GRID), rtol=1e-5, atol=3e-7
+    )
+
+
+@torch_only
+def test_torch_exact_gelu_off_the_cpu_path_syncs_nothing(monkeypatch):
+    # On a GPU and under torch.compile the exact mode must not call
+    # nonzero (a device-to-host sync; a graph break). The same code runs
+    # here on the CPU when torch reports it is compiling.
+    import torch
+
+    def no_sync(*args, **kwargs):
+        raise AssertionError("nonzero() called: a device sync")
+
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    monkeypatch.setattr(torch.Tensor, "nonzero", no_sync)
+    monkeypatch.setattr(torch, "nonzero", no_sync)
+    x = torch.tensor(TORCH_GRID, requires_grad=True)
+    y = keras_gelu.gelu(x)
+    (g,) = torch.autograd.grad(y.sum(), x)
+    _check_exact_gelu(y, g)
+
+
+@torch_only
+@pytest.mark.parametrize("mode", MODES)
+def test_torch_gelu_compiles_as_one_graph(mode):
+    import torch
+
+    def fn(v):
+        return keras_gelu.gelu(v, approximate=mode)
+
+    x = torch.tensor(TORCH_GRID)
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(fn)(x)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True)  # inductor, needs gcc
+    x = x.clone().requires_grad_(True)
+    y = compiled(x)
+    (g,) = torch.autograd.grad(y.sum(), x)
+    if mode == "none":
+        _check_exact_gelu(y, g)
+    else:
+        reference = {"tanh": ref.gelu_tanh, "sigmoid": ref.gelu_sigmoid}[mode]
+        # The tail of the tanh form cancels (1 + tanh): absolute 1e-6.
+        np.testing.assert_allclose(
+            y.detach().double().numpy(),
+            reference(TORCH_GRID),
+            rtol=5e-6,
+            atol=1e-6,
+        )
+        assert torch.isfinite(g).all()
+
+
+@torch_only
+@pytest.mark.skipif(
+    not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU"
+)
+@pytest.mark.parametrize("mode", MODES)
+def test_torch_gelu_on_gpu_never_syncs(mode):
+    import torch
+
+    x = torch.tensor(TORCH_GRID, device="cuda", requires_grad=True)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        y = keras_gelu.gelu(x, approximate=mode)
+        (g,) = torch.autograd.grad(y.sum(), x)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    if mode == "none":
+        _check_exact_gelu(y.cpu(), g.cpu())
