@@ -19,7 +19,11 @@ Sections:
      (`train_on_batch`, jit_compile=False; JAX keeps jax.jit); forward =
      the model call in graph mode;
   c. the fused gated projection `keras_gelu.GLU(units)` (one Dense of
-     2 * units, then split) against two Dense layers and a multiply.
+     2 * units, then split) against two Dense layers and a multiply;
+  d. the sigmoid mode's two forms, x * sigmoid(1.702 x) and
+     0.5 * x * (1 + tanh(0.851 x)), as section a measures keras_gelu's
+     kernels, with their accuracy (issue 6: is the tanh form, where it
+     is accurate, cheaper?).
 
 The output is Markdown, for docs/benchmarks.md. It is a report, not a
 test: the exit status is 0 whether targets pass or not, and a section that
@@ -546,12 +550,126 @@ def bench_glu(harness, args, out):
     )
 
 
+# --- d. The sigmoid mode's two forms. ---------------------------------------
+
+# x * sigmoid(1.702 x) = 0.5 * x * (1 + tanh(0.851 x)) exactly, but in
+# float32 1 + tanh cancels for negative x: the tanh form stays within the
+# sigmoid form's accuracy (1.3e-6 relative) only for x > -1.5 (-2: 2.0e-6
+# under XLA; -4: 6.5e-5), so an accurate kernel selects between the two.
+SIGMOID_TANH_FROM = -1.5
+_SIGMOID_SCALE = 1.702  # keras_gelu's sigmoid mode
+
+
+def _sigmoid_form(x):
+    return x * ops.sigmoid(_SIGMOID_SCALE * x)
+
+
+def _sigmoid_form_grad(x):
+    s = ops.sigmoid(_SIGMOID_SCALE * x)
+    return s + x * s * (1.0 - s) * _SIGMOID_SCALE
+
+
+def _tanh_form(x):
+    return 0.5 * x * (1.0 + ops.tanh(0.5 * _SIGMOID_SCALE * x))
+
+
+def _tanh_form_grad(x):
+    t = ops.tanh(0.5 * _SIGMOID_SCALE * x)
+    return 0.5 * (1.0 + t) + 0.25 * _SIGMOID_SCALE * x * (1.0 - t * t)
+
+
+def _select_form(x):
+    tail = x > SIGMOID_TANH_FROM
+    return ops.where(tail, _tanh_form(x), _sigmoid_form(x))
+
+
+def _select_form_grad(x):
+    tail = x > SIGMOID_TANH_FROM
+    return ops.where(tail, _tanh_form_grad(x), _sigmoid_form_grad(x))
+
+
+def sigmoid_form_candidates():
+    """name -> kernel, each built the way keras_gelu builds its own.
+
+    `_backend.fused` gives each form the path the library's kernels take
+    on this backend (TF: nested XLA kernel with the analytic gradient;
+    JAX: custom_jvp; torch: the formula, op by op).
+    """
+    from keras_gelu import _backend
+
+    forms = {
+        "x·σ(1.702x)": (_sigmoid_form, _sigmoid_form_grad),
+        "0.5·x·(1 + tanh(0.851x)) everywhere (inaccurate tail)": (
+            _tanh_form,
+            _tanh_form_grad,
+        ),
+        f"select: tanh form for x > {SIGMOID_TANH_FROM}, σ form below": (
+            _select_form,
+            _select_form_grad,
+        ),
+    }
+    candidates = {
+        "relu (keras.ops.relu), baseline": ops.relu,
+        "keras_gelu.gelu sigmoid (the library)": (
+            lambda x: keras_gelu.gelu(x, approximate="sigmoid")
+        ),
+    }
+    for index, (name, (forward, derivative)) in enumerate(forms.items()):
+        candidates[name] = _backend.fused(
+            f"bench_sigmoid_form_{index}", forward, derivative
+        )
+    return candidates
+
+
+def _sigmoid_form_error(fn):
+    """Max relative error against float64 x * sigmoid(1.702 x), [-12, 12]."""
+    x = np.linspace(-12.0, 12.0, 400_001).astype("float32")
+    x64 = x.astype("float64")
+    expected = x64 / (1.0 + np.exp(-_SIGMOID_SCALE * x64))
+    y = ops.convert_to_numpy(fn(ops.convert_to_tensor(x))).astype("float64")
+    nonzero = expected != 0
+    return np.max(np.abs(y - expected)[nonzero] / np.abs(expected[nonzero]))
+
+
+def bench_sigmoid_forms(harness, args, out):
+    rng = np.random.default_rng(3)
+    x = harness.tensor(rng.standard_normal(args.size).astype("float32"))
+    dy = harness.tensor(rng.standard_normal(args.size).astype("float32"))
+    candidates = sigmoid_form_candidates()
+    fwd_calls, fwd_bwd_calls = {}, {}
+    for name, fn in candidates.items():
+        fwd_calls[name], fwd_bwd_calls[name] = _build(harness, fn, x, dy, {})
+    baseline = "relu (keras.ops.relu), baseline"
+    fwd, fwd_base = interleaved_ratios(
+        fwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
+    )
+    fwd_bwd, _ = interleaved_ratios(
+        fwd_bwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
+    )
+    rows = [(n, fwd[n], fwd_bwd[n], (None, None)) for n in fwd_calls]
+    out(
+        f"#### d. Sigmoid mode, its two forms, {args.size:,} float32 "
+        f"elements ({harness.name})\n"
+    )
+    out(_table(rows))
+    errors = ", ".join(
+        f"{name}: {_sigmoid_form_error(fn):.2g}"
+        for name, fn in list(candidates.items())[1:]
+    )
+    out(
+        f"\nReLU absolute (median): forward {_ms(_median(fwd_base))}. Max "
+        f"relative error against float64 x·σ(1.702x) on 400,001 points in "
+        f"[−12, 12]: {errors}.\n"
+    )
+
+
 # --- CLI. ------------------------------------------------------------------
 
 SECTIONS = {
     "elementwise": bench_elementwise,
     "ffn": bench_ffn,
     "glu": bench_glu,
+    "sigmoid": bench_sigmoid_forms,
 }
 
 
