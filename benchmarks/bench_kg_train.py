@@ -33,7 +33,7 @@ sys.path.insert(0, ROOT)
 def naive_seconds(config):
     import keras
 
-    from service.data import load_dataset
+    from service.tasks import load_dataset
     from service.models import build_model
 
     dataset = load_dataset(config.data)

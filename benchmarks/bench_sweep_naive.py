@@ -30,8 +30,9 @@ from service.config import Config  # noqa: E402
 from service.config import DataConfig  # noqa: E402
 from service.config import DeviceConfig  # noqa: E402
 from service.config import TrainingConfig  # noqa: E402
-from service.data import load_dataset  # noqa: E402
+from service.tasks import load_dataset  # noqa: E402
 from service.models import build_model  # noqa: E402
+from service import tasks  # noqa: E402
 from service.train import train_sweep  # noqa: E402
 
 
@@ -100,7 +101,7 @@ def main(argv=None):
         seeds=(0,),
         training=dataclasses.replace(config.training, epochs=1),
     )
-    train_sweep(dataset, warmup)
+    train_sweep(tasks.get(dataset.name), dataset, warmup)
 
     members = len(config.activations) * len(config.seeds)
     steps = -(-len(dataset.y_train) // config.training.batch_size) * args.epochs
@@ -111,7 +112,7 @@ def main(argv=None):
         f"{config.model.hidden_units}, batch {config.training.batch_size}",
         flush=True,
     )
-    vectorized = timed(train_sweep, dataset, config)
+    vectorized = timed(train_sweep, tasks.get(dataset.name), dataset, config)
     print(
         f"vectorized train_sweep: {vectorized:8.1f} s   "
         f"{vectorized / (len(config.activations) * steps) * 1e3:6.2f} ms per "

@@ -28,11 +28,10 @@ from typing import Optional
 
 import yaml
 
+from service import tasks
 from service.errors import ServiceError
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
-DATASETS = ("moons", "circles", "digits")
-DIGITS_SAMPLES = 1797  # sklearn.datasets.load_digits, fixed
 MIN_SPLIT_SAMPLES = 10  # fewer makes validation/test accuracy meaningless
 MAX_SEED = 2**32 - 1  # numpy's seed range
 MODEL_NAME_FIELDS = ("experiment", "dataset", "activation")
@@ -179,6 +178,12 @@ def _activation(name):
     return key
 
 
+def _task_name(value):
+    """A task registered in `service.tasks` (read when validating, so a
+    task registered by the caller's code counts)."""
+    return _one_of(*tasks.names())(value)
+
+
 def _seed_count(value):
     """`seeds: n` means seeds 0..n-1; a list passes through."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -270,7 +275,7 @@ def _setting(default, *rules, before=None, expected=None):
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
     # moons | circles | digits (scikit-learn, no downloads)
-    dataset: str = _setting("moons", _one_of(*DATASETS))
+    dataset: str = _setting("moons", _task_name)  # a name in service.tasks
     # moons/circles only; digits has 1797
     n_samples: int = _setting(2000, _at_least(50))
     noise: float = _setting(0.2, _at_least(0))  # moons/circles only
@@ -715,7 +720,7 @@ def split_sizes(data):
     takes ceil(test_fraction * n), validation ceil(validation_fraction *
     rest), training the remainder. Digits always has 1797 samples.
     """
-    n = DIGITS_SAMPLES if data.dataset == "digits" else data.n_samples
+    n = tasks.get(data.dataset).fixed_samples or data.n_samples
     test = math.ceil(data.test_fraction * n)
     validation = math.ceil(data.validation_fraction * (n - test))
     return n - test - validation, validation, test
@@ -962,8 +967,9 @@ def describe_plan(config, environ=None):
     """What a run of `config` would do, as the lines `--dry-run` prints."""
     data, model, training = config.data, config.model, config.training
     train, validation, test = split_sizes(data)
-    if data.dataset == "digits":
-        source = f"digits: {DIGITS_SAMPLES} samples (8x8 images, 10 classes)"
+    task = tasks.get(data.dataset)
+    if task.fixed_samples:
+        source = f"{data.dataset}: {task.fixed_samples} samples, {task.description}"
     else:
         source = f"{data.dataset}: {data.n_samples} samples, noise {data.noise}"
     source += f", data seed {data.seed}"

@@ -1,4 +1,7 @@
-"""Datasets: scikit-learn toy problems, split once, features kept raw.
+"""Datasets: split once, features kept raw, and described for clients.
+
+Which datasets exist and how each is loaded is `service.tasks`' table;
+this module splits what a task loads and measures it.
 
 The arrays hold the features exactly as scikit-learn's loader returns
 them, because that is what a served model is sent. Standardizing them is
@@ -10,13 +13,9 @@ downloads anything or talks to MLflow.
 """
 
 import dataclasses
-from typing import Callable
 
 import numpy as np
-from sklearn import datasets as sk_datasets
 from sklearn.model_selection import train_test_split
-
-from service.errors import ServiceError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,66 +61,6 @@ class Dataset:
         return int(self.x_train.shape[1])
 
 
-@dataclasses.dataclass(frozen=True)
-class _Source:
-    """One dataset: its loader and what its rows and labels mean."""
-
-    load: Callable  # DataConfig -> (x, y), x exactly as scikit-learn gives it
-    features: str  # what one row holds, in the loader's units
-    feature_names: tuple
-    class_names: tuple  # label k's name at index k
-
-
-def _moons(cfg):
-    return sk_datasets.make_moons(
-        n_samples=cfg.n_samples, noise=cfg.noise, random_state=cfg.seed
-    )
-
-
-def _circles(cfg):
-    # factor: the inner circle's radius; scikit-learn's default 0.8 makes
-    # the classes overlap badly at noise 0.2, 0.5 keeps them separable.
-    return sk_datasets.make_circles(
-        n_samples=cfg.n_samples,
-        noise=cfg.noise,
-        factor=0.5,
-        random_state=cfg.seed,
-    )
-
-
-def _digits(cfg):
-    # Bundled with scikit-learn (no download): 1797 8x8 images, 10 classes,
-    # pixels 0..16. n_samples and noise do not apply. Not rescaled: a
-    # served model takes load_digits().data rows as they are.
-    return sk_datasets.load_digits(return_X_y=True)
-
-
-# One line per dataset: name -> how to load it and what it means.
-_SOURCES = {
-    "moons": _Source(
-        _moons,
-        "a point's x, y coordinates, as sklearn.datasets.make_moons "
-        "returns them",
-        ("x", "y"),
-        ("upper moon", "lower moon"),
-    ),
-    "circles": _Source(
-        _circles,
-        "a point's x, y coordinates, as sklearn.datasets.make_circles "
-        "(factor=0.5) returns them",
-        ("x", "y"),
-        ("outer circle", "inner circle"),
-    ),
-    "digits": _Source(
-        _digits,
-        "an 8x8 image's 64 pixel intensities 0..16, row by row, as "
-        "sklearn.datasets.load_digits returns them",
-        tuple(f"pixel_{row}_{col}" for row in range(8) for col in range(8)),
-        tuple(f"digit {k}" for k in range(10)),
-    ),
-}
-
-
 def feature_stats(x):
     """The `FeatureStats` of `x` `[N, F]` (population variance, ddof 0).
 
@@ -136,8 +75,8 @@ def feature_stats(x):
     return FeatureStats(mean=x.mean(axis=0), variance=variance)
 
 
-def load_dataset(cfg):
-    """Loads and splits the configured dataset; features stay raw.
+def split(name, x, y, cfg, *, features="", feature_names=(), class_names=()):
+    """Splits one classification dataset; features stay raw.
 
     The test set (`cfg.test_fraction`) is held out first, then
     `cfg.validation_fraction` of the rest becomes the validation set; both
@@ -147,30 +86,28 @@ def load_dataset(cfg):
     never changed.
 
     Args:
+        name: The dataset's name.
+        x: `[N, F]` features, as a client will send them.
+        y: `[N]` int labels in `0..C-1`.
         cfg: A `service.config.DataConfig`.
+        features: What one row holds, in its units.
+        feature_names: One name per column.
+        class_names: Label k's name at index k (default: "0", "1", ...).
 
     Returns:
         A `Dataset`.
 
-    Raises:
-        ServiceError: for an unknown dataset name.
-
     Example:
 
     >>> from service.config import DataConfig
-    >>> ds = load_dataset(DataConfig(dataset="moons", n_samples=200))
-    >>> ds.x_train.shape, ds.n_classes, ds.class_names
-    ((128, 2), 2, ('upper moon', 'lower moon'))
+    >>> x, y = np.random.default_rng(0).normal(size=(100, 3)), np.arange(100) % 2
+    >>> split("toy", x, y, DataConfig(n_samples=100)).x_train.shape
+    (64, 3)
     """
-    source = _SOURCES.get(cfg.dataset)
-    if source is None:
-        raise ServiceError(
-            f"data.dataset: unknown dataset {cfg.dataset!r}; expected one of "
-            f"{', '.join(sorted(_SOURCES))}."
-        )
-    x, y = source.load(cfg)
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.int32)
+    class_names = tuple(class_names) or tuple(str(k) for k in range(y.max() + 1))
+    n_classes = len(class_names)
 
     x_rest, x_test, y_rest, y_test = train_test_split(
         x, y, test_size=cfg.test_fraction, stratify=y, random_state=cfg.seed
@@ -183,21 +120,21 @@ def load_dataset(cfg):
         random_state=cfg.seed,
     )
 
-    def features(a):
+    def as_features(a):
         return np.ascontiguousarray(a, dtype=np.float32)
 
     return Dataset(
         name=cfg.dataset,
-        x_train=features(x_train),
+        x_train=as_features(x_train),
         y_train=y_train,
-        x_val=features(x_val),
+        x_val=as_features(x_val),
         y_val=y_val,
-        x_test=features(x_test),
+        x_test=as_features(x_test),
         y_test=y_test,
-        n_classes=len(source.class_names),
-        features=source.features,
-        feature_names=source.feature_names,
-        class_names=source.class_names,
+        n_classes=n_classes,
+        features=features,
+        feature_names=tuple(feature_names),
+        class_names=class_names,
         normalization=feature_stats(x_train) if cfg.standardize else None,
     )
 
@@ -208,6 +145,7 @@ def describe_inputs(dataset):
     Example:
 
     >>> from service.config import DataConfig
+    >>> from service.tasks import load_dataset
     >>> describe_inputs(load_dataset(DataConfig(n_samples=100)))[:56]
     "float32 [n, 2], one example per row: a point's x, y coor"
     """
@@ -229,6 +167,7 @@ def describe_outputs(dataset):
     Example:
 
     >>> from service.config import DataConfig
+    >>> from service.tasks import load_dataset
     >>> describe_outputs(load_dataset(DataConfig(n_samples=100)))[-40:]
     'label k: 0 = upper moon, 1 = lower moon.'
     """

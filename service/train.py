@@ -1,10 +1,10 @@
 """Training a sweep: every activation, every seed, all seeds at once.
 
 Member (activation, seed) is defined by three things: its initial weights
-(`keras.utils.set_random_seed(seed)`, then `build_model`), its per-epoch
+(`keras.utils.set_random_seed(seed)`, then the task's `build_model`), its per-epoch
 data order (`np.random.default_rng(seed)`, one permutation per epoch) and
 the configured optimizer. `train_sweep` trains all seeds of one
-activation as ONE stacked model (`build_model(..., members=M)`): each step
+activation as ONE stacked model (`models.stack_model`): each step
 feeds member m its own batch, and the loss is each member's mean batch
 loss summed over members, so each member's gradient, and with an
 elementwise optimizer (Adam, AdamW, SGD, RMSprop) its update, is exactly
@@ -23,7 +23,7 @@ import keras
 import numpy as np
 
 from service.errors import ServiceError
-from service.models import build_model
+from service.models import stack_model
 from service.models import stack_weights
 from service.models import unstack_weights
 from service.results import MemberResult
@@ -310,38 +310,28 @@ class _MemberHistory(keras.callbacks.Callback):
 # --- The sweep. ------------------------------------------------------------
 
 
-def train_sweep(dataset, config, progress=None):
+def train_sweep(task, dataset, config, progress=None):
     """Trains every (activation, seed) member of `config` on `dataset`.
 
-    All seeds of one activation train together as one stacked model; each
-    member's weights, data order and results are those of the plain model
-    trained alone with that seed (see the module docstring).
-
-    Per epoch, each member's loss and accuracy on the whole training and
-    validation sets are recorded after the epoch's last step. The test
-    set is used once, after training. Exactness holds for dropout 0 and
-    float32; dropout masks are drawn for the stacked model as a whole, and
-    under `mixed_float16` Keras' dynamic loss scale is shared, so a step
-    that overflows for one member is skipped for all.
+    Each activation's seeds go to `task.train` together; for the
+    classification tasks that is `train_activation`, which trains them as
+    one stacked model.
 
     Args:
-        dataset: A `service.data.Dataset`.
+        task: A `service.tasks.Task`.
+        dataset: What `task.load` returned.
         config: A `service.config.Config` (activations, seeds, model,
             training, device).
         progress: Optional callable, called once per epoch per activation
             with a dict: `activation`, `epoch`, `epochs`, `members_done`
             (members of the activations before this one), `group_size`
             (members training now), `members_total` and `val_accuracy`
-            (mean over the members training now).
+            (mean over the members training now of the epoch's value of
+            the task's selection metric).
 
     Returns:
         A list of `MemberResult`, activations in config order, seeds in
-        config order within each. `model` is the trained plain
-        `keras.Model` (compiled with the configured optimizer, sparse
-        crossentropy and accuracy), which takes raw features: with
-        `dataset.normalization` it standardizes them itself.
-        `train_seconds` is the activation's training wall time divided by
-        its number of members.
+        config order within each.
 
     Raises:
         ServiceError: for an unavailable device or an unknown optimizer
@@ -353,23 +343,58 @@ def train_sweep(dataset, config, progress=None):
     results = []
     with _quiet_retracing_warnings():
         for activation in config.activations:
+            done = len(results)
+
+            def report(epoch, values, activation=activation, done=done):
+                if progress is not None:
+                    progress(
+                        {
+                            "activation": activation,
+                            "epoch": epoch,
+                            "epochs": config.training.epochs,
+                            "members_done": done,
+                            "group_size": len(seeds),
+                            "members_total": total,
+                            "val_accuracy": float(np.mean(values)),
+                        }
+                    )
+
             results.extend(
-                _train_activation(
-                    dataset,
-                    config,
-                    activation,
-                    seeds,
-                    progress,
-                    len(results),
-                    total,
-                )
+                task.train(task, dataset, config, activation, seeds, report)
             )
     return results
 
 
-def _train_activation(
-    dataset, config, activation, seeds, progress, done, total
-):
+def train_activation(task, dataset, config, activation, seeds, report):
+    """Trains every seed of one activation of a classification task.
+
+    All seeds train together as one stacked model; each member's weights,
+    data order and results are those of the plain model trained alone with
+    that seed (see the module docstring). Per epoch, each member's loss
+    and accuracy on the whole training and validation sets are recorded
+    after the epoch's last step. The test set is used once, after
+    training. Exactness holds for dropout 0 and float32; dropout masks are
+    drawn for the stacked model as a whole, and under `mixed_float16`
+    Keras' dynamic loss scale is shared, so a step that overflows for one
+    member is skipped for all.
+
+    Args:
+        task: The `service.tasks.Task` (its `build_model`).
+        dataset: A `service.data.Dataset`.
+        config: A `service.config.Config`.
+        activation: The activation name.
+        seeds: The members' seeds.
+        report: `report(epoch, val_accuracy)` after each epoch, with one
+            value per member.
+
+    Returns:
+        A list of `MemberResult` in seed order. `model` is the trained
+        plain `keras.Model` (compiled with the configured optimizer, sparse
+        crossentropy and accuracy), which takes raw features: with
+        `dataset.normalization` it standardizes them itself.
+        `train_seconds` is the activation's training wall time divided by
+        its number of members.
+    """
     training = config.training
     members = len(seeds)
     start = time.perf_counter()
@@ -379,39 +404,12 @@ def _train_activation(
         for seed in seeds:
             keras.utils.set_random_seed(seed)
             plain_models.append(
-                build_model(
-                    config.model,
-                    activation,
-                    dataset.input_dim,
-                    dataset.n_classes,
-                    name=f"{activation}_seed{seed}",
-                    normalization=dataset.normalization,
+                task.build_model(
+                    config.model, activation, dataset, name=f"{activation}_seed{seed}"
                 )
             )
-        stacked = build_model(
-            config.model,
-            activation,
-            dataset.input_dim,
-            dataset.n_classes,
-            members=members,
-            name=f"{activation}_x{members}",
-            normalization=dataset.normalization,
-        )
+        stacked = stack_model(plain_models[0], members)
     stack_weights(stacked, plain_models)
-
-    def report(epoch, val_accuracy):
-        if progress is not None:
-            progress(
-                {
-                    "activation": activation,
-                    "epoch": epoch,
-                    "epochs": training.epochs,
-                    "members_done": done,
-                    "group_size": members,
-                    "members_total": total,
-                    "val_accuracy": float(val_accuracy.mean()),
-                }
-            )
 
     batches = _MemberBatches(
         dataset.x_train, dataset.y_train, seeds, training.batch_size

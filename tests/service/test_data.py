@@ -6,7 +6,7 @@ from sklearn.preprocessing import StandardScaler
 from service.config import DataConfig
 from service.data import describe_inputs
 from service.data import describe_outputs
-from service.data import load_dataset
+from service.tasks import load_dataset
 from service.errors import ServiceError
 
 SPLITS = ("train", "val", "test")

@@ -19,10 +19,11 @@ from service.config import DataConfig
 from service.config import DeviceConfig
 from service.config import ModelConfig
 from service.config import TrainingConfig
-from service.data import load_dataset
+from service.tasks import load_dataset
 from service.errors import ServiceError
 from service.models import build_model
 from service.train import describe_device
+from service import tasks
 from service.train import train_sweep
 
 HISTORY_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")
@@ -133,7 +134,7 @@ def test_members_equal_models_trained_alone_without_standardization():
 
 def _assert_members_equal_models_trained_alone(dataset, config):
     (activation,) = config.activations
-    results = train_sweep(dataset, config)
+    results = train_sweep(tasks.get(dataset.name), dataset, config)
     members = [(r.activation, r.seed) for r in results]
     assert members == [(activation, seed) for seed in (0, 1, 2)]
     for result in results:
@@ -156,7 +157,7 @@ def _assert_members_equal_models_trained_alone(dataset, config):
 
 def test_results_carry_full_history_test_metrics_and_plain_models(dataset):
     config = _config(("relu", "gelu"), seeds=(3, 4), epochs=4)
-    results = train_sweep(dataset, config)
+    results = train_sweep(tasks.get(dataset.name), dataset, config)
     assert [(r.activation, r.seed) for r in results] == [
         ("relu", 3),
         ("relu", 4),
@@ -194,8 +195,8 @@ def test_test_set_plays_no_part_in_training(dataset):
         x_test=rng.normal(size=dataset.x_test.shape).astype("float32"),
         y_test=rng.permutation(dataset.y_test),
     )
-    a = train_sweep(dataset, config)
-    b = train_sweep(scrambled, config)
+    a = train_sweep(tasks.get(dataset.name), dataset, config)
+    b = train_sweep(tasks.get(scrambled.name), scrambled, config)
     for ra, rb in zip(a, b):
         assert ra.history == rb.history
         for wa, wb in zip(ra.model.get_weights(), rb.model.get_weights()):
@@ -206,7 +207,7 @@ def test_test_set_plays_no_part_in_training(dataset):
 def test_progress_reports_once_per_epoch_per_activation(dataset):
     events = []
     config = _config(("relu", "geglu"), seeds=(0, 1), epochs=2)
-    train_sweep(dataset, config, events.append)
+    train_sweep(tasks.get(dataset.name), dataset, config, events.append)
     assert [
         (e["activation"], e["epoch"], e["members_done"]) for e in events
     ] == [("relu", 1, 0), ("relu", 2, 0), ("geglu", 1, 2), ("geglu", 2, 2)]
@@ -221,7 +222,7 @@ def test_mixed_precision_xla_and_dropout_train_and_restore_the_policy(dataset):
         _config("gelu", seeds=(0, 1), epochs=2, dropout=0.2),
         device=DeviceConfig(mixed_precision="mixed_bfloat16", xla=True),
     )
-    result, _ = train_sweep(dataset, config)
+    result, _ = train_sweep(tasks.get(dataset.name), dataset, config)
     assert keras.config.dtype_policy().name == before
     assert result.model.get_layer("hidden_0").compute_dtype == "bfloat16"
     assert np.all(np.isfinite(result.history["loss"]))
@@ -251,7 +252,7 @@ def _one_member(dataset, epochs, hidden, learning_rate):
             epochs=epochs, batch_size=32, learning_rate=learning_rate
         ),
     )
-    (result,) = train_sweep(dataset, config)
+    (result,) = train_sweep(tasks.get(dataset.name), dataset, config)
     return result
 
 
@@ -309,7 +310,7 @@ def test_describe_device_reports_cpu_and_refuses_a_missing_gpu():
 
 def test_unknown_optimizer_raises_service_error(dataset):
     with pytest.raises(ServiceError, match="adam"):
-        train_sweep(dataset, _config(optimizer="lbfgs"))
+        train_sweep(tasks.get(dataset.name), dataset, _config(optimizer="lbfgs"))
 
 
 JAX_SWEEP = textwrap.dedent("""
@@ -318,7 +319,8 @@ JAX_SWEEP = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1])
     import keras
     from service.config import Config, DataConfig, ModelConfig, TrainingConfig
-    from service.data import load_dataset
+    from service import tasks
+    from service.tasks import load_dataset
     from service.models import build_model
     from service.train import train_sweep
 
@@ -329,7 +331,7 @@ JAX_SWEEP = textwrap.dedent("""
         model=ModelConfig(hidden_units=(4,)),
         training=TrainingConfig(epochs=2, batch_size=24, learning_rate=0.01),
     )
-    results = train_sweep(ds, config)
+    results = train_sweep(tasks.get(ds.name), ds, config)
     # Member gelu/seed 1 against the plain model trained alone.
     keras.utils.set_random_seed(1)
     ref = build_model(config.model, "gelu", ds.input_dim, ds.n_classes,
