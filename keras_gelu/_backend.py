@@ -106,13 +106,16 @@ def _torch_kernel(name, forward, derivative):
     - exact mode: the native kernel on [-1.5, 1e4], where it is accurate,
       and keras_gelu's tail-accurate formula outside
       (`_torch_ops.exact_gelu`).
-    - sigmoid mode: the formula itself (two ops).
+    - sigmoid mode: the formula with its analytic gradient
+      (`_torch_ops.sigmoid_gelu`).
     """
     # Imported here: it imports torch, which only the torch backend has.
     from keras_gelu import _torch_ops
 
     if name == "gelu_tanh":
         return _torch_ops.tanh_gelu
+    if name == "gelu_sigmoid":
+        return _torch_ops.sigmoid_gelu
     if name != "gelu_none":
         return forward
 

@@ -7,7 +7,7 @@ the measured numbers, is next to it.
 import torch
 import torch.nn.functional as F
 
-from keras_gelu.activations import _TANH_CLIP
+from keras_gelu.activations import _SIGMOID_SCALE, _TANH_CLIP
 
 # torch's native exact GELU, 0.5 * x * (1 + erf(x / sqrt(2))), cancels in
 # the lower tail: max relative error 7.2e-7 for x >= -1.5 but 2.0e-4 at -3
@@ -79,3 +79,37 @@ class _TanhGelu(torch.autograd.Function):
 def tanh_gelu(x):
     """Tanh GELU: torch's native kernel, finite gradient everywhere."""
     return _TanhGelu.apply(x)
+
+
+class _SigmoidGelu(torch.autograd.Function):
+    """x * sigmoid(1.702 x) with its analytic gradient.
+
+    autograd's product rule forms dy * x first: past |dy * x| = 3.4e38
+    that is inf, and inf * sigmoid'(1.702 x) = inf * 0 = NaN (measured:
+    NaN at x = +-3.4e38 for dy = 3, e.g. a GEGLU gate there with value
+    3). The derivative s + x * s * (1 - s) * 1.702 never leaves
+    [-0.1, 1.1], so dy times it is finite. Eager it is also cheaper:
+    forward+backward 6.7x -> 5.6x ReLU (4M floats, one thread), forward
+    the same.
+    """
+
+    @staticmethod
+    def forward(ctx, x):
+        s = torch.sigmoid(_SIGMOID_SCALE * x)
+        ctx.save_for_backward(x, s)
+        return x * s
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, s = ctx.saved_tensors
+        if torch.is_grad_enabled():
+            # Double backward: s must be a function of x, not a constant.
+            s = torch.sigmoid(_SIGMOID_SCALE * x)
+        # s + (x * s) * (1.702 - 1.702 s): x * s first, so no inf * 0.
+        slope = torch.rsub(s, _SIGMOID_SCALE, alpha=_SIGMOID_SCALE)
+        return dy * torch.addcmul(s, x * s, slope)
+
+
+def sigmoid_gelu(x):
+    """Sigmoid GELU with a gradient finite for every input and dy."""
+    return _SigmoidGelu.apply(x)
