@@ -1,10 +1,17 @@
-"""One sweep, end to end: data -> train -> track -> report -> export -> register.
+"""One sweep, end to end, as six stages:
 
-Data moves one way; each stage is a module of its own. Everything that can
-fail on the user's side (tracking store, export prerequisites, existing
-export folders) is checked before training, so a mistake costs nothing.
+    preflight -> train -> track -> compare -> export -> register
+
+Each stage is one function that takes what the stages before it returned
+and returns a small frozen dataclass; `run` reads as their sequence. Data
+moves one way. Everything that can fail on the user's side (tracking
+store, export prerequisites, existing export folders) is checked in
+`preflight`, before training, so a mistake costs nothing. The pipeline
+talks to a `tracking.TrackingStore` (MLflow's in production), never to
+MLflow itself.
 """
 
+import dataclasses
 import datetime
 import logging
 import os
@@ -12,6 +19,9 @@ import pathlib
 import subprocess
 import sys
 import time
+from typing import Any
+from typing import Mapping
+from typing import Optional
 
 from service import config as config_lib
 from service.errors import ServiceError
@@ -19,42 +29,131 @@ from service.errors import ServiceError
 log = logging.getLogger("kg-train")
 
 
-def run(config, quiet=False, echo=print):
+# --- What each stage hands on. ---------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Preflight:
+    """Everything checked and loaded before training."""
+
+    task: Any  # service.tasks.Task
+    dataset: Any  # what task.load returned
+    store: Any  # service.tracking.TrackingStore
+    tracking_uri: str
+    model_names: Mapping[str, str]  # activation -> registered model name
+    out_dir: pathlib.Path
+    resolved: Mapping[str, Any]  # the config as plain data
+    params: Mapping[str, Any]  # flattened, for the tracking store
+    tags: Mapping[str, Any]  # common to every run
+
+
+@dataclasses.dataclass(frozen=True)
+class Trained:
+    results: tuple  # MemberResult per (activation, seed), config order
+
+
+@dataclasses.dataclass(frozen=True)
+class Tracked:
+    sweep_run_id: str
+    run_ids: Mapping[tuple, str]  # (activation, seed) -> member run id
+
+
+@dataclasses.dataclass(frozen=True)
+class Compared:
+    summary: Any  # service.stats.Summary
+    report_paths: tuple
+    champions: Mapping[str, Any]  # activation -> its selected MemberResult
+
+
+@dataclasses.dataclass(frozen=True)
+class Exported:
+    staged: Mapping[str, Any]  # activation -> export.StagedExport
+
+
+@dataclasses.dataclass(frozen=True)
+class RegisteredModel:
+    activation: str
+    name: str
+    version: str
+    member: Any  # MemberResult
+    export_path: Optional[pathlib.Path]
+
+
+@dataclasses.dataclass(frozen=True)
+class Registered:
+    models: tuple  # RegisteredModel, config order
+
+
+# --- The sweep. --------------------------------------------------------------
+
+
+def run(config, quiet=False, echo=print, store=None):
     """Runs the sweep described by `config`; returns the exit code (0).
 
     Args:
         config: A validated `service.config.Config`.
         quiet: Log lines instead of a live progress line.
         echo: Prints one line of the final summary.
+        store: A `tracking.TrackingStore`; default: MLflow at the
+            configured tracking URI.
     """
     started = time.monotonic()
-    # Heavy imports only once the config is known to be good.
-    from service import data
-    from service import export
-    from service import report
-    from service import stats
-    from service import tasks
-    from service import tracking
-    from service import train
-    from service.progress import SweepProgress
+    from service.progress import SweepProgress  # heavy imports: a real run
 
     progress = SweepProgress(quiet=quiet)
-    tracking_uri = config_lib.resolve_tracking_uri(config)
-    names = {
-        a: config_lib.registered_model_name(config, a) for a in config.activations
-    }
+    pre = preflight(config, store)
+    with pre.store.sweep_run(
+        config.experiment,
+        {**pre.params, "activations": list(config.activations), "seeds": list(config.seeds)},
+        {**pre.tags, "kg.role": "sweep"},
+    ) as sweep_run_id:
+        pre.store.log_dict(sweep_run_id, dict(pre.resolved), "config.json")
+        trained = train(config, pre, progress)
+        tracked = track(config, pre, trained, sweep_run_id, progress)
+        compared = compare(config, pre, trained)
+        exported = export(config, pre, compared, progress)
+        registered = register(config, pre, compared, tracked, exported, progress)
+        progress.close()
+    print_summary(
+        echo,
+        config,
+        compared.summary,
+        registered,
+        pre.out_dir,
+        pre.tracking_uri,
+        time.monotonic() - started,
+    )
+    return 0
 
-    # --- Pre-flight: fail before any training. ---
-    device = train.describe_device(config.device)
+
+def preflight(config, store=None):
+    """Loads the data and checks every outside dependency before training.
+
+    Raises:
+        ServiceError: for an unavailable device, an unusable tracking
+            store, missing export prerequisites, or an export folder the
+            registry's next version would overwrite.
+    """
+    from service import export as export_lib
+    from service import tasks
+    from service import tracking
+    from service import train as train_lib
+
+    # Absolute: MLflow caches stores by URI, so a relative sqlite path
+    # would keep pointing at the first working directory's file.
+    tracking_uri = absolute_uri(config_lib.resolve_tracking_uri(config))
+    names = {a: config_lib.registered_model_name(config, a) for a in config.activations}
+    device = train_lib.describe_device(config.device)
     task = tasks.get(config.data.dataset)
     dataset = task.load(config.data)
     if config.export.enabled:
-        export.check_can_export()
-    tracker = tracking.Tracker(tracking_uri, config.experiment)
+        export_lib.check_can_export()
+    if store is None:
+        store = tracking.Tracker(tracking_uri, config.experiment)
     if config.registry.enabled and config.export.enabled:
         for name in names.values():
-            target = export.version_dir(
-                config.export.dir, name, tracker.next_version(name)
+            target = export_lib.version_dir(
+                config.export.dir, name, store.next_version(name)
             )
             if target.exists():
                 raise ServiceError(
@@ -63,135 +162,172 @@ def run(config, quiet=False, echo=print):
                     f"there. Move or delete it, or set export.dir to a new "
                     f"folder (--set export.dir=...)."
                 )
-    out_dir = pathlib.Path(config.output_dir) / (
-        f"{config.experiment}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-    )
-
     resolved = config_lib.config_to_dict(config)
-    common_tags = {
-        **tracking.library_versions(),
-        **{f"device.{k}": v for k, v in device.items()},
-        "git_commit": git_commit(),
-        "config_file": config.source,
-        "dataset": config.data.dataset,
-    }
-    params = flatten(
-        {k: v for k, v in resolved.items() if k not in ("activations", "seeds")}
-    )
-    with tracker.sweep_run(
-        config.experiment,
-        {
-            **params,
-            "activations": list(config.activations),
-            "seeds": list(config.seeds),
+    return Preflight(
+        task=task,
+        dataset=dataset,
+        store=store,
+        tracking_uri=tracking_uri,
+        model_names=names,
+        out_dir=pathlib.Path(config.output_dir)
+        / f"{config.experiment}-{datetime.datetime.now():%Y%m%d-%H%M%S}",
+        resolved=resolved,
+        params=flatten(
+            {k: v for k, v in resolved.items() if k not in ("activations", "seeds")}
+        ),
+        tags={
+            **tracking.library_versions(),
+            **{f"device.{k}": v for k, v in device.items()},
+            "git_commit": git_commit(),
+            "config_file": config.source,
+            "dataset": config.data.dataset,
         },
-        {**common_tags, "kg.role": "sweep"},
-    ) as sweep_run_id:
-        tracker.log_dict(sweep_run_id, resolved, "config.json")
-
-        # --- Train. ---
-        results = train.train_sweep(task, dataset, config, progress=progress)
-        progress.close()
-
-        # --- Track every member. ---
-        progress.stage(f"logging {len(results)} runs to {tracking_uri}")
-        member_params = {
-            k: v for k, v in params.items() if k.startswith(("model.", "training."))
-        }
-        run_ids = {}
-        for result in results:
-            run_ids[(result.activation, result.seed)] = tracker.log_member(
-                result, member_params, {**common_tags, "kg.role": "member"}
-            )
-
-        # --- Statistics and report. ---
-        summary = stats.summarize(
-            results, config.baseline, metric=stats.ACCURACY, higher_is_better=True
-        )
-        report_paths = report.write_report(
-            summary,
-            results,
-            out_dir,
-            title=f"{config.experiment}: {', '.join(config.activations)}",
-            dataset=dataset,
-            config=config,
-        )
-        tracker.log_summary(
-            stats.flat_metrics(summary),
-            {"winner": summary.winner.activation},
-            report_paths,
-        )
-
-        # --- Export and verify every winner, then register them. ---
-        best = {a: best_member(summary, results, a) for a in config.activations}
-        registered = []
-        if config.registry.enabled:
-            staged = {}
-            if config.export.enabled:
-                progress.stage("exporting and verifying SavedModels")
-                try:
-                    for activation, member in best.items():
-                        staged[activation] = export.stage(
-                            member.model,
-                            config.export.dir,
-                            names[activation],
-                            dataset.x_test,
-                            config.export.tolerance,
-                        )
-                except Exception:
-                    for item in staged.values():
-                        export.discard(item)
-                    raise
-            progress.stage("registering models")
-            for activation, member in best.items():
-                name = names[activation]
-                run_id = run_ids[(activation, member.seed)]
-                version = tracker.register(
-                    run_id,
-                    member.model,
-                    name,
-                    config.registry.alias,
-                    tags={
-                        "activation": activation,
-                        "seed": member.seed,
-                        "dataset": config.data.dataset,
-                        "val_accuracy": f"{member.val_accuracy:.6f}",
-                        "test_accuracy": f"{member.test_accuracy:.6f}",
-                        "selected_by": "final validation accuracy",
-                        "git_commit": common_tags["git_commit"],
-                        "sweep_run_id": sweep_run_id,
-                    },
-                    description=registry_description(
-                        summary, activation, member, config, dataset
-                    ),
-                    pip_requirements=tracking.pip_requirements(),
-                    metadata=model_metadata(dataset),
-                )
-                export_path = None
-                if activation in staged:
-                    export_path = export.promote(
-                        staged[activation], config.export.dir, version
-                    )
-                    tracker.set_version_tag(
-                        name, version, "saved_model", export_path.resolve()
-                    )
-                registered.append((activation, name, version, member, export_path))
-        progress.close()
-
-    print_summary(
-        echo,
-        config,
-        summary,
-        registered,
-        out_dir,
-        tracking_uri,
-        time.monotonic() - started,
     )
-    return 0
+
+
+def train(config, pre, progress):
+    """Trains every (activation, seed) member."""
+    from service import train as train_lib
+
+    results = train_lib.train_sweep(pre.task, pre.dataset, config, progress=progress)
+    progress.close()
+    return Trained(results=tuple(results))
+
+
+def track(config, pre, trained, sweep_run_id, progress):
+    """Logs every member as a child run of the sweep's run."""
+    progress.stage(f"logging {len(trained.results)} runs to {pre.tracking_uri}")
+    member_params = {
+        k: v for k, v in pre.params.items() if k.startswith(("model.", "training."))
+    }
+    run_ids = {
+        (result.activation, result.seed): pre.store.log_member(
+            result, member_params, {**pre.tags, "kg.role": "member"}
+        )
+        for result in trained.results
+    }
+    return Tracked(sweep_run_id=sweep_run_id, run_ids=run_ids)
+
+
+def compare(config, pre, trained):
+    """Statistics over seeds on the task's metric, the report, and each
+    activation's champion (by the task's selection metric)."""
+    from service import report
+    from service import stats
+
+    summary = stats.summarize(
+        trained.results,
+        config.baseline,
+        metric=pre.task.compared.name,
+        higher_is_better=pre.task.compared.higher_is_better,
+        select_by=stats.Metric.of(
+            pre.task.selects.name, pre.task.selects.higher_is_better
+        ),
+    )
+    report_paths = report.write_report(
+        summary,
+        trained.results,
+        pre.out_dir,
+        title=f"{config.experiment}: {', '.join(config.activations)}",
+        dataset=pre.dataset,
+        config=config,
+        figures=pre.task.figures,
+    )
+    pre.store.log_summary(
+        stats.flat_metrics(summary), {"winner": summary.winner.activation}, report_paths
+    )
+    champions = {
+        a: best_member(summary, trained.results, a) for a in config.activations
+    }
+    return Compared(
+        summary=summary, report_paths=tuple(report_paths), champions=champions
+    )
+
+
+def export(config, pre, compared, progress):
+    """Exports and verifies each champion's SavedModel into staging.
+
+    Nothing is registered or promoted here; a failed verification discards
+    every staged export and raises.
+    """
+    from service import export as export_lib
+
+    staged = {}
+    if not (config.registry.enabled and config.export.enabled):
+        return Exported(staged=staged)
+    progress.stage("exporting and verifying SavedModels")
+    try:
+        for activation, member in compared.champions.items():
+            staged[activation] = export_lib.stage(
+                member.model,
+                config.export.dir,
+                pre.model_names[activation],
+                pre.dataset.x_test,
+                config.export.tolerance,
+            )
+    except Exception:
+        for item in staged.values():
+            export_lib.discard(item)
+        raise
+    return Exported(staged=staged)
+
+
+def register(config, pre, compared, tracked, exported, progress):
+    """Registers each champion, moves the alias, promotes its export."""
+    from service import export as export_lib
+    from service import tracking
+    from service import wording
+
+    if not config.registry.enabled:
+        return Registered(models=())
+    progress.stage("registering models")
+    selected_by = wording.shown(compared.summary.select_by.name).label
+    models = []
+    for activation, member in compared.champions.items():
+        name = pre.model_names[activation]
+        version = pre.store.register(
+            tracked.run_ids[(activation, member.seed)],
+            member.model,
+            name,
+            config.registry.alias,
+            tags={
+                "activation": activation,
+                "seed": member.seed,
+                "dataset": config.data.dataset,
+                "val_accuracy": f"{member.val_accuracy:.6f}",
+                "test_accuracy": f"{member.test_accuracy:.6f}",
+                "selected_by": f"final {selected_by}",
+                "git_commit": pre.tags["git_commit"],
+                "sweep_run_id": tracked.sweep_run_id,
+            },
+            description=registry_description(
+                compared.summary, activation, member, config, pre.dataset
+            ),
+            pip_requirements=tracking.pip_requirements(),
+            metadata=model_metadata(pre.dataset),
+        )
+        export_path = None
+        if activation in exported.staged:
+            export_path = export_lib.promote(
+                exported.staged[activation], config.export.dir, version
+            )
+            pre.store.set_version_tag(
+                name, version, "saved_model", export_path.resolve()
+            )
+        models.append(
+            RegisteredModel(
+                activation=activation,
+                name=name,
+                version=version,
+                member=member,
+                export_path=export_path,
+            )
+        )
+    return Registered(models=tuple(models))
 
 
 def best_member(summary, results, activation):
-    """The member of `activation` with the best validation accuracy."""
+    """The member of `activation` that the summary selected (best seed)."""
     (seed,) = [s.best_seed for s in summary.activations if s.activation == activation]
     for result in results:
         if result.activation == activation and result.seed == seed:
@@ -269,15 +405,15 @@ def print_summary(echo, config, summary, registered, out_dir, uri, seconds):
     echo("")
     echo(wording.format_table(summary))
     echo("")
-    if registered:
+    if registered.models:
         echo(f"Registered models (alias @{config.registry.alias}):")
-        for activation, name, version, member, export_path in registered:
+        for model in registered.models:
             line = (
-                f"  models:/{name}/{version}  {activation}, seed {member.seed}, "
-                f"val acc {member.val_accuracy:.4f}"
+                f"  models:/{model.name}/{model.version}  {model.activation}, "
+                f"seed {model.member.seed}, val acc {model.member.val_accuracy:.4f}"
             )
-            if export_path is not None:
-                line += f"  SavedModel: {export_path}"
+            if model.export_path is not None:
+                line += f"  SavedModel: {model.export_path}"
             echo(line)
         echo("")
     echo(f"Report:     {out_dir / 'report.md'}")
@@ -285,11 +421,11 @@ def print_summary(echo, config, summary, registered, out_dir, uri, seconds):
     bin_dir = os.path.dirname(sys.executable)
     env = f'PATH="{bin_dir}:$PATH" MLFLOW_TRACKING_URI={uri}'
     echo(f"MLflow UI:  {env} mlflow ui --backend-store-uri {uri}")
-    if registered:
-        _, name, _, _, export_path = registered[0]
-        for activation, n, _, _, p in registered:
-            if activation == summary.winner.activation:
-                name, export_path = n, p
+    if registered.models:
+        (shown,) = [
+            m for m in registered.models if m.activation == summary.winner.activation
+        ] or registered.models[:1]
+        name, export_path = shown.name, shown.export_path
         echo(
             f"Serve:      {env} mlflow models serve "
             f"-m models:/{name}@{config.registry.alias} --env-manager local "

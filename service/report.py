@@ -8,6 +8,7 @@ imported only for the two figures that evaluate something: decision
 boundaries and activation curves.
 """
 
+import dataclasses
 import json
 import math
 import pathlib
@@ -30,13 +31,69 @@ _GRID = 150  # decision-boundary grid points per axis
 _BATCH = 8192  # grid points per model call
 
 
-def write_report(summary, results, out_dir, *, title, dataset=None, config=None):
+@dataclasses.dataclass(frozen=True)
+class _FigureContext:
+    summary: object
+    results: list
+    dataset: object
+    colors: dict
+    threshold: object  # convergence threshold, or None
+
+
+def _learning_curves_figure(ctx):
+    return (
+        LEARNING_CURVES,
+        "Validation accuracy and loss per epoch",
+        _learning_curves(ctx.summary, ctx.results, ctx.colors, ctx.threshold),
+    )
+
+
+def _per_seed_figure(ctx):
+    label = wording.shown(ctx.summary.metric.name).label
+    return (
+        per_seed_file(ctx.summary),
+        f"{label.capitalize()} per seed",
+        _per_seed(ctx.summary, ctx.results, ctx.colors),
+    )
+
+
+def _decision_boundaries_figure(ctx):
+    return (
+        DECISION_BOUNDARIES,
+        "Decision boundaries of the best-validation seeds",
+        _decision_boundaries(ctx.summary, ctx.results, ctx.dataset),
+    )
+
+
+def _activation_curves_figure(ctx):
+    return (
+        ACTIVATION_CURVES,
+        "The activation functions and their derivatives",
+        _activation_curves(ctx.summary, ctx.colors),
+    )
+
+
+# One line per figure a task may ask for (`Task.figures`), in report order:
+# name -> draw(context) -> (file name, alt text, Figure or None to skip).
+FIGURES = {
+    "learning_curves": _learning_curves_figure,
+    "per_seed": _per_seed_figure,
+    "decision_boundaries": _decision_boundaries_figure,
+    "activation_curves": _activation_curves_figure,
+}
+
+
+def write_report(
+    summary, results, out_dir, *, title, dataset=None, config=None, figures=tuple(FIGURES)
+):
     """Writes report.md, summary.json and the figures into `out_dir`.
 
-    Figures: learning_curves.png, <metric>_per_seed.png (e.g.
-    test_accuracy_per_seed.png), activation_curves.png, and
-    decision_boundaries.png when `dataset` is given, has 2 input features,
-    and the best-validation seed of an activation carries a model.
+    Figures: those named in `figures` (keys of `FIGURES`, the task's
+    `figures`), each skipped when it has nothing to show:
+    learning_curves.png, <metric>_per_seed.png (e.g.
+    test_accuracy_per_seed.png), decision_boundaries.png (a `dataset` with
+    2 input features and models on the best-validation seeds), and
+    activation_curves.png.
 
     Args:
         summary: a `stats.Summary` of `results`.
@@ -48,6 +105,7 @@ def write_report(summary, results, out_dir, *, title, dataset=None, config=None)
             `features`, the setup says what the models take and return).
         config: optional resolved `service.config.Config`, for the setup
             section and the learning curves' threshold.
+        figures: names of the figures to draw, in `FIGURES` order.
 
     Returns:
         The paths written, report.md first.
@@ -55,24 +113,20 @@ def write_report(summary, results, out_dir, *, title, dataset=None, config=None)
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results = list(results)
-    colors = _colors(summary)
-    label = wording.shown(summary.metric.name).label
-
-    figures = []  # (file name, alt text)
-    threshold = config.training.convergence_threshold if config is not None else None
-    _save(_learning_curves(summary, results, colors, threshold), out / LEARNING_CURVES)
-    figures.append((LEARNING_CURVES, "Validation accuracy and loss per epoch"))
-    per_seed = per_seed_file(summary)
-    _save(_per_seed(summary, results, colors), out / per_seed)
-    figures.append((per_seed, f"{label.capitalize()} per seed"))
-    boundaries = _decision_boundaries(summary, results, dataset)
-    if boundaries is not None:
-        _save(boundaries, out / DECISION_BOUNDARIES)
-        figures.append((DECISION_BOUNDARIES, "Decision boundaries of the best-validation seeds"))
-    curves = _activation_curves(summary, colors)
-    if curves is not None:
-        _save(curves, out / ACTIVATION_CURVES)
-        figures.append((ACTIVATION_CURVES, "The activation functions and their derivatives"))
+    context = _FigureContext(
+        summary=summary,
+        results=results,
+        dataset=dataset,
+        colors=_colors(summary),
+        threshold=config.training.convergence_threshold if config is not None else None,
+    )
+    unknown = sorted(set(figures) - set(FIGURES))
+    if unknown:
+        raise ValueError(f"unknown report figures {unknown}; known: {list(FIGURES)}")
+    figures = [
+        FIGURES[name](context) for name in FIGURES if name in set(figures)
+    ]
+    figures = [(name, alt) for name, alt, fig in figures if _saved(fig, out / name)]
 
     summary_path = out / SUMMARY
     summary_path.write_text(
@@ -293,6 +347,14 @@ def _figure(width, height):
     fig = Figure(figsize=(width, height), dpi=_DPI)
     FigureCanvasAgg(fig)
     return fig
+
+
+def _saved(fig, path):
+    """Saves `fig` (None: nothing to show) and says whether it did."""
+    if fig is None:
+        return False
+    _save(fig, path)
+    return True
 
 
 def _save(fig, path):
