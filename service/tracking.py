@@ -3,6 +3,7 @@
 The only module that imports mlflow (besides the pyfunc model file it logs).
 """
 
+import abc
 import contextlib
 import json
 import logging
@@ -38,7 +39,50 @@ def _mlflow():
     return mlflow
 
 
-class Tracker:
+class TrackingStore(abc.ABC):
+    """What the pipeline needs of a tracking store and model registry.
+
+    The pipeline talks only to this interface. `Tracker` (MLflow) is the
+    implementation a sweep uses; another backend implements these seven
+    methods. `tests/service/memory_store.py` is an in-memory one that runs
+    a whole sweep, which keeps this seam honest.
+    """
+
+    @abc.abstractmethod
+    def sweep_run(self, run_name, params, tags):
+        """A context manager: opens the sweep's parent run and yields its
+        id; marks it finished, failed (on an error) or killed."""
+
+    @abc.abstractmethod
+    def log_dict(self, run_id, data, artifact_file):
+        """Stores `data` as a JSON artifact of the run."""
+
+    @abc.abstractmethod
+    def log_member(self, result, params, tags):
+        """Logs one `MemberResult` as a child run; returns its id."""
+
+    @abc.abstractmethod
+    def log_summary(self, metrics, tags, artifact_paths):
+        """Summary metrics, tags and report files on the parent run."""
+
+    @abc.abstractmethod
+    def register(
+        self, run_id, model, model_name, alias, tags, description,
+        pip_requirements, metadata=None,
+    ):
+        """Registers `model` (from `run_id`) as a new version of
+        `model_name`, moves `alias` to it, and returns the version."""
+
+    @abc.abstractmethod
+    def set_version_tag(self, model_name, version, key, value):
+        """Tags one registered model version."""
+
+    @abc.abstractmethod
+    def next_version(self, model_name):
+        """The version number `register` will give `model_name` next."""
+
+
+class Tracker(TrackingStore):
     """One sweep's view of an MLflow tracking server and model registry.
 
     Args:

@@ -117,3 +117,35 @@ def test_a_task_model_takes_its_raw_features(blobs_task):
     probs = np.asarray(model(dataset.x_test))
     assert probs.shape == (len(dataset.x_test), 3)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_a_sweep_runs_on_another_tracking_store_without_mlflow(tmp_path, monkeypatch):
+    """The pipeline talks to the TrackingStore interface only: an
+    in-memory store gets every run, metric, report file and registered
+    version, and no MLflow store is created."""
+    from tests.service.memory_store import MemoryStore
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "tiny.yaml"
+    path.write_text(
+        "experiment: in-memory\nactivations: [relu, gelu]\nseeds: 2\n"
+        "data: {n_samples: 200}\nmodel: {hidden_units: [4]}\n"
+        "training: {epochs: 2}\nexport: {enabled: false}\n"
+    )
+    store = MemoryStore()
+    config = config_lib.load_config(str(path))
+    assert pipeline.run(config, quiet=True, echo=lambda line: None, store=store) == 0
+
+    parent = store.runs[store.parent_run_id]
+    assert parent["status"] == "FINISHED" and parent["tags"]["winner"] in ("relu", "gelu")
+    members = [r for r in store.runs.values() if r["parent"] == store.parent_run_id]
+    assert sorted((r["tags"]["activation"], r["tags"]["seed"]) for r in members) == [
+        ("gelu", 0), ("gelu", 1), ("relu", 0), ("relu", 1)
+    ]
+    assert all(len(r["metrics"]["val_accuracy"]) == 2 for r in members)
+    assert (store.parent_run_id, "config.json") in store.artifacts
+    assert (store.parent_run_id, "report/report.md") in store.artifacts
+    for activation in ("relu", "gelu"):
+        version = store.aliases[(f"moons-{activation}", "champion")]
+        assert store.models[f"moons-{activation}"][version]["tags"]["activation"] == activation
+    assert not (tmp_path / "mlflow.db").exists()

@@ -1,0 +1,91 @@
+"""An in-memory `TrackingStore`: test-only, and the proof that the
+pipeline's tracking seam is real (no MLflow call escapes it)."""
+
+import contextlib
+import copy
+import itertools
+import json
+
+from service.tracking import TrackingStore
+
+
+class MemoryStore(TrackingStore):
+    """Keeps runs, artifacts and registered versions in dicts."""
+
+    def __init__(self):
+        self.runs = {}  # run id -> dict(name, params, tags, metrics, status, parent)
+        self.artifacts = {}  # (run id, file) -> content
+        self.models = {}  # name -> {version: dict(run_id, tags, description, ...)}
+        self.aliases = {}  # (name, alias) -> version
+        self._ids = itertools.count(1)
+        self.parent_run_id = None
+
+    def _new_run(self, name, params, tags, parent=None):
+        run_id = f"run-{next(self._ids)}"
+        self.runs[run_id] = dict(
+            name=name,
+            params=copy.deepcopy(params),
+            tags=dict(tags),
+            metrics={},
+            status="RUNNING",
+            parent=parent,
+        )
+        return run_id
+
+    @contextlib.contextmanager
+    def sweep_run(self, run_name, params, tags):
+        self.parent_run_id = self._new_run(run_name, params, tags)
+        status = "FAILED"
+        try:
+            yield self.parent_run_id
+            status = "FINISHED"
+        except KeyboardInterrupt:
+            status = "KILLED"
+            raise
+        finally:
+            self.runs[self.parent_run_id]["status"] = status
+
+    def log_dict(self, run_id, data, artifact_file):
+        self.artifacts[(run_id, artifact_file)] = json.loads(json.dumps(data))
+
+    def log_member(self, result, params, tags):
+        run_id = self._new_run(
+            f"{result.activation}-seed{result.seed}",
+            {**params, "activation": result.activation, "seed": result.seed},
+            {**tags, "activation": result.activation, "seed": result.seed},
+            parent=self.parent_run_id,
+        )
+        run = self.runs[run_id]
+        run["metrics"] = {key: list(values) for key, values in result.history.items()}
+        run["metrics"]["test_accuracy"] = [result.test_accuracy]
+        run["metrics"]["test_loss"] = [result.test_loss]
+        run["status"] = "FINISHED"
+        return run_id
+
+    def log_summary(self, metrics, tags, artifact_paths):
+        run = self.runs[self.parent_run_id]
+        run["metrics"].update({k: [v] for k, v in metrics.items()})
+        run["tags"].update(tags)
+        for path in artifact_paths:
+            self.artifacts[(self.parent_run_id, f"report/{path.name}")] = path.read_bytes()
+
+    def register(
+        self, run_id, model, model_name, alias, tags, description,
+        pip_requirements, metadata=None,
+    ):
+        version = str(self.next_version(model_name))
+        self.models.setdefault(model_name, {})[version] = dict(
+            run_id=run_id,
+            model=model,
+            tags=dict(tags),
+            description=description,
+            metadata=metadata,
+        )
+        self.aliases[(model_name, alias)] = version
+        return version
+
+    def set_version_tag(self, model_name, version, key, value):
+        self.models[model_name][version]["tags"][key] = value
+
+    def next_version(self, model_name):
+        return 1 + max((int(v) for v in self.models.get(model_name, {})), default=0)
