@@ -34,6 +34,7 @@ import tempfile
 import click
 
 from service.config import describe_plan
+from service.config import smoke as smoke_sizes
 from service.config import load_config
 from service.errors import ServiceError
 
@@ -73,6 +74,13 @@ EXIT_INTERRUPTED = 130
     metavar="DIR",
     help="Where the report, plots and resolved config go (config: output_dir).",
 )
+@click.option(
+    "--smoke",
+    is_flag=True,
+    help="Try the config in seconds: the same pipeline at tiny sizes (at most "
+    "200 samples, widths 8, 2 epochs, 2 seeds), logged as <experiment>-smoke "
+    "with <model name>-smoke registered models.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Log lines instead of the progress display.")
 @click.option(
     "-v",
@@ -81,19 +89,24 @@ EXIT_INTERRUPTED = 130
     help="Debug logging; with --dry-run, also print the resolved config.",
 )
 @click.pass_context
-def main(ctx, config_path, overrides, dry_run, tracking_uri, output_dir, quiet, verbose):
+def main(
+    ctx, config_path, overrides, dry_run, tracking_uri, output_dir, smoke, quiet, verbose
+):
     """Train every activation x seed member of a sweep, compare the activations
     with paired statistics, and track, register and export it all with MLflow.
 
     \b
     Examples:
       kg-train --config configs/moons.yaml --dry-run
+      kg-train --config configs/moons.yaml --smoke
       kg-train --config configs/tiny.yaml --tracking-uri sqlite:///smoke.db
       kg-train --config configs/moons.yaml --set seeds=3 --set training.epochs=20
     """
     try:
         config = load_config(config_path, overrides)
         config = _apply_flags(config, tracking_uri=tracking_uri, output_dir=output_dir)
+        if smoke:
+            config = smoke_sizes(config)
         if dry_run:
             click.echo(describe_plan(config))
             if verbose:

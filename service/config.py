@@ -1022,3 +1022,52 @@ def describe_plan(config, environ=None):
     head = f'kg-train plan for experiment "{config.experiment}"'
     head += f" ({config.source})" if config.source else ""
     return "\n".join([head] + [f"  {k:<12} {v}" for k, v in rows])
+
+
+# --- Smoke sizes: the same sweep in seconds. -----------------------------
+
+SMOKE_SAMPLES = 200
+SMOKE_WIDTH = 8
+SMOKE_EPOCHS = 2
+SMOKE_SEEDS = 2
+
+
+def smoke(config):
+    """`config` at smoke sizes: the same pipeline, done in seconds.
+
+    Every activation and every stage stay (training, tracking, statistics,
+    report, export, registry); what shrinks is the data (at most
+    `SMOKE_SAMPLES` generated samples), the widths (at most `SMOKE_WIDTH`),
+    the epochs (at most `SMOKE_EPOCHS`) and the seeds (the first
+    `SMOKE_SEEDS`). The experiment and registered model names get a
+    `-smoke` suffix, so a smoke run never moves the real models' aliases
+    nor mixes its runs into the real experiment.
+
+    Example:
+
+    >>> smoke(Config(seeds=(3, 4, 5))).seeds
+    (3, 4)
+    """
+    data = dataclasses.replace(
+        config.data, n_samples=min(config.data.n_samples, SMOKE_SAMPLES)
+    )
+    model = dataclasses.replace(
+        config.model,
+        hidden_units=tuple(min(w, SMOKE_WIDTH) for w in config.model.hidden_units),
+        d_model=min(config.model.d_model, SMOKE_WIDTH),
+    )
+    training = dataclasses.replace(
+        config.training, epochs=min(config.training.epochs, SMOKE_EPOCHS)
+    )
+    registry = dataclasses.replace(
+        config.registry, model_name=f"{config.registry.model_name}-smoke"
+    )
+    return dataclasses.replace(
+        config,
+        experiment=f"{config.experiment}-smoke",
+        seeds=tuple(config.seeds[:SMOKE_SEEDS]),
+        data=data,
+        model=model,
+        training=training,
+        registry=registry,
+    )
