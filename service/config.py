@@ -28,6 +28,7 @@ from typing import Optional
 
 import yaml
 
+from service import catalog
 from service import tasks
 from service.errors import ServiceError
 
@@ -299,7 +300,7 @@ class ModelConfig:
         expected="a non-empty list of positive integers, e.g. [64, 64]",
     )
     dropout: float = _setting(0.0, _within(0, 1, low_open=False, high_open=True))
-    block: str = _setting("dense", _one_of("dense", "feedforward"))
+    block: str = _setting("dense", _one_of(*catalog.BLOCKS))
     # block: feedforward -> Dense(d_model) stem, then one residual
     # keras_gelu.FeedForward(hidden_dim=w, output_dim=d_model) per width w.
     d_model: int = _setting(32, _at_least(1))
@@ -308,7 +309,7 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
-    optimizer: str = _setting("adam", _one_of("adam", "adamw", "sgd", "rmsprop"))
+    optimizer: str = _setting("adam", _one_of(*catalog.OPTIMIZERS))
     learning_rate: float = _setting(0.001, _above(0))
     epochs: int = _setting(100, _at_least(1))
     batch_size: int = _setting(32, _at_least(1))

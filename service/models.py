@@ -21,6 +21,7 @@ import numpy as np
 import keras_gelu
 from keras_gelu.stacking import stack_weights  # noqa: F401 -- re-exported
 from keras_gelu.stacking import unstack_weights  # noqa: F401 -- re-exported
+from service import catalog
 from service.errors import ServiceError
 
 
@@ -62,8 +63,9 @@ def _feedforward_block(x, model_cfg, activation, dtype):
     return x
 
 
-# One line per block: model.block -> the hidden layers.
-BLOCKS = {"dense": _dense_block, "feedforward": _feedforward_block}
+# model.block -> the function writing its hidden layers, `_<name>_block`,
+# for every block name in `service.catalog.BLOCKS`.
+BLOCKS = {name: globals()[f"_{name}_block"] for name in catalog.BLOCKS}
 
 
 def build_model(

@@ -22,6 +22,7 @@ import time
 import keras
 import numpy as np
 
+from service import catalog
 from service.errors import ServiceError
 from service.models import stack_model
 from service.models import stack_weights
@@ -30,14 +31,6 @@ from service.results import MemberResult
 
 HISTORY_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")
 
-# One line per optimizer name in TrainingConfig. All four update each
-# weight from its own gradient only, so stacked members stay independent.
-OPTIMIZERS = {
-    "adam": keras.optimizers.Adam,
-    "adamw": keras.optimizers.AdamW,
-    "sgd": keras.optimizers.SGD,
-    "rmsprop": keras.optimizers.RMSprop,
-}
 
 # Probabilities are clipped like Keras' crossentropy on probabilities.
 _EPSILON = 1e-7
@@ -49,12 +42,13 @@ def make_optimizer(training_cfg):
     Raises:
         ServiceError: for an unknown optimizer name.
     """
-    factory = OPTIMIZERS.get(training_cfg.optimizer)
-    if factory is None:
+    class_name = catalog.OPTIMIZERS.get(training_cfg.optimizer)
+    if class_name is None:
         raise ServiceError(
             f"training.optimizer: unknown optimizer {training_cfg.optimizer!r}; "
-            f"expected one of {', '.join(sorted(OPTIMIZERS))}."
+            f"expected one of {', '.join(sorted(catalog.OPTIMIZERS))}."
         )
+    factory = getattr(keras.optimizers, class_name)
     return factory(learning_rate=training_cfg.learning_rate)
 
 

@@ -259,3 +259,18 @@ def test_mixed_precision_normalizes_in_float32():
     )
     assert model.get_layer("normalization").compute_dtype == "float32"
     assert model.get_layer("hidden_0").compute_dtype == "bfloat16"
+
+
+def test_every_catalog_block_and_optimizer_builds():
+    # The names config validation accepts are the ones that work.
+    from service import catalog
+    from service import models
+    from service.config import TrainingConfig
+    from service.train import make_optimizer
+
+    assert set(models.BLOCKS) == set(catalog.BLOCKS)
+    for name in catalog.BLOCKS:
+        assert build_model(ModelConfig(block=name, hidden_units=(4,)), "gelu", 2, 2)
+    for name in catalog.OPTIMIZERS:
+        optimizer = make_optimizer(TrainingConfig(optimizer=name, learning_rate=0.1))
+        assert float(optimizer.learning_rate) == pytest.approx(0.1)
