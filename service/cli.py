@@ -12,7 +12,7 @@ a bug and keeps its traceback.
 
 The pipeline contract:
 
-    service.pipeline.run(config, *, quiet, echo) -> int
+    service.pipeline.run(config, *, quiet, echo, resume) -> int
 
 `config` is a validated `service.config.Config` (`tracking.uri` and
 `output_dir` already carry `--tracking-uri`/`--output-dir`; use
@@ -37,6 +37,7 @@ from service.config import describe_plan
 from service.config import smoke as smoke_sizes
 from service.config import load_config
 from service.errors import ServiceError
+from service.errors import SweepInterrupted
 
 EXIT_INTERRUPTED = 130
 
@@ -81,6 +82,13 @@ EXIT_INTERRUPTED = 130
     "200 samples, widths 8, 2 epochs, 2 seeds), logged as <experiment>-smoke "
     "with <model name>-smoke registered models.",
 )
+@click.option(
+    "--resume",
+    metavar="RUN_ID",
+    help="Continue an interrupted sweep of this config: train only the members "
+    "its parent run (id printed at start) does not hold yet, then compare, "
+    "export and register as usual.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Log lines instead of the progress display.")
 @click.option(
     "-v",
@@ -90,7 +98,16 @@ EXIT_INTERRUPTED = 130
 )
 @click.pass_context
 def main(
-    ctx, config_path, overrides, dry_run, tracking_uri, output_dir, smoke, quiet, verbose
+    ctx,
+    config_path,
+    overrides,
+    dry_run,
+    tracking_uri,
+    output_dir,
+    smoke,
+    resume,
+    quiet,
+    verbose,
 ):
     """Train every activation x seed member of a sweep, compare the activations
     with paired statistics, and track, register and export it all with MLflow.
@@ -119,7 +136,13 @@ def main(
             _configure_logging(quiet=quiet, verbose=verbose)
             from service import pipeline  # TensorFlow, MLflow: only for a real run
 
-            code = pipeline.run(config, quiet=quiet, echo=click.echo)
+            with _sigterm_as_interrupt():
+                code = pipeline.run(
+                    config, quiet=quiet, echo=click.echo, resume=resume
+                )
+    except SweepInterrupted as error:
+        click.echo(f"\nkg-train: {error}", err=True)
+        ctx.exit(error.exit_code)
     except ServiceError as error:
         click.echo(f"kg-train: error: {error}", err=True)
         ctx.exit(getattr(error, "exit_code", 2))
@@ -127,6 +150,22 @@ def main(
         click.echo("\nkg-train: interrupted.", err=True)
         ctx.exit(EXIT_INTERRUPTED)
     ctx.exit(code or 0)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (a scheduler, `kill`, Kubernetes) stops a sweep like Ctrl-C:
+    the pipeline marks the sweep KILLED and says how to resume."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _apply_flags(config, *, tracking_uri, output_dir):

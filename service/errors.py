@@ -10,3 +10,16 @@ class ServiceError(Exception):
     """
 
     exit_code = 2
+
+
+class SweepInterrupted(ServiceError):
+    """SIGINT or SIGTERM stopped a sweep; what is done is in the store.
+
+    Carries the sweep's parent run id, which `--resume` takes.
+    """
+
+    exit_code = 130
+
+    def __init__(self, message, run_id):
+        super().__init__(message)
+        self.run_id = run_id

@@ -3,7 +3,11 @@
     preflight -> train -> track -> compare -> export -> register
 
 Each stage is one function that takes what the stages before it returned
-and returns a small frozen dataclass; `run` reads as their sequence. Data
+and returns a small frozen dataclass; `run` reads as their sequence.
+`track` runs as each activation's members finish training, so a crash, a
+kill -9 or a power cut keeps every member already trained; `--resume`
+(and any process that joins the same sweep) trains only what the store
+does not hold yet. Data
 moves one way. Everything that can fail on the user's side (tracking
 store, export prerequisites, existing export folders) is checked in
 `preflight`, before training, so a mistake costs nothing. The pipeline
@@ -25,6 +29,7 @@ from typing import Optional
 
 from service import config as config_lib
 from service.errors import ServiceError
+from service.errors import SweepInterrupted
 
 log = logging.getLogger("kg-train")
 
@@ -40,16 +45,13 @@ class Preflight:
     dataset: Any  # what task.load returned
     store: Any  # service.tracking.TrackingStore
     tracking_uri: str
+    resume: Optional[str]  # the sweep run id to continue, or None
+    done: Mapping[tuple, tuple]  # (activation, seed) -> (run id, MemberResult)
     model_names: Mapping[str, str]  # activation -> registered model name
     out_dir: pathlib.Path
     resolved: Mapping[str, Any]  # the config as plain data
     params: Mapping[str, Any]  # flattened, for the tracking store
     tags: Mapping[str, Any]  # common to every run
-
-
-@dataclasses.dataclass(frozen=True)
-class Trained:
-    results: tuple  # MemberResult per (activation, seed), config order
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +61,17 @@ class Tracked:
 
 
 @dataclasses.dataclass(frozen=True)
+class Trained:
+    results: tuple  # MemberResult per (activation, seed), config order
+    tracked: Tracked  # every member's run, this process's and earlier ones
+
+
+@dataclasses.dataclass(frozen=True)
 class Compared:
-    summary: Any  # service.stats.Summary
+    summary: Any  # service.stats.Summary (of the members that did not fail)
     report_paths: tuple
     champions: Mapping[str, Any]  # activation -> its selected MemberResult
+    failed: tuple  # MemberResults that diverged, listed, never averaged
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +96,7 @@ class Registered:
 # --- The sweep. --------------------------------------------------------------
 
 
-def run(config, quiet=False, echo=print, store=None):
+def run(config, quiet=False, echo=print, store=None, resume=None):
     """Runs the sweep described by `config`; returns the exit code (0).
 
     Args:
@@ -96,28 +105,45 @@ def run(config, quiet=False, echo=print, store=None):
         echo: Prints one line of the final summary.
         store: A `tracking.TrackingStore`; default: MLflow at the
             configured tracking URI.
+        resume: The parent run id of an interrupted sweep of the same
+            config: only its missing members are trained.
+
+    Raises:
+        SweepInterrupted: on SIGINT/SIGTERM (KeyboardInterrupt), after
+            marking the sweep KILLED; finished members stay in the store.
     """
     started = time.monotonic()
     from service.progress import SweepProgress  # heavy imports: a real run
 
     progress = SweepProgress(quiet=quiet)
-    pre = preflight(config, store)
-    with pre.store.sweep_run(
-        config.experiment,
-        {**pre.params, "activations": list(config.activations), "seeds": list(config.seeds)},
-        {**pre.tags, "kg.role": "sweep"},
-    ) as sweep_run_id:
-        pre.store.log_dict(sweep_run_id, dict(pre.resolved), "config.json")
-        trained = train(config, pre, progress)
-        tracked = track(config, pre, trained, sweep_run_id, progress)
-        compared = compare(config, pre, trained)
-        exported = export(config, pre, compared, progress)
-        registered = register(config, pre, compared, tracked, exported, progress)
+    pre = preflight(config, store, resume)
+    sweep_run_id = resume
+    logged = dict(pre.done)  # (activation, seed) -> run id, as members land
+    try:
+        with pre.store.sweep_run(
+            config.experiment,
+            {**pre.params, "activations": list(config.activations), "seeds": list(config.seeds)},
+            {**pre.tags, "kg.role": "sweep"},
+            resume=resume,
+        ) as sweep_run_id:
+            echo(
+                f"Sweep run {sweep_run_id}"
+                + (f": resumed, {len(pre.done)} members already done" if resume else "")
+            )
+            if not resume:
+                pre.store.log_dict(sweep_run_id, dict(pre.resolved), "config.json")
+            trained = train(config, pre, sweep_run_id, progress, logged)
+            compared = compare(config, pre, trained)
+            exported = export(config, pre, compared, progress)
+            registered = register(config, pre, compared, trained.tracked, exported, progress)
+            progress.close()
+    except KeyboardInterrupt:
         progress.close()
+        raise _interrupted(config, sweep_run_id, len(logged)) from None
     print_summary(
         echo,
         config,
-        compared.summary,
+        compared,
         registered,
         pre.out_dir,
         pre.tracking_uri,
@@ -126,8 +152,11 @@ def run(config, quiet=False, echo=print, store=None):
     return 0
 
 
-def preflight(config, store=None):
+def preflight(config, store=None, resume=None):
     """Loads the data and checks every outside dependency before training.
+
+    With `resume`, also checks that the run is a sweep of this same
+    config, and loads the members it already holds.
 
     Raises:
         ServiceError: for an unavailable device, an unusable tracking
@@ -150,6 +179,14 @@ def preflight(config, store=None):
         export_lib.check_can_export()
     if store is None:
         store = tracking.Tracker(tracking_uri, config.experiment)
+    resolved = config_lib.config_to_dict(config)
+    params = flatten(
+        {k: v for k, v in resolved.items() if k not in ("activations", "seeds")}
+    )
+    done = {}
+    if resume is not None:
+        _check_resumable(config, store, resume, params)
+        done = store.finished_members(resume)
     if config.registry.enabled and config.export.enabled:
         for name in names.values():
             target = export_lib.version_dir(
@@ -162,19 +199,18 @@ def preflight(config, store=None):
                     f"there. Move or delete it, or set export.dir to a new "
                     f"folder (--set export.dir=...)."
                 )
-    resolved = config_lib.config_to_dict(config)
     return Preflight(
         task=task,
         dataset=dataset,
         store=store,
         tracking_uri=tracking_uri,
+        resume=resume,
+        done=done,
         model_names=names,
         out_dir=pathlib.Path(config.output_dir)
         / f"{config.experiment}-{datetime.datetime.now():%Y%m%d-%H%M%S}",
         resolved=resolved,
-        params=flatten(
-            {k: v for k, v in resolved.items() if k not in ("activations", "seeds")}
-        ),
+        params=params,
         tags={
             **tracking.library_versions(),
             **{f"device.{k}": v for k, v in device.items()},
@@ -185,18 +221,40 @@ def preflight(config, store=None):
     )
 
 
-def train(config, pre, progress):
-    """Trains every (activation, seed) member."""
+def train(config, pre, sweep_run_id, progress, logged=None):
+    """Trains every member the store does not hold yet, tracking each
+    activation's members as soon as they finish (`track`).
+
+    `logged`, if given, is updated with each member's run id as it lands
+    in the store (what an interrupt leaves behind).
+    """
     from service import train as train_lib
 
-    results = train_lib.train_sweep(pre.task, pre.dataset, config, progress=progress)
+    run_ids = {key: run_id for key, (run_id, _) in pre.done.items()}
+
+    def on_trained(results):
+        run_ids.update(track(pre, results, sweep_run_id, progress).run_ids)
+        if logged is not None:
+            logged.update(run_ids)
+
+    results = train_lib.train_sweep(
+        pre.task,
+        pre.dataset,
+        config,
+        progress=progress,
+        done={key: result for key, (_, result) in pre.done.items()},
+        on_trained=on_trained,
+    )
     progress.close()
-    return Trained(results=tuple(results))
+    return Trained(
+        results=tuple(results),
+        tracked=Tracked(sweep_run_id=sweep_run_id, run_ids=dict(run_ids)),
+    )
 
 
-def track(config, pre, trained, sweep_run_id, progress):
-    """Logs every member as a child run of the sweep's run."""
-    progress.stage(f"logging {len(trained.results)} runs to {pre.tracking_uri}")
+def track(pre, results, sweep_run_id, progress):
+    """Logs members as child runs of the sweep's run (FAILED if diverged)."""
+    progress.stage(f"logging {len(results)} runs to {pre.tracking_uri}")
     member_params = {
         k: v for k, v in pre.params.items() if k.startswith(("model.", "training."))
     }
@@ -204,9 +262,62 @@ def track(config, pre, trained, sweep_run_id, progress):
         (result.activation, result.seed): pre.store.log_member(
             result, member_params, {**pre.tags, "kg.role": "member"}
         )
-        for result in trained.results
+        for result in results
     }
     return Tracked(sweep_run_id=sweep_run_id, run_ids=run_ids)
+
+
+def _check_resumable(config, store, run_id, params):
+    """Raises a ServiceError unless `run_id` is an unfinished sweep of
+    this experiment with these settings."""
+    experiment, logged, status = store.sweep_info(run_id)
+    if experiment != config.experiment:
+        raise ServiceError(
+            f"--resume {run_id}: that sweep belongs to experiment "
+            f"{experiment!r}, this config to {config.experiment!r}."
+        )
+    # Settings that change what a member is must match; where its outputs
+    # go may differ.
+    free = ("output_dir", "tracking.", "export.dir")
+    changed = [
+        f"{key}: was {logged[key]}, now {value}"
+        for key, value in sorted(params.items())
+        if key in logged
+        and not key.startswith(free)
+        and logged[key] != store_param(value)
+    ]
+    if changed:
+        raise ServiceError(
+            f"--resume {run_id}: this config differs from the sweep's: "
+            f"{'; '.join(changed)}. Resume with the config it started with."
+        )
+    if status == "FINISHED":
+        raise ServiceError(
+            f"--resume {run_id}: that sweep finished already; nothing to resume."
+        )
+
+
+def store_param(value):
+    """A param value as the tracking store keeps it (text)."""
+    from service import tracking
+
+    return tracking.param_text(value)
+
+
+def _interrupted(config, sweep_run_id, held):
+    if sweep_run_id is None:
+        return SweepInterrupted(
+            "interrupted before the sweep started; nothing was written.", None
+        )
+    total = len(config.activations) * len(config.seeds)
+    source = config.source or "<config>"
+    return SweepInterrupted(
+        f"interrupted. {held} of {total} members are in the tracking store "
+        f"(sweep run {sweep_run_id}, marked KILLED); nothing was registered "
+        f"or exported for unfinished work. Resume with: kg-train --config "
+        f"{source} --resume {sweep_run_id}",
+        sweep_run_id,
+    )
 
 
 def compare(config, pre, trained):
@@ -215,8 +326,17 @@ def compare(config, pre, trained):
     from service import report
     from service import stats
 
+    ok = [r for r in trained.results if r.ok]
+    failed = tuple(r for r in trained.results if not r.ok)
+    if not any(r.activation == config.baseline for r in ok):
+        raise ServiceError(
+            f"every seed of the baseline {config.baseline!r} diverged (loss "
+            f"not finite); no comparison is possible. They are logged as "
+            f"FAILED runs. Lower training.learning_rate, or set another "
+            f"baseline."
+        )
     summary = stats.summarize(
-        trained.results,
+        ok,
         config.baseline,
         metric=pre.task.compared.name,
         higher_is_better=pre.task.compared.higher_is_better,
@@ -226,21 +346,26 @@ def compare(config, pre, trained):
     )
     report_paths = report.write_report(
         summary,
-        trained.results,
+        ok,
         pre.out_dir,
         title=f"{config.experiment}: {', '.join(config.activations)}",
         dataset=pre.dataset,
         config=config,
         figures=pre.task.figures,
+        failed=failed,
     )
     pre.store.log_summary(
         stats.flat_metrics(summary), {"winner": summary.winner.activation}, report_paths
     )
     champions = {
-        a: best_member(summary, trained.results, a) for a in config.activations
+        s.activation: best_member(summary, ok, s.activation)
+        for s in summary.activations
     }
     return Compared(
-        summary=summary, report_paths=tuple(report_paths), champions=champions
+        summary=summary,
+        report_paths=tuple(report_paths),
+        champions=champions,
+        failed=failed,
     )
 
 
@@ -265,7 +390,7 @@ def export(config, pre, compared, progress):
                 pre.dataset.x_test,
                 config.export.tolerance,
             )
-    except Exception:
+    except BaseException:  # an interrupt too: nothing half-exported stays
         for item in staged.values():
             export_lib.discard(item)
         raise
@@ -398,13 +523,19 @@ def absolute_uri(uri):
     return uri
 
 
-def print_summary(echo, config, summary, registered, out_dir, uri, seconds):
+def print_summary(echo, config, compared, registered, out_dir, uri, seconds):
     from service import wording
 
+    summary = compared.summary
     uri = absolute_uri(uri)
     echo("")
     echo(wording.format_table(summary))
     echo("")
+    if compared.failed:
+        echo("Failed members (left out of the statistics):")
+        for member in compared.failed:
+            echo(f"  {member.activation}, seed {member.seed}: {member.failure}")
+        echo("")
     if registered.models:
         echo(f"Registered models (alias @{config.registry.alias}):")
         for model in registered.models:

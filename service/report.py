@@ -84,7 +84,15 @@ FIGURES = {
 
 
 def write_report(
-    summary, results, out_dir, *, title, dataset=None, config=None, figures=tuple(FIGURES)
+    summary,
+    results,
+    out_dir,
+    *,
+    title,
+    dataset=None,
+    config=None,
+    figures=tuple(FIGURES),
+    failed=(),
 ):
     """Writes report.md, summary.json and the figures into `out_dir`.
 
@@ -106,6 +114,7 @@ def write_report(
         config: optional resolved `service.config.Config`, for the setup
             section and the learning curves' threshold.
         figures: names of the figures to draw, in `FIGURES` order.
+        failed: `MemberResult`s that diverged, listed in the report.
 
     Returns:
         The paths written, report.md first.
@@ -135,7 +144,7 @@ def write_report(
     report_path = out / REPORT
     report_path.write_text(
         render_markdown(summary, results, title=title, dataset=dataset, config=config,
-                        figures=figures)
+                        figures=figures, failed=failed)
     )
     return [report_path, summary_path] + [out / name for name, _ in figures]
 
@@ -148,12 +157,24 @@ def per_seed_file(summary):
 # --- Markdown. -----------------------------------------------------------------
 
 
-def render_markdown(summary, results, *, title, dataset=None, config=None, figures=()):
+def render_markdown(
+    summary, results, *, title, dataset=None, config=None, figures=(), failed=()
+):
     """The report's Markdown text (pure; `write_report` saves it)."""
     lines = [f"# {title}", ""]
     lines += _setup(summary, results, dataset, config)
     lines += ["## Results", "", f"Metric: {wording.metric_note(summary)}.", ""]
     lines += _md_table(*wording.table_rows(summary))
+    if failed:
+        lines += [
+            "",
+            "Failed members, left out of every statistic above (not averaged in):",
+            "",
+        ]
+        lines += _md_table(
+            ["activation", "seed", "failure", "epoch"],
+            [[m.activation, m.seed, m.failure, m.failed_epoch] for m in failed],
+        )
     lines += ["", wording.results_caption(summary), "", "## Verdicts", ""]
     lines += [f"- {v}" for v in wording.verdicts(summary)]
     lines += _comparison_details(summary)

@@ -23,6 +23,15 @@ class MemberResult:
     epochs_to_threshold: Optional[int]
     model: Any = None  # the trained plain keras.Model of the configured architecture
     train_seconds: float = 0.0
+    # Set when the member diverged: why, and the first epoch (1-based)
+    # whose loss was not finite. A failed member is tracked as FAILED and
+    # left out of the statistics, never averaged in.
+    failure: Optional[str] = None
+    failed_epoch: Optional[int] = None
+
+    @property
+    def ok(self):
+        return self.failure is None
 
     @property
     def val_accuracy(self):

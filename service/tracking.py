@@ -27,6 +27,7 @@ _METRICS_PER_CALL = 1000  # MLflow's log_batch limit
 # a "once" filter, so these are caught and dropped rather than filtered.
 _DELIBERATE = re.compile("Add type hints to the `predict`|An input example was not provided")
 _MODEL_FILE = pathlib.Path(__file__).with_name("mlflow_model.py")
+MEMBER_MODEL = "model.keras"  # each member's trained model, artifact member/
 
 
 def _mlflow():
@@ -43,15 +44,27 @@ class TrackingStore(abc.ABC):
     """What the pipeline needs of a tracking store and model registry.
 
     The pipeline talks only to this interface. `Tracker` (MLflow) is the
-    implementation a sweep uses; another backend implements these seven
-    methods. `tests/service/memory_store.py` is an in-memory one that runs
+    implementation a sweep uses; another backend implements these nine
+    methods (MLflow's as the reference). `tests/service/memory_store.py` is an in-memory one that runs
     a whole sweep, which keeps this seam honest.
     """
 
     @abc.abstractmethod
-    def sweep_run(self, run_name, params, tags):
-        """A context manager: opens the sweep's parent run and yields its
-        id; marks it finished, failed (on an error) or killed."""
+    def sweep_run(self, run_name, params, tags, resume=None):
+        """A context manager: opens the sweep's parent run (or reopens the
+        run id `resume`) and yields its id; marks it finished, failed (on
+        an error) or killed (on an interrupt)."""
+
+    @abc.abstractmethod
+    def sweep_info(self, run_id):
+        """`(experiment name, params, status)` of a sweep's parent run;
+        a ServiceError if it is not one."""
+
+    @abc.abstractmethod
+    def finished_members(self, sweep_run_id):
+        """`{(activation, seed): (run id, MemberResult)}` of the members
+        already logged under the sweep (finished or diverged), with their
+        trained models: what a resumed sweep does not train again."""
 
     @abc.abstractmethod
     def log_dict(self, run_id, data, artifact_file):
@@ -113,13 +126,19 @@ class Tracker(TrackingStore):
         self.parent_run_id = None
 
     @contextlib.contextmanager
-    def sweep_run(self, run_name, params, tags):
-        """Opens the parent run of a sweep; marks it FAILED on an error."""
-        run = self.client.create_run(
-            self.experiment_id, run_name=run_name, tags=_strings(tags)
-        )
-        self.parent_run_id = run.info.run_id
-        self._log_params(self.parent_run_id, params)
+    def sweep_run(self, run_name, params, tags, resume=None):
+        """Opens the parent run of a sweep (or reopens `resume`, a run id);
+        marks it FAILED on an error, KILLED on an interrupt."""
+        if resume is None:
+            run = self.client.create_run(
+                self.experiment_id, run_name=run_name, tags=_strings(tags)
+            )
+            self.parent_run_id = run.info.run_id
+            self._log_params(self.parent_run_id, params)
+        else:
+            self.parent_run_id = resume
+            self.client.update_run(resume, status="RUNNING")
+            self.client.set_tag(resume, "kg.resumed", "true")
         status = "FAILED"
         try:
             yield self.parent_run_id
@@ -164,8 +183,97 @@ class Tracker(TrackingStore):
             final["epochs_to_threshold"] = result.epochs_to_threshold
         metrics += [Metric(k, float(v), now, 0) for k, v in final.items()]
         self._log_metrics(run_id, metrics)
-        self.client.set_terminated(run_id, "FINISHED")
+        if result.model is not None:
+            # The trained member itself: a resumed (or sharded) sweep
+            # rebuilds its results from the store without retraining.
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, MEMBER_MODEL)
+                result.model.save(path)
+                self.client.log_artifact(run_id, path, "member")
+        if not result.ok:
+            self.client.set_tag(run_id, "failure.reason", result.failure)
+            self.client.set_tag(run_id, "failure.epoch", str(result.failed_epoch))
+        self.client.set_terminated(run_id, "FINISHED" if result.ok else "FAILED")
         return run_id
+
+    def sweep_info(self, run_id):
+        """`(experiment name, params, status)` of a sweep's parent run.
+
+        Raises:
+            ServiceError: if there is no such run, or it is not a sweep.
+        """
+        try:
+            run = self.client.get_run(run_id)
+        except self.mlflow.exceptions.MlflowException:
+            raise ServiceError(
+                f"--resume {run_id}: no such run in the tracking store "
+                f"{self.tracking_uri}. Use the parent run id kg-train printed "
+                f"when the sweep started (or see it in the MLflow UI)."
+            ) from None
+        if run.data.tags.get("kg.role") != "sweep":
+            raise ServiceError(
+                f"--resume {run_id}: that run is not a kg-train sweep's parent "
+                f"run (it is a member run, or not from kg-train)."
+            )
+        experiment = self.client.get_experiment(run.info.experiment_id).name
+        return experiment, dict(run.data.params), run.info.status
+
+    def finished_members(self, sweep_run_id):
+        """The members of a sweep already in the store, as `MemberResult`s.
+
+        Members logged FINISHED or FAILED (diverged) count; their models
+        are loaded from the `member/` artifact.
+
+        Returns:
+            `{(activation, seed): (member run id, MemberResult)}`.
+        """
+        import keras
+
+        import keras_gelu  # noqa: F401 -- registers its layers for loading
+        from service.results import MemberResult
+
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.mlflow.parentRunId = '{sweep_run_id}'",
+            max_results=10000,
+        )
+        found = {}
+        for run in runs:
+            tags, metrics = run.data.tags, run.data.metrics
+            if run.info.status not in ("FINISHED", "FAILED") or "seed" not in tags:
+                continue
+            key = (tags["activation"], int(tags["seed"]))
+            history = {
+                name: [m.value for m in sorted(
+                    self.client.get_metric_history(run.info.run_id, name),
+                    key=lambda m: m.step,
+                )]
+                for name in ("loss", "accuracy", "val_loss", "val_accuracy")
+            }
+            with tempfile.TemporaryDirectory() as tmp:
+                path = self.client.download_artifacts(
+                    run.info.run_id, f"member/{MEMBER_MODEL}", tmp
+                )
+                model = keras.saving.load_model(path)
+            epoch = tags.get("failure.epoch")
+            found[key] = MemberResult(
+                activation=key[0],
+                seed=key[1],
+                history=history,
+                test_loss=metrics["test_loss"],
+                test_accuracy=metrics["test_accuracy"],
+                epochs_to_threshold=(
+                    int(metrics["epochs_to_threshold"])
+                    if "epochs_to_threshold" in metrics
+                    else None
+                ),
+                model=model,
+                train_seconds=metrics.get("train_seconds", 0.0),
+                failure=tags.get("failure.reason"),
+                failed_epoch=int(epoch) if epoch else None,
+            )
+            found[key] = (run.info.run_id, found[key])
+        return found
 
     def log_summary(self, metrics, tags, artifact_paths):
         """Summary metrics, tags and report files on the parent run."""
@@ -266,7 +374,7 @@ class Tracker(TrackingStore):
 
     def _log_params(self, run_id, params):
         Param = self.mlflow.entities.Param
-        items = [Param(k, _param_value(v)) for k, v in sorted(params.items())]
+        items = [Param(k, param_text(v)) for k, v in sorted(params.items())]
         for start in range(0, len(items), 100):
             self.client.log_batch(run_id, params=items[start : start + 100])
 
@@ -317,7 +425,7 @@ def library_versions():
     return {f"version.{k}": v for k, v in versions.items()}
 
 
-def _param_value(value):
+def param_text(value):
     if isinstance(value, (list, tuple, dict)):
         value = json.dumps(value)
     value = str(value)

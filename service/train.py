@@ -304,7 +304,7 @@ class _MemberHistory(keras.callbacks.Callback):
 # --- The sweep. ------------------------------------------------------------
 
 
-def train_sweep(task, dataset, config, progress=None):
+def train_sweep(task, dataset, config, progress=None, done=None, on_trained=None):
     """Trains every (activation, seed) member of `config` on `dataset`.
 
     Each activation's seeds go to `task.train` together; for the
@@ -316,6 +316,13 @@ def train_sweep(task, dataset, config, progress=None):
         dataset: What `task.load` returned.
         config: A `service.config.Config` (activations, seeds, model,
             training, device).
+        done: Optional `{(activation, seed): MemberResult}` of members
+            already trained (a resumed sweep's, from the tracking store):
+            they are not trained again.
+        on_trained: Optional callable, called with the list of new
+            `MemberResult`s as soon as each activation's missing seeds
+            have trained, so they reach the tracking store before the
+            next activation starts.
         progress: Optional callable, called once per epoch per activation
             with a dict: `activation`, `epoch`, `epochs`, `members_done`
             (members of the activations before this one), `group_size`
@@ -334,28 +341,34 @@ def train_sweep(task, dataset, config, progress=None):
     describe_device(config.device)
     seeds = tuple(int(seed) for seed in config.seeds)
     total = len(config.activations) * len(seeds)
+    done = dict(done or {})
     results = []
     with _quiet_retracing_warnings():
         for activation in config.activations:
-            done = len(results)
+            missing = tuple(s for s in seeds if (activation, s) not in done)
+            finished = len(results) + len(seeds) - len(missing)
 
-            def report(epoch, values, activation=activation, done=done):
+            def report(epoch, values, activation=activation, finished=finished):
                 if progress is not None:
                     progress(
                         {
                             "activation": activation,
                             "epoch": epoch,
                             "epochs": config.training.epochs,
-                            "members_done": done,
-                            "group_size": len(seeds),
+                            "members_done": finished,
+                            "group_size": len(missing),
                             "members_total": total,
                             "val_accuracy": float(np.mean(values)),
                         }
                     )
 
-            results.extend(
-                task.train(task, dataset, config, activation, seeds, report)
-            )
+            new = []
+            if missing:
+                new = task.train(task, dataset, config, activation, missing, report)
+                if on_trained is not None:
+                    on_trained(new)
+            by_seed = {r.seed: r for r in new}
+            results.extend(by_seed.get(s) or done[(activation, s)] for s in seeds)
     return results
 
 
@@ -445,6 +458,7 @@ def train_activation(task, dataset, config, activation, seeds, report):
             key: [float(values[m]) for values in recorder.history[key]]
             for key in HISTORY_KEYS
         }
+        diverged = first_non_finite_epoch(member_history)
         results.append(
             MemberResult(
                 activation=activation,
@@ -458,6 +472,31 @@ def train_activation(task, dataset, config, activation, seeds, report):
                 ),
                 model=model,
                 train_seconds=seconds / members,
+                failure=(
+                    None
+                    if diverged is None
+                    else f"loss not finite from epoch {diverged} (diverged)"
+                ),
+                failed_epoch=diverged,
             )
         )
     return results
+
+
+def first_non_finite_epoch(history):
+    """The first epoch (1-based) whose training or validation loss is NaN
+    or inf, else None.
+
+    A diverged member's weights are NaN from then on; in a stacked group
+    the other members train on unharmed (the loss is a sum of per-member
+    terms, so each member's gradient is its own).
+
+    Example:
+
+    >>> first_non_finite_epoch({"loss": [0.5, float("nan")], "val_loss": [0.6, 0.7]})
+    2
+    """
+    for epoch, values in enumerate(zip(history["loss"], history["val_loss"]), start=1):
+        if not np.all(np.isfinite(values)):
+            return epoch
+    return None

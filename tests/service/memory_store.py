@@ -33,8 +33,12 @@ class MemoryStore(TrackingStore):
         return run_id
 
     @contextlib.contextmanager
-    def sweep_run(self, run_name, params, tags):
-        self.parent_run_id = self._new_run(run_name, params, tags)
+    def sweep_run(self, run_name, params, tags, resume=None):
+        if resume is None:
+            self.parent_run_id = self._new_run(run_name, params, tags)
+        else:
+            self.parent_run_id = resume
+        self.runs[self.parent_run_id]["status"] = "RUNNING"
         status = "FAILED"
         try:
             yield self.parent_run_id
@@ -59,8 +63,20 @@ class MemoryStore(TrackingStore):
         run["metrics"] = {key: list(values) for key, values in result.history.items()}
         run["metrics"]["test_accuracy"] = [result.test_accuracy]
         run["metrics"]["test_loss"] = [result.test_loss]
-        run["status"] = "FINISHED"
+        run["result"] = result
+        run["status"] = "FINISHED" if result.ok else "FAILED"
         return run_id
+
+    def sweep_info(self, run_id):
+        run = self.runs[run_id]
+        return run["name"], run["params"], run["status"]
+
+    def finished_members(self, sweep_run_id):
+        return {
+            (r["result"].activation, r["result"].seed): (run_id, r["result"])
+            for run_id, r in self.runs.items()
+            if r["parent"] == sweep_run_id and r["status"] in ("FINISHED", "FAILED")
+        }
 
     def log_summary(self, metrics, tags, artifact_paths):
         run = self.runs[self.parent_run_id]

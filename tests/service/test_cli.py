@@ -52,7 +52,7 @@ def pipeline(monkeypatch):
     stub.result = 0
     stub.error = None
 
-    def run(config, *, quiet, echo):
+    def run(config, *, quiet, echo, resume=None):
         stub.calls.append((config, quiet, echo))
         echo("stub pipeline ran")
         if stub.error is not None:

@@ -1,0 +1,179 @@
+"""Faults, injected for real: a diverging member, a SIGTERM mid-sweep.
+
+- A member whose loss turns NaN is contained: it is tracked FAILED with
+  the reason and the epoch, listed (not averaged) in the report, and the
+  other members of its vectorized group train exactly as if alone.
+- SIGTERM during training or during export stops kg-train within seconds
+  with exit code 130, marks the sweep KILLED, keeps every member already
+  trained in the store, registers and exports nothing, and says how to
+  resume; `--resume RUN_ID` trains only what is missing and ends with the
+  same statistics as an uninterrupted sweep.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from service import tasks
+from service.config import Config, DataConfig, ModelConfig, TrainingConfig
+from service.train import train_sweep
+from tests.service import servers
+from tests.service.test_golden import GOLDEN
+from tests.service.test_golden import _same
+
+
+# SGD at learning rate 100 on this data: seeds 1 and 3 overflow to NaN
+# (epochs 2 and 1), the others stay finite (measured).
+def _diverging_config(seeds):
+    return Config(
+        activations=("relu",),
+        baseline="relu",
+        seeds=seeds,
+        model=ModelConfig(hidden_units=(16, 16)),
+        training=TrainingConfig(optimizer="sgd", learning_rate=100.0, epochs=4, batch_size=16),
+    )
+
+
+def test_a_diverged_member_is_contained_and_its_group_trains_on():
+    dataset = tasks.load_dataset(DataConfig(n_samples=200))
+    task = tasks.get("moons")
+    group = train_sweep(task, dataset, _diverging_config(tuple(range(6))))
+    failed = {r.seed: r.failed_epoch for r in group if not r.ok}
+    assert failed == {1: 2, 3: 1}
+    for r in group:
+        if not r.ok:
+            assert "not finite" in r.failure
+            assert not np.isfinite(r.history["loss"][r.failed_epoch - 1]) or not np.isfinite(
+                r.history["val_loss"][r.failed_epoch - 1]
+            )
+    # Member 0 trained beside two diverging members equals member 0 alone.
+    (alone,) = train_sweep(task, dataset, _diverging_config((0,)))
+    np.testing.assert_allclose(
+        group[0].history["val_loss"], alone.history["val_loss"], rtol=1e-5
+    )
+    assert group[0].test_accuracy == alone.test_accuracy
+
+
+def kg_train_process(cwd, *args):
+    command = [os.path.join(servers.VENV_BIN, "kg-train"), *args, "--quiet"]
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    return subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _run_until(process, marker, timeout=300):
+    """Reads stderr (the --quiet log) until a line contains `marker`."""
+    seen = []
+    deadline = time.monotonic() + timeout
+    for line in process.stderr:
+        seen.append(line)
+        if marker in line:
+            return seen
+        if time.monotonic() > deadline:
+            break
+    raise AssertionError(f"never saw {marker!r}:\n{''.join(seen)[-3000:]}")
+
+
+def _client(tmp_path):
+    import mlflow
+
+    return mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+
+def _sweep_runs(client, experiment):
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    parents = [r for r in runs if r.data.tags.get("kg.role") == "sweep"]
+    members = [r for r in runs if r.data.tags.get("kg.role") == "member"]
+    return parents, members
+
+
+@pytest.mark.parametrize(
+    "marker, members_kept",
+    [
+        # The second activation is training: the first one's 3 are kept.
+        ("training gelu", 3),
+        # Every member trained and tracked; the export is under way.
+        ("exporting and verifying", 12),
+    ],
+    ids=["during-training", "during-export"],
+)
+def test_sigterm_stops_marks_killed_keeps_members_and_resume_finishes(
+    tmp_path, marker, members_kept
+):
+    shutil.copy(GOLDEN / "config.yaml", tmp_path / "config.yaml")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = ["--config", "config.yaml", "--tracking-uri", uri, "--set", "export.enabled=true"]
+    process = kg_train_process(tmp_path, *args)
+    _run_until(process, marker)
+    process.send_signal(signal.SIGTERM)
+    stopped = time.monotonic()
+    _, stderr = process.communicate(timeout=60)
+    assert time.monotonic() - stopped < 15
+    assert process.returncode == 130, stderr[-3000:]
+    match = re.search(r"--resume (\w+)", stderr)
+    assert match, stderr[-3000:]
+    run_id = match.group(1)
+
+    client = _client(tmp_path)
+    (parent,), members = _sweep_runs(client, "golden-tiny")
+    assert parent.info.run_id == run_id and parent.info.status == "KILLED"
+    assert len(members) == members_kept
+    assert all(m.info.status == "FINISHED" for m in members)
+    assert client.search_registered_models() == []
+    assert not list((tmp_path / "exports").rglob("saved_model.pb"))
+
+    resumed = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *args, "--resume", run_id, "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resumed, {members_kept} members already done" in resumed.stdout
+    (parent,), members = _sweep_runs(client, "golden-tiny")
+    assert parent.info.status == "FINISHED" and len(members) == 12
+    # The resumed run's report (an export-time kill left the first one).
+    summary = max((tmp_path / "kg-output").rglob("summary.json"), key=os.path.getmtime)
+    _same(json.loads((GOLDEN / "summary.json").read_text()), json.loads(summary.read_text()))
+    assert len(client.search_registered_models()) == 4
+    assert len(list((tmp_path / "exports").rglob("saved_model.pb"))) == 4
+
+
+def test_resume_refuses_a_changed_config_or_a_finished_sweep(tmp_path):
+    shutil.copy(GOLDEN / "config.yaml", tmp_path / "config.yaml")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    base = ["--config", "config.yaml", "--tracking-uri", uri, "--set", "seeds=1",
+            "--set", "activations=[relu]", "--set", "training.epochs=1"]
+    done = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *base, "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = re.search(r"Sweep run (\w+)", done.stdout).group(1)
+    again = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *base, "--resume", run_id, "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert again.returncode == 2 and "finished already" in again.stderr
+    changed = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *base, "--set", "training.learning_rate=0.5",
+         "--resume", run_id, "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert changed.returncode == 2
+    assert "training.learning_rate: was 0.01, now 0.5" in changed.stderr
+    missing = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *base, "--resume", "0123abc", "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert missing.returncode == 2 and "no such run" in missing.stderr
+    assert "Traceback" not in missing.stderr + changed.stderr + again.stderr
