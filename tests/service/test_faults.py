@@ -177,3 +177,29 @@ def test_resume_refuses_a_changed_config_or_a_finished_sweep(tmp_path):
     )
     assert missing.returncode == 2 and "no such run" in missing.stderr
     assert "Traceback" not in missing.stderr + changed.stderr + again.stderr
+
+
+def test_resume_after_kill_9_finishes_the_sweep(tmp_path):
+    """kill -9 leaves the sweep RUNNING with its finished members stored;
+    --resume marks it running again, trains the rest and finishes it."""
+    shutil.copy(GOLDEN / "config.yaml", tmp_path / "config.yaml")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = ["--config", "config.yaml", "--tracking-uri", uri, "--set", "export.enabled=false"]
+    process = kg_train_process(tmp_path, *args)
+    _run_until(process, "training swiglu")
+    process.kill()
+    process.communicate(timeout=60)
+    client = _client(tmp_path)
+    (parent,), members = _sweep_runs(client, "golden-tiny")
+    assert parent.info.status == "RUNNING" and len(members) == 6
+    resumed = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *args, "--resume",
+         parent.info.run_id, "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    (parent,), members = _sweep_runs(client, "golden-tiny")
+    assert parent.info.status == "FINISHED" and len(members) == 12
+    summary = max((tmp_path / "kg-output").rglob("summary.json"), key=os.path.getmtime)
+    _same(json.loads((GOLDEN / "summary.json").read_text()), json.loads(summary.read_text()))
