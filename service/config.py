@@ -2,14 +2,19 @@
 
 Everything after `load_config` trusts these objects.
 
-Validation is driven by the dataclasses below: a field's type annotation
-says which YAML value it takes (bool is not an int; an int is a fine
-float), and its `_setting(...)` rules add the one constraint on top (a
-range, a set of choices). A few rules span fields (the baseline is one of
-the activations, every split gets samples, registry names are valid);
-they run once the fields are known. Every problem in a file and its
-`--set` overrides is collected in one pass and raised as one
-`ServiceError`, one line per problem.
+The dataclasses below are the schema, one line per key: its type (strict,
+as YAML writes values: true is not 1, "5" is not 5; an integer is a fine
+number), its constraint and its default. pydantic validates a file
+against them and collects every problem of the file and its `--set`
+overrides in one pass; `_problem` phrases each as the user wrote it (key
+path, YAML line or `--set`, the value given, what was expected, the
+closest valid name), and they are raised as one `ServiceError`, one line
+per problem. The checks that span fields (the baseline is one of the
+activations, every split gets samples, registry names are valid) read the
+fields validated before them.
+
+Constructing these classes directly validates nothing (tests and callers
+build them as plain values); `load_config` is the edge.
 
 Importing this module, loading and describing a config import neither
 Keras nor TensorFlow, so `kg-train --dry-run` and config errors are fast.
@@ -23,10 +28,19 @@ import os
 import pathlib
 import re
 import string
-import typing
+from typing import Annotated
+from typing import Literal
 from typing import Optional
+from typing import TypeVar
 
+import pydantic
 import yaml
+from pydantic import AfterValidator
+from pydantic import BeforeValidator
+from pydantic import Field
+from pydantic import Strict
+from pydantic.json_schema import SkipJsonSchema
+from pydantic_core import PydanticCustomError
 
 from service import catalog
 from service import tasks
@@ -35,106 +49,11 @@ from service.errors import ServiceError
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 MIN_SPLIT_SAMPLES = 10  # fewer makes validation/test accuracy meaningless
 MAX_SEED = 2**32 - 1  # numpy's seed range
+MAX_SEEDS = 10_000  # a count beyond is a typo: each seed is a training run per activation
 MODEL_NAME_FIELDS = ("experiment", "dataset", "activation")
 
 
-# --- Rules: each checks (and may normalize) one value. ----------------------
-
-
-class _Problem(Exception):
-    """A rule's verdict: what was expected, for the one value it checked."""
-
-    def __init__(self, expected, suggestion="", index=None):
-        super().__init__(expected)
-        self.expected = expected
-        self.suggestion = suggestion
-        self.index = index  # element of a list, for the key path
-
-
-def _closest(name, valid):
-    """Returns ' Did you mean "x"?' for the closest valid name, or ''."""
-    return _keras_gelu_names().closest(name, valid)
-
-
-def _quoted(names):
-    return ", ".join(f'"{n}"' for n in names)
-
-
-def _one_of(*choices):
-    def rule(value):
-        if value not in choices:
-            raise _Problem(f"one of {_quoted(choices)}", _closest(value, choices))
-        return value
-
-    return rule
-
-
-def _at_least(low, text=None):
-    def rule(value):
-        if not value >= low:
-            raise _Problem(text or f"a value >= {low}")
-        return value
-
-    return rule
-
-
-def _above(low):
-    def rule(value):
-        if not value > low:  # `not >` also catches NaN
-            raise _Problem(f"a value > {low}")
-        return value
-
-    return rule
-
-
-def _within(low, high, *, low_open, high_open):
-    def rule(value):
-        above = value > low if low_open else value >= low
-        below = value < high if high_open else value <= high
-        if not (above and below):
-            left, right = "(" if low_open else "[", ")" if high_open else "]"
-            raise _Problem(f"a value in {left}{low}, {high}{right}")
-        return value
-
-    return rule
-
-
-_fraction = _within(0, 1, low_open=True, high_open=True)
-
-
-def _text(value):
-    if not value.strip():
-        raise _Problem("a non-empty string")
-    return value
-
-
-def _non_empty(value):
-    if not value:
-        raise _Problem("a non-empty list")
-    return value
-
-
-def _distinct(value):
-    seen = set()
-    for i, item in enumerate(value):
-        if item in seen:
-            raise _Problem(f"distinct values; {_show(item)} appears twice", index=i)
-        seen.add(item)
-    return value
-
-
-def _each(rule):
-    def each(value):
-        out = []
-        for i, item in enumerate(value):
-            try:
-                out.append(rule(item))
-            except _Problem as problem:
-                problem.index = i
-                raise
-        return tuple(out)
-
-    return each
+# --- Names: activations from keras_gelu, without Keras. ----------------------
 
 
 @functools.lru_cache(maxsize=None)
@@ -167,42 +86,93 @@ def activation_names():
     return tuple(_keras_gelu_names().names())
 
 
-def _activation(name):
-    names = _keras_gelu_names()
-    key = names.lookup(name)
-    if key is None:
-        valid = names.names()
-        raise _Problem(
-            f"an activation name from keras_gelu.names(): {', '.join(valid)}",
-            names.closest(names.clean(name), valid),
-        )
-    return key
+def _closest(name, valid):
+    """Returns ' Did you mean "x"?' for the closest valid name, or ''."""
+    return _keras_gelu_names().closest(name, valid)
 
 
-def _task_name(value):
-    """A task registered in `service.tasks` (read when validating, so a
-    task registered by the caller's code counts)."""
-    return _one_of(*tasks.names())(value)
+def _quoted(names):
+    return ", ".join(f'"{n}"' for n in names)
+
+
+# --- Checks pydantic runs on top of the types. -------------------------------
+
+
+def _fail(expected="", hint="", **ctx):
+    """Rejects the value being checked.
+
+    Args:
+        expected: What the value should be ("a non-empty string").
+        hint: Appended to the message (' Did you mean "x"?').
+        **ctx: `at`, a key path below the checked value to report the
+            problem at (a list index, `("model_name",)`); `message`, a whole
+            sentence instead of "got ...; expected ...".
+    """
+    ctx = dict(expected=expected, hint=hint, **ctx)
+    raise PydanticCustomError("config", "expected {expected}", ctx)
+
+
+_FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _number_text(value):
+    # PyYAML reads 1e-3 (no dot) as a string; a user means the number.
+    if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
+        return float(value)
+    return value
+
+
+def _non_blank(value):
+    if not value.strip():
+        _fail("a non-empty string")
+    return value
+
+
+def _distinct(values):
+    for i, value in enumerate(values):
+        if value in values[:i]:
+            _fail(f"distinct values; {_show(value)} appears twice", at=(i,))
+    return values
 
 
 def _seed_count(value):
     """`seeds: n` means seeds 0..n-1; a list passes through."""
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
-            raise _Problem("a count n >= 1 (meaning seeds 0..n-1) or a list of distinct seeds")
+            _fail("a count n >= 1 (meaning seeds 0..n-1) or a list of distinct seeds")
+        if value > MAX_SEEDS:
+            _fail(f"a count n <= {MAX_SEEDS} (meaning seeds 0..n-1) or a list of distinct seeds")
         return list(range(value))
     return value
 
 
+def _activation(name):
+    names = _keras_gelu_names()
+    key = names.lookup(name)
+    if key is None:
+        valid = names.names()
+        _fail(
+            f"an activation name from keras_gelu.names(): {', '.join(valid)}",
+            names.closest(names.clean(name), valid),
+        )
+    return key
+
+
+def _task_name(name):
+    """A task registered in `service.tasks` (read when validating, so a
+    task registered by the caller's code counts)."""
+    if name not in tasks.names():
+        _fail(f"one of {_quoted(tasks.names())}", _closest(name, tasks.names()))
+    return name
+
+
 def _experiment_name(value):
-    _text(value)
     if len(value) > 500:  # MLflow's limit
-        raise _Problem("an MLflow experiment name of at most 500 characters")
+        _fail("an MLflow experiment name of at most 500 characters")
     return value
 
 
-def _model_name_template(template):
-    _text(template)
+def _name_template(template):
     try:
         parsed = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(template)]
     except ValueError:  # an unmatched brace
@@ -212,179 +182,224 @@ def _model_name_template(template):
     if bad:
         placeholders = ", ".join("{%s}" % f for f in MODEL_NAME_FIELDS)
         match = difflib.get_close_matches(bad[0], MODEL_NAME_FIELDS, n=1, cutoff=0.5)
-        hint = f' Did you mean "{{{match[0]}}}"?' if match else ""
-        raise _Problem(
+        _fail(
             f"a name template whose only placeholders are {placeholders}, with no "
             "format spec (write {{ and }} for literal braces)",
-            hint,
+            f' Did you mean "{{{match[0]}}}"?' if match else "",
         )
     return template
 
 
-_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,255}\Z")
-
-
-def _check_model_name(name):
-    """Returns the problem with a registered model name, or None.
-
-    MLflow forbids "/" and ":" and path-like names; the name is also a
-    directory under export.dir and a TF Serving model name, so only
-    letters, digits, ".", "_" and "-" are allowed.
-    """
-    if _MODEL_NAME.match(name):
-        return None
-    return (
-        "a registered model name of letters, digits, '.', '_' and '-' that starts "
-        "with a letter or digit, at most 256 characters (it is also a directory "
-        "under export.dir and a TF Serving model name)"
-    )
-
-
-_ALIAS = re.compile(r"[\w-]{1,255}\Z")
-
-
 def _alias(value):
     # MLflow: alphanumerics, "_" and "-"; "latest" and "v<digits>" are taken.
-    if not _ALIAS.match(value) or value.lower() == "latest" or re.match(r"[vV]\d+\Z", value):
-        raise _Problem(
-            'an MLflow alias of letters, digits, "_" and "-", other than "latest" '
-            'and "v<number>"'
+    if not re.fullmatch(r"[\w-]{1,255}", value) or re.fullmatch(r"latest|[vV]\d+", value, re.I):
+        _fail(
+            'an MLflow alias of letters, digits, "_" and "-", other than "latest" and '
+            '"v<number>"'
         )
     return value
+
+
+# The checks that span fields read `info.data`: the fields validated before
+# theirs, without those that have a problem (reported already).
+
+
+def _in_activations(baseline, info):
+    activations = info.data.get("activations")
+    if activations is not None and baseline not in activations:
+        expected = f"one of the activations ({', '.join(activations)})"
+        _fail(expected, _closest(baseline, activations))
+    return baseline
+
+
+def _splits_filled(data):
+    train, validation, test = split_sizes(data)
+    if min(train, validation, test) < MIN_SPLIT_SAMPLES:
+        _fail(message=(
+            f"{train + validation + test} samples split into {train} train / {validation} "
+            f"validation / {test} test; expected at least {MIN_SPLIT_SAMPLES} in each. Raise "
+            "data.n_samples or move data.test_fraction / data.validation_fraction away "
+            "from 0 and 1."
+        ))
+    return data
+
+
+# MLflow forbids "/" and ":" and path-like names; the name is also a
+# directory under export.dir and a TF Serving model name.
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,255}")
+_MODEL_NAME_RULE = (
+    "a registered model name of letters, digits, '.', '_' and '-' that starts with a "
+    "letter or digit, at most 256 characters (it is also a directory under export.dir "
+    "and a TF Serving model name)"
+)
+
+
+def _names_valid(registry, info):
+    if not {"experiment", "activations", "data"} <= info.data.keys():
+        return registry
+    template, config = registry.model_name, info.data
+    dataset = config["data"].dataset
+    names = [
+        template.format(experiment=config["experiment"], dataset=dataset, activation=a)
+        for a in config["activations"]
+    ]
+    for name in names:
+        if not _MODEL_NAME.fullmatch(name):
+            _fail(at=("model_name",), message=(
+                f"{_show(template)} gives {_show(name)}; expected {_MODEL_NAME_RULE}."
+            ))
+    if len(set(names)) < len(names):
+        _fail(at=("model_name",), message=(
+            f"{_show(template)} gives the same name for several activations; expected a "
+            "template with {activation} in it, so that each activation gets its own "
+            "registered model."
+        ))
+    return registry
+
+
+def _defaults_if_null(section):
+    return {} if section is None else section  # `data:` with every key commented out
+
+
+def _not_a_key(value):
+    raise PydanticCustomError("unexpected_keyword_argument", "not a key")
 
 
 # --- The schema. -------------------------------------------------------------
 
 
-def _setting(default, *rules, before=None, expected=None):
-    """A config field with its rules.
+def _integer(**bounds):
+    """An int setting within `bounds` (pydantic Field's gt, ge, lt, le)."""
+    return Annotated[int, Strict(), Field(**bounds)]
 
-    Args:
-        default: the value when the key is absent.
-        *rules: applied in order to the type-checked value; each may raise
-            `_Problem` or return a normalized value.
-        before: applied to the raw YAML value before the type check
-            (`seeds: 5` -> [0, 1, 2, 3, 4]).
-        expected: what to say instead of the type's description when the
-            value has the wrong type.
-    """
-    return dataclasses.field(
-        default=default, metadata={"rules": rules, "before": before, "expected": expected}
-    )
+
+def _number(**bounds):
+    """A float setting within `bounds`; an int is a fine float."""
+    return Annotated[float, Strict(), Field(**bounds), BeforeValidator(_number_text)]
+
+
+# Strict: YAML's true is not 1, "5" is not 5. A `description` is what a
+# value of the wrong type is told the setting takes.
+_Bool = Annotated[bool, Strict()]
+_Str = Annotated[str, Strict()]
+_Text = Annotated[_Str, AfterValidator(_non_blank)]
+_Fraction = _number(gt=0, lt=1)
+_Seed = _integer(ge=0, le=MAX_SEED)
+_Activation = Annotated[_Str, AfterValidator(_activation)]
+_Widths = Annotated[
+    tuple[_integer(gt=0), ...],
+    Field(min_length=1, description="a non-empty list of positive integers, e.g. [64, 64]"),
+]
+_Activations = Annotated[
+    tuple[_Activation, ...],
+    Field(min_length=1, description="a list of activation names, e.g. [relu, gelu]"),
+    AfterValidator(_distinct),
+]
+_Seeds = Annotated[
+    tuple[_Seed, ...],
+    Field(
+        min_length=1,
+        description="a count n >= 1 (meaning seeds 0..n-1) or a list of distinct "
+        "non-negative integers",
+    ),
+    AfterValidator(_distinct),
+    BeforeValidator(_seed_count),
+]
+_S = TypeVar("_S")
+_Section = Annotated[_S, BeforeValidator(_defaults_if_null)]
+
+# Unknown keys are errors; NaN and infinity are not numbers a setting takes.
+_STRICT = pydantic.ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
-    # moons | circles | digits (scikit-learn, no downloads)
-    dataset: str = _setting("moons", _task_name)  # a name in service.tasks
-    # moons/circles only; digits has 1797
-    n_samples: int = _setting(2000, _at_least(50))
-    noise: float = _setting(0.2, _at_least(0))  # moons/circles only
-    # held out, used only for the final evaluation
-    test_fraction: float = _setting(0.2, _fraction)
-    # of what remains after the test split
-    validation_fraction: float = _setting(0.2, _fraction)
-    # data generation and split; separate from model seeds
-    seed: int = _setting(0, _within(0, MAX_SEED, low_open=False, high_open=False))
-    # the model z-scores its raw inputs itself (training-split statistics)
-    standardize: bool = True
+    __pydantic_config__ = _STRICT
+    dataset: Annotated[_Str, AfterValidator(_task_name)] = "moons"  # a name in service.tasks
+    n_samples: _integer(ge=50) = 2000  # moons/circles only; digits has 1797
+    noise: _number(ge=0) = 0.2  # moons/circles only
+    test_fraction: _Fraction = 0.2  # held out, used only for the final evaluation
+    validation_fraction: _Fraction = 0.2  # of what remains after the test split
+    seed: _Seed = 0  # data generation and split; separate from model seeds
+    standardize: _Bool = True  # the model z-scores raw inputs (training-split statistics)
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    # one activated projection per width
-    hidden_units: tuple[int, ...] = _setting(
-        (64, 64),
-        _non_empty,
-        _each(_at_least(1, "a positive integer")),
-        expected="a non-empty list of positive integers, e.g. [64, 64]",
-    )
-    dropout: float = _setting(0.0, _within(0, 1, low_open=False, high_open=True))
-    block: str = _setting("dense", _one_of(*catalog.BLOCKS))
+    __pydantic_config__ = _STRICT
+    hidden_units: _Widths = (64, 64)  # one activated projection per width
+    dropout: _number(ge=0, lt=1) = 0.0
+    block: Literal[tuple(catalog.BLOCKS)] = "dense"
     # block: feedforward -> Dense(d_model) stem, then one residual
     # keras_gelu.FeedForward(hidden_dim=w, output_dim=d_model) per width w.
-    d_model: int = _setting(32, _at_least(1))
-    match_params: bool = False  # gated FFNs at the parameters of plain ones
+    d_model: _integer(ge=1) = 32
+    match_params: _Bool = False  # gated FFNs at the parameters of plain ones
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
-    optimizer: str = _setting("adam", _one_of(*catalog.OPTIMIZERS))
-    learning_rate: float = _setting(0.001, _above(0))
-    epochs: int = _setting(100, _at_least(1))
-    batch_size: int = _setting(32, _at_least(1))
+    __pydantic_config__ = _STRICT
+    optimizer: Literal[tuple(catalog.OPTIMIZERS)] = "adam"
+    learning_rate: _number(gt=0) = 0.001
+    epochs: _integer(ge=1) = 100
+    batch_size: _integer(ge=1) = 32
     # Convergence speed: first epoch whose validation accuracy reaches this.
-    convergence_threshold: float = _setting(
-        0.95, _within(0, 1, low_open=True, high_open=False)
-    )
+    convergence_threshold: _number(gt=0, le=1) = 0.95
 
 
 @dataclasses.dataclass(frozen=True)
 class TrackingConfig:
-    # None: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db. See
-    # resolve_tracking_uri.
-    uri: Optional[str] = _setting(None, _text)
+    __pydantic_config__ = _STRICT
+    uri: Optional[_Text] = None  # None: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db
 
 
 @dataclasses.dataclass(frozen=True)
 class RegistryConfig:
-    enabled: bool = True
+    __pydantic_config__ = _STRICT
+    enabled: _Bool = True
     # Placeholders: {experiment}, {dataset}, {activation}.
-    model_name: str = _setting("{dataset}-{activation}", _model_name_template)
-    alias: str = _setting("champion", _alias)
+    model_name: Annotated[_Text, AfterValidator(_name_template)] = "{dataset}-{activation}"
+    alias: Annotated[_Str, AfterValidator(_alias)] = "champion"
 
 
 @dataclasses.dataclass(frozen=True)
 class ExportConfig:
-    enabled: bool = True
-    # TF Serving layout: <dir>/<model_name>/<version>/
-    dir: str = _setting("exports", _text)
-    # SavedModel vs in-memory model, max abs diff
-    tolerance: float = _setting(1e-5, _above(0))
+    __pydantic_config__ = _STRICT
+    enabled: _Bool = True
+    dir: _Text = "exports"  # TF Serving layout: <dir>/<model_name>/<version>/
+    tolerance: _number(gt=0) = 1e-5  # SavedModel vs in-memory model, max abs diff
 
 
 @dataclasses.dataclass(frozen=True)
 class DeviceConfig:
-    type: str = _setting("auto", _one_of("auto", "cpu", "gpu"))
-    # None | mixed_float16 | mixed_bfloat16
-    mixed_precision: Optional[str] = _setting(None, _one_of("mixed_float16", "mixed_bfloat16"))
-    xla: bool = False  # jit_compile the training step
+    __pydantic_config__ = _STRICT
+    type: Literal["auto", "cpu", "gpu"] = "auto"
+    mixed_precision: Optional[Literal["mixed_float16", "mixed_bfloat16"]] = None  # float32
+    xla: _Bool = False  # jit_compile the training step
 
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    experiment: str = _setting("kg-sweep", _experiment_name)
-    # names from keras_gelu.names(), stored in its canonical spelling
-    activations: tuple[str, ...] = _setting(
-        ("relu", "gelu"),
-        _non_empty,
-        _each(_activation),
-        _distinct,
-        expected="a list of activation names, e.g. [relu, gelu]",
-    )
-    # what every other activation is compared with; when absent: "relu"
-    # if it is among the activations, else the first activation
-    baseline: str = _setting("relu", _activation)
-    # YAML: a list, or a count n -> 0..n-1
-    seeds: tuple[int, ...] = _setting(
-        (0, 1, 2, 3, 4),
-        _non_empty,
-        _each(_within(0, MAX_SEED, low_open=False, high_open=False)),
-        _distinct,
-        before=_seed_count,
-        expected="a count n >= 1 (meaning seeds 0..n-1) or a list of distinct "
-        "non-negative integers",
-    )
-    output_dir: str = _setting("kg-output", _text)  # report, plots, resolved config
-    data: DataConfig = DataConfig()
-    model: ModelConfig = ModelConfig()
-    training: TrainingConfig = TrainingConfig()
-    tracking: TrackingConfig = TrackingConfig()
-    registry: RegistryConfig = RegistryConfig()
-    export: ExportConfig = ExportConfig()
-    device: DeviceConfig = DeviceConfig()
-    # the YAML file it came from (not a key)
-    source: Optional[str] = dataclasses.field(default=None, metadata={"key": False})
+    __pydantic_config__ = _STRICT
+    experiment: Annotated[_Text, AfterValidator(_experiment_name)] = "kg-sweep"
+    activations: _Activations = ("relu", "gelu")  # keras_gelu.names(), canonical spelling
+    # What every other activation is compared with; when absent: "relu" if
+    # it is among the activations, else the first activation.
+    baseline: Annotated[_Activation, AfterValidator(_in_activations)] = "relu"
+    seeds: _Seeds = (0, 1, 2, 3, 4)  # YAML: a list, or a count n -> 0..n-1
+    output_dir: _Text = "kg-output"  # report, plots, resolved config
+    data: Annotated[_Section[DataConfig], AfterValidator(_splits_filled)] = DataConfig()
+    model: _Section[ModelConfig] = ModelConfig()
+    training: _Section[TrainingConfig] = TrainingConfig()
+    tracking: _Section[TrackingConfig] = TrackingConfig()
+    registry: Annotated[_Section[RegistryConfig], AfterValidator(_names_valid)] = RegistryConfig()
+    export: _Section[ExportConfig] = ExportConfig()
+    device: _Section[DeviceConfig] = DeviceConfig()
+    # The YAML file it came from: set by load_config, not a key.
+    source: SkipJsonSchema[Annotated[Optional[str], BeforeValidator(_not_a_key)]] = None
+
+
+_SCHEMA = pydantic.TypeAdapter(Config)
 
 
 # --- Reading YAML, with line numbers and duplicate keys caught. --------------
@@ -493,58 +508,17 @@ def _top_level_example():
     return "experiment: ..., activations: [relu, gelu], seeds: 5, data: {dataset: moons}"
 
 
-# --- The validator: walks YAML against the dataclass fields. -----------------
-
-
-_INVALID = object()  # a value that already has a problem recorded
-_FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+\Z")
-
-
-def _keys(cls):
-    return [f for f in dataclasses.fields(cls) if f.metadata.get("key", True)]
-
-
-def _hints(cls):
-    return typing.get_type_hints(cls)
-
-
-def _optional_of(tp):
-    """Returns T for Optional[T], else None."""
-    args = typing.get_args(tp)
-    if typing.get_origin(tp) is typing.Union and type(None) in args and len(args) == 2:
-        return next(a for a in args if a is not type(None))
-    return None
-
-
-def _describe_type(tp):
-    inner = _optional_of(tp)
-    if inner is not None:
-        return f"{_describe_type(inner)} or null"
-    if typing.get_origin(tp) is tuple:
-        item = typing.get_args(tp)[0]
-        return {int: "a list of integers", str: "a list of names", float: "a list of numbers"}.get(
-            item, "a list"
-        )
-    if dataclasses.is_dataclass(tp):
-        return "a mapping of settings"
-    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}[tp]
+# --- Pydantic's errors, as the user wrote the values. ------------------------
 
 
 def _kind(value):
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
+    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    kinds.update({list: "a list", dict: "a mapping"})
+    for types, kind in kinds.items():
+        if isinstance(value, types):
+            return kind
     return type(value).__name__
 
 
@@ -570,16 +544,108 @@ def _path_text(path):
     return text or "(top level)"
 
 
-class _Validation:
-    """One pass over a raw mapping; collects every problem."""
+@functools.lru_cache(maxsize=None)
+def _json_schema():
+    """pydantic's JSON schema of `Config`: what the messages and `--set` read
+    about a setting (its type, bounds, choices; a section's keys)."""
+    return _SCHEMA.json_schema()
 
-    def __init__(self, raw, origins):
+
+def _setting(path):
+    """The JSON schema of the setting at a key path; list indexes go into
+    the items, a section is its definition (with its "properties")."""
+    schema = node = _json_schema()
+    for part in path:
+        node = node["items"] if isinstance(part, int) else node["properties"][part]
+        if "$ref" in node:
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+    return node
+
+
+def _without_null(setting):
+    """(the setting's schema without its null option, whether it takes null)."""
+    options = setting.get("anyOf", [])
+    if {"type": "null"} not in options:
+        return setting, False
+    return next(s for s in options if s != {"type": "null"}), True
+
+
+def _unknown_key(key, path):
+    keys = list(_setting(path)["properties"])
+    under = f"under {_path_text(path)}" if path else "at the top level"
+    return f"unknown key.{_closest(key, keys)} Valid keys {under}: {', '.join(keys)}."
+
+
+def _bounds(setting):
+    """'a value in (0, 1]', 'a value >= 50', 'a positive integer'..."""
+    ge, gt = setting.get("minimum"), setting.get("exclusiveMinimum")
+    le, lt = setting.get("maximum"), setting.get("exclusiveMaximum")
+    low = f"[{ge}" if ge is not None else f"({gt}" if gt is not None else None
+    high = f"{le}]" if le is not None else f"{lt})" if lt is not None else None
+    if low and high:
+        return f"a value in {low}, {high}"
+    if gt == 0 and setting["type"] == "integer":
+        return "a positive integer"
+    bounds = ((">=", ge), (">", gt), ("<=", le), ("<", lt))
+    return next(f"a value {op} {b}" for op, b in bounds if b is not None)
+
+
+_TYPES = {
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "string": "a string",
+    "array": "a list",
+}
+_RANGES = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+
+
+def _problem(error):
+    """(key path, message) for one of pydantic's `ValidationError.errors()`."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    path = tuple(error["loc"]) + tuple(ctx.get("at", ()))
+    given = error["input"]  # as the user wrote it, before any conversion
+    if ctx.get("at") and isinstance(given, list):
+        given = given[ctx["at"][0]]  # the item of a list at fault
+    if kind in ("unexpected_keyword_argument", "invalid_key"):  # invalid: not a string
+        return path[:-1] + (str(path[-1]),), _unknown_key(path[-1], path[:-1])
+    if "message" in ctx:
+        return path, ctx["message"]
+    setting, nullable = _without_null(_setting(path))
+    or_null, hint = " or null" if nullable else "", ""
+    if kind == "config":
+        expected, hint = ctx["expected"] + or_null, ctx["hint"]
+    elif kind == "literal_error":
+        expected = f"one of {_quoted(setting['enum'])}{or_null}"
+        hint = _closest(given, setting["enum"])
+    elif kind in _RANGES:
+        expected = _bounds(setting) + or_null
+    elif kind == "finite_number":
+        expected = "a finite number"
+    elif kind == "too_short":
+        expected = "a non-empty list"
+    elif "properties" in setting:
+        expected = f"a mapping of settings ({', '.join(setting['properties'])})"
+    else:  # the wrong type
+        expected = setting.get("description") or _TYPES[setting["type"]]
+        expected += or_null
+        if setting.get("type") == "string" and isinstance(given, bool):
+            hint = " Quote it to mean text."
+        elif setting.get("type") == "string" and isinstance(given, (int, float)):
+            hint = f' Quote it to mean text: "{given}".'
+    return path, f"got {_show(given)} ({_kind(given)}); expected {expected}.{hint}"
+
+
+class _Problems:
+    """Every problem of a file and its overrides, labelled with its line or --set."""
+
+    def __init__(self, raw):
         self.raw = raw
-        self.origins = origins  # key path tuple -> "--set a.b=c"
+        self.origins = {}  # key path tuple -> "--set a.b=c"
         self.problems = []  # (sort order, "key.path (line 7)", message)
 
-    # Where a key path came from: "line 7" in the file, or its --set.
     def locate(self, path):
+        """Where a key path came from: "line 7" in the file, or its --set."""
         for end in range(len(path), 0, -1):
             if path[:end] in self.origins:
                 return self.origins[path[:end]]
@@ -604,114 +670,26 @@ class _Validation:
         """A --set that could not be applied at all (syntax, unknown key)."""
         self.problems.append(((0, 0), label, message))
 
-    def sorted_problems(self):
-        return [(label, m) for _, label, m in sorted(self.problems, key=lambda p: p[0])]
+    def add_errors(self, error):
+        """Adds a pydantic `ValidationError`'s errors, the most specific of each
+        path (an item's error, not its list's "too short" that follows)."""
+        locs = [tuple(e["loc"]) for e in error.errors()]
+        for e in error.errors():
+            loc = tuple(e["loc"])
+            if not any(len(other) > len(loc) and other[: len(loc)] == loc for other in locs):
+                self.add(*_problem(e))
 
-    def bad_value(self, path, value, expected, suggestion=""):
-        self.add(path, f"got {_show(value)} ({_kind(value)}); expected {expected}.{suggestion}")
-
-    # The walk.
-    def section(self, cls, raw, path):
-        """Returns {field name: value or _INVALID} for one dataclass."""
-        if raw is None:
-            raw = {}  # `data:` with every key commented out: all defaults
-        if not isinstance(raw, dict):
-            self.bad_value(path, raw, f"a mapping of settings ({', '.join(_key_names(cls))})")
-            return None
-        fields = {f.name: f for f in _keys(cls)}
-        for key in raw:
-            if key not in fields:
-                self.add(path + (str(key),), _unknown_key(key, cls, path))
-        hints = _hints(cls)
-        values = {}
-        for name, field in fields.items():
-            if name in raw:
-                values[name] = self.value(field, hints[name], raw[name], path + (name,))
-            elif dataclasses.is_dataclass(hints[name]):
-                values[name] = self.section(hints[name], {}, path + (name,))
-            else:
-                values[name] = field.default
-        return values
-
-    def value(self, field, tp, value, path):
-        if dataclasses.is_dataclass(tp):
-            values = self.section(tp, value, path)
-            return _INVALID if values is None else values
-        before = field.metadata.get("before")
-        if before is not None:
-            try:
-                value = before(value)
-            except _Problem as problem:
-                self.bad_value(path, value, problem.expected, problem.suggestion)
-                return _INVALID
-        converted = self.typed(tp, value, path, field.metadata.get("expected"))
-        if converted is _INVALID or converted is None:
-            return converted
-        for rule in field.metadata.get("rules", ()):
-            try:
-                converted = rule(converted)
-            except _Problem as problem:
-                # Show what the user wrote (1, not 1.0), and where in a list.
-                shown, at, expected = value, path, problem.expected
-                if problem.index is not None:
-                    shown, at = value[problem.index], path + (problem.index,)
-                elif _optional_of(tp) is not None:
-                    expected += " or null"
-                self.bad_value(at, shown, expected, problem.suggestion)
-                return _INVALID
-        return converted
-
-    def typed(self, tp, value, path, expected=None):
-        """Checks `value` against a type annotation; converts int->float, list->tuple."""
-        inner = _optional_of(tp)
-        if inner is not None:
-            if value is None:
-                return None
-            return self.typed(inner, value, path, expected or _describe_type(tp))
-        if typing.get_origin(tp) is tuple:
-            if not isinstance(value, list):
-                self.bad_value(path, value, expected or _describe_type(tp))
-                return _INVALID
-            item_type = typing.get_args(tp)[0]
-            items = [self.typed(item_type, v, path + (i,)) for i, v in enumerate(value)]
-            return _INVALID if _INVALID in items else tuple(items)
-        if tp is float:
-            if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
-                # PyYAML reads 1e-3 (no dot) as a string; it means a number.
-                return float(value)
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if ok and not math.isfinite(value):
-                self.bad_value(path, value, "a finite number")
-                return _INVALID
-            return float(value) if ok else self._wrong_type(tp, value, path, expected)
-        if tp is int:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-            return value if ok else self._wrong_type(tp, value, path, expected)
-        if tp in (bool, str):
-            return value if isinstance(value, tp) else self._wrong_type(tp, value, path, expected)
-        raise TypeError(f"config schema: unsupported field type {tp!r} at {_path_text(path)}")
-
-    def _wrong_type(self, tp, value, path, expected):
-        hint = ""
-        if tp is str and isinstance(value, bool):
-            hint = " Quote it to mean text."
-        elif tp is str and isinstance(value, (int, float)):
-            hint = f' Quote it to mean text: "{value}".'
-        self.bad_value(path, value, expected or _describe_type(tp), hint)
-        return _INVALID
+    def raise_if_any(self, path):
+        if not self.problems:
+            return
+        lines = [f"{label}: {m}" for _, label, m in sorted(self.problems, key=lambda p: p[0])]
+        if len(lines) == 1:
+            raise ServiceError(f"config file {path}: {lines[0]}")
+        listing = "\n".join(f"  {line}" for line in lines)
+        raise ServiceError(f"config file {path}: {len(lines)} problems:\n{listing}")
 
 
-def _key_names(cls):
-    return [f.name for f in _keys(cls)]
-
-
-def _unknown_key(key, cls, path):
-    names = _key_names(cls)
-    under = f"under {_path_text(path)}" if path else "at the top level"
-    return f"unknown key.{_closest(key, names)} Valid keys {under}: {', '.join(names)}."
-
-
-# --- Rules that span fields. -------------------------------------------------
+# --- Split sizes and registered names. ---------------------------------------
 
 
 def split_sizes(data):
@@ -734,67 +712,6 @@ def registered_model_name(config, activation):
     )
 
 
-def _cross_checks(check, values, raw):
-    if values["baseline"] is not _INVALID and values["activations"] is not _INVALID:
-        activations = values["activations"]
-        if "baseline" not in raw:
-            values["baseline"] = "relu" if "relu" in activations else activations[0]
-        elif values["baseline"] not in activations:
-            check.bad_value(
-                ("baseline",),
-                values["baseline"],
-                f"one of the activations ({', '.join(activations)})",
-                _closest(values["baseline"], activations),
-            )
-            values["baseline"] = _INVALID
-
-    data = values["data"]
-    if data is not _INVALID and _INVALID not in data.values():
-        train, validation, test = split_sizes(DataConfig(**data))
-        if min(train, validation, test) < MIN_SPLIT_SAMPLES:
-            n = train + validation + test
-            check.add(
-                ("data",),
-                f"{n} samples split into {train} train / {validation} validation / "
-                f"{test} test; expected at least {MIN_SPLIT_SAMPLES} in each. Raise "
-                "data.n_samples or move data.test_fraction / data.validation_fraction "
-                "away from 0 and 1.",
-            )
-
-    registry = values["registry"]
-    parts = (values["experiment"], values["activations"], data, registry)
-    if _INVALID not in parts and _INVALID not in (data["dataset"], registry["model_name"]):
-        template = registry["model_name"]
-        names = [
-            template.format(experiment=values["experiment"], dataset=data["dataset"], activation=a)
-            for a in values["activations"]
-        ]
-        path = ("registry", "model_name")
-        for name in names:
-            expected = _check_model_name(name)
-            if expected:
-                check.add(path, f"{_show(template)} gives {_show(name)}; expected {expected}.")
-                break
-        else:
-            if len(set(names)) < len(names):
-                check.add(
-                    path,
-                    f"{_show(template)} gives the same name for several activations; "
-                    "expected a template with {activation} in it, so that each "
-                    "activation gets its own registered model.",
-                )
-
-
-def _construct(cls, values):
-    kwargs = {}
-    hints = _hints(cls)
-    for field in _keys(cls):
-        value = values[field.name]
-        tp = hints[field.name]
-        kwargs[field.name] = _construct(tp, value) if dataclasses.is_dataclass(tp) else value
-    return cls(**kwargs)
-
-
 # --- Overrides: --set key.path=value. ----------------------------------------
 
 
@@ -812,12 +729,12 @@ def _apply_overrides(raw, overrides, check):
             )
             continue
         path = tuple(key.split("."))
-        tp, problem = _schema_type(path)
+        setting, problem = _setting_or_problem(path)
         if problem:
             check.add_override(label, problem)
             continue
         try:
-            value = _override_value(tp, text)
+            value = _override_value(setting, text)
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             where = f" at column {mark.column + 1}" if mark else ""
@@ -847,32 +764,31 @@ def _apply_overrides(raw, overrides, check):
             check.origins[path] = label
 
 
-def _schema_type(path):
-    """Returns (type annotation at a key path, None) or (None, problem)."""
-    cls = Config
+def _setting_or_problem(path):
+    """Returns (the JSON schema of the setting at a key path, None) or (None, problem)."""
     for i, part in enumerate(path):
-        if not dataclasses.is_dataclass(cls):
+        section = _setting(path[:i])
+        if "properties" not in section:
             return None, (
                 f"{_path_text(path[:i])} is a single setting, not a section; "
                 f"it has no key {_show(part)}."
             )
-        if part not in _key_names(cls):
-            return None, f"{_path_text(path[: i + 1])}: {_unknown_key(part, cls, path[:i])}"
-        cls = _hints(cls)[part]
-    return cls, None
+        if part not in section["properties"]:
+            return None, f"{_path_text(path[: i + 1])}: {_unknown_key(part, path[:i])}"
+    return _setting(path), None
 
 
-def _override_value(tp, text):
+def _override_value(setting, text):
     """Parses a --set value: YAML, except that a string setting takes the text.
 
     So `--set registry.model_name={dataset}-{activation}` and
     `--set experiment=2024` work unquoted; null, ~ and "" still mean null
     for an optional string, and a quoted value is read as YAML.
     """
-    inner = _optional_of(tp) or tp
+    setting, nullable = _without_null(setting)
     stripped = text.strip()
-    if inner is str:
-        if _optional_of(tp) is not None and stripped in ("", "null", "~", "Null", "NULL"):
+    if setting.get("type") == "string":
+        if nullable and stripped in ("", "null", "~", "Null", "NULL"):
             return None
         if stripped[:1] in ("'", '"'):
             return _parse_yaml(stripped)
@@ -907,17 +823,17 @@ def load_config(path, overrides=()):
         2
     """
     raw = _read(path)
-    check = _Validation(raw, {})
+    check = _Problems(raw)
     _apply_overrides(raw, overrides, check)
-    values = check.section(Config, raw, ())
-    _cross_checks(check, values, raw)
-    if check.problems:
-        lines = [f"{label}: {message}" for label, message in check.sorted_problems()]
-        if len(lines) == 1:
-            raise ServiceError(f"config file {path}: {lines[0]}")
-        listing = "\n".join(f"  {line}" for line in lines)
-        raise ServiceError(f"config file {path}: {len(lines)} problems:\n{listing}")
-    config = _construct(Config, values)
+    try:
+        config = _SCHEMA.validate_python(raw)
+    except pydantic.ValidationError as error:
+        check.add_errors(error)
+    check.raise_if_any(path)
+    if "baseline" not in raw:
+        activations = config.activations
+        baseline = "relu" if "relu" in activations else activations[0]
+        config = dataclasses.replace(config, baseline=baseline)
     return dataclasses.replace(config, source=str(path))
 
 
@@ -926,17 +842,7 @@ def config_to_dict(config):
 
     `source` (not a key) is left out; tuples become lists.
     """
-
-    def plain(value):
-        if isinstance(value, tuple):
-            return [plain(v) for v in value]
-        return value
-
-    out = {}
-    for field in _keys(type(config)):
-        value = getattr(config, field.name)
-        out[field.name] = config_to_dict(value) if dataclasses.is_dataclass(value) else plain(value)
-    return out
+    return _SCHEMA.dump_python(config, mode="json", exclude={"source"}, warnings=False)
 
 
 def resolve_tracking_uri(config, environ=None):

@@ -1,66 +1,88 @@
-"""Progress for a sweep: a live line on a terminal, log lines otherwise."""
+"""Progress for a sweep: a live bar on a terminal, log lines otherwise.
 
+The bar is rich's. Where the stream is not a terminal (tests, CI, a file)
+or with `--quiet`, nothing is drawn: the same progress goes out as plain
+log records, without escape codes.
+"""
+
+import atexit
+import datetime
 import logging
 import sys
-import time
+
+from rich import progress as rich_progress
+from rich.console import Console
 
 log = logging.getLogger("kg-train")
 
+_DAY = 24 * 3600.0
+
 
 def _clock(seconds):
-    seconds = int(max(0, seconds))
-    return f"{seconds // 60}:{seconds % 60:02d}"
+    return str(datetime.timedelta(seconds=int(seconds)))  # as rich's columns show it
 
 
 class SweepProgress:
     """Renders the training events of `service.train.train_sweep`.
 
     Events are dicts with "activation", "epoch", "epochs", "members_done",
-    "members_total" and optionally "val_accuracy". The ETA extrapolates the
-    share of member-epochs done.
+    "group_size", "members_total" and optionally "val_accuracy". Progress
+    counts member-epochs; elapsed time and the ETA start at the first event
+    (start-up is not training), and the ETA extrapolates the rate since.
 
     Args:
-        quiet: Log a line per activation group (at 25% steps) instead of
-            redrawing a live line.
-        stream: Where the live line goes (default stderr).
+        quiet: Log a line per activation (at 25% steps) instead of drawing
+            a live bar.
+        stream: Where the bar goes (default stderr); one that is not a
+            terminal (or TERM=dumb) gets log lines instead.
     """
 
     def __init__(self, quiet=False, stream=None):
-        self.stream = stream or sys.stderr
-        self.live = not quiet and self.stream.isatty()
-        self.quiet = quiet
-        self.start = None  # set by the first event: start-up is not training
-        self._last_logged = {}
+        console = Console(file=stream or sys.stderr)
+        self.live = not quiet and console.file.isatty() and not console.is_dumb_terminal
+        self._bar = rich_progress.Progress(
+            rich_progress.TextColumn("{task.fields[activation]} epoch {task.fields[epoch]}"),
+            rich_progress.BarColumn(bar_width=20),
+            rich_progress.TaskProgressColumn(),
+            rich_progress.TextColumn("{task.fields[score]}"),
+            rich_progress.TimeElapsedColumn(),
+            rich_progress.TextColumn("ETA"),
+            rich_progress.TimeRemainingColumn(),
+            console=console,
+            transient=True,  # close() leaves the terminal as it found it
+            speed_estimate_period=_DAY,  # the rate since the first event
+            disable=not self.live,  # still counts, for the log lines
+        )
+        self._task = None
+        self._logged = {}  # activation -> the last quarter logged
+        if self.live:
+            atexit.register(self.close)  # an error must not leave the cursor hidden
 
     def __call__(self, event):
-        total = event["members_total"] * event["epochs"]
-        group = event.get("group_size", 1)
-        done = event["members_done"] * event["epochs"] + event["epoch"] * group
-        now = time.monotonic()
-        if self.start is None:
-            self.start = now
-            self._first_done = done
-        elapsed = now - self.start
-        rate_done = done - self._first_done
-        eta = elapsed / rate_done * (total - done) if rate_done else None
+        epochs = event["epochs"]
+        done = event["members_done"] * epochs + event["epoch"] * event.get("group_size", 1)
         accuracy = event.get("val_accuracy")
-        text = (
-            f"training {event['activation']:<20} epoch {event['epoch']:>3}/"
-            f"{event['epochs']:<3} members {event['members_done']}/"
-            f"{event['members_total']}"
-            + (f"  val_acc {accuracy:.3f}" if accuracy is not None else "")
-            + f"  elapsed {_clock(elapsed)}"
-            + (f"  ETA {_clock(eta)}" if eta is not None else "")
-        )
+        score = f"val_acc {accuracy:.3f}" if accuracy is not None else ""
+        epoch = f"{event['epoch']}/{epochs}"
+        fields = dict(activation=event["activation"], epoch=epoch, score=score)
+        if self._task is None:
+            self._task = self._bar.add_task("", total=event["members_total"] * epochs, **fields)
+        self._bar.update(self._task, completed=done, **fields)
         if self.live:
-            self.stream.write("\r" + text[:119].ljust(119))
-            self.stream.flush()
-        else:
-            quarter = (4 * event["epoch"]) // event["epochs"]
-            key = event["activation"]
-            if self._last_logged.get(key) != quarter:
-                self._last_logged[key] = quarter
-                log.info(text)
+            self._bar.start()  # again after a stage closed it
+            return
+        quarter = (4 * event["epoch"]) // epochs
+        if self._logged.get(event["activation"]) != quarter:
+            self._logged[event["activation"]] = quarter
+            task = self._bar.tasks[0]
+            remaining = task.time_remaining
+            log.info(
+                f"training {event['activation']:<20} epoch {event['epoch']:>3}/{epochs:<3} "
+                f"members {event['members_done']}/{event['members_total']}"
+                + (f"  {score}" if score else "")
+                + f"  elapsed {_clock(task.elapsed or 0)}"
+                + (f"  ETA {_clock(remaining)}" if remaining is not None else "")
+            )
 
     def stage(self, message):
         """Reports a new stage (tracking, export, registry...)."""
@@ -68,6 +90,6 @@ class SweepProgress:
         log.info(message)
 
     def close(self):
+        """Removes the live bar, if any; a later event draws it again."""
         if self.live:
-            self.stream.write("\r" + " " * 119 + "\r")
-            self.stream.flush()
+            self._bar.stop()
