@@ -108,14 +108,20 @@ class Tracker(TrackingStore):
         self.tracking_uri = tracking_uri
         self.mlflow.set_tracking_uri(tracking_uri)
         self.mlflow.set_registry_uri(tracking_uri)
-        self.client = self.mlflow.MlflowClient(tracking_uri, registry_uri=tracking_uri)
         try:
-            found = self.client.get_experiment_by_name(experiment)
-            self.experiment_id = (
-                found.experiment_id
-                if found
-                else self.client.create_experiment(experiment)
-            )
+            with _sqlite_setup_lock(tracking_uri):
+                self.client = self.mlflow.MlflowClient(
+                    tracking_uri, registry_uri=tracking_uri
+                )
+                # Both stores (tracking, registry) migrate their schema on
+                # first use: do it here, under the lock.
+                self.client.search_registered_models(max_results=1)
+                found = self.client.get_experiment_by_name(experiment)
+                self.experiment_id = (
+                    found.experiment_id
+                    if found
+                    else self.client.create_experiment(experiment)
+                )
         except Exception as error:  # connection refused, bad URI, bad DB
             raise ServiceError(
                 f"cannot use the MLflow tracking store at {tracking_uri!r}: "
@@ -383,6 +389,32 @@ class Tracker(TrackingStore):
             self.client.log_batch(
                 run_id, metrics=metrics[start : start + _METRICS_PER_CALL]
             )
+
+
+@contextlib.contextmanager
+def _sqlite_setup_lock(tracking_uri):
+    """Serializes opening a sqlite store among kg-train processes.
+
+    Two sweeps started at once on a new sqlite file both ran MLflow's
+    schema migration, and the second failed ("duplicate column name",
+    measured); two creating the same experiment race the same way. The
+    lock (an flock on `<db>.lock`) covers only store setup and
+    get-or-create of the experiment; later writes are sqlite's own
+    transactions.
+    """
+    prefix = "sqlite:///"
+    if not tracking_uri.startswith(prefix):
+        yield
+        return
+    import fcntl
+
+    db = pathlib.Path(tracking_uri[len(prefix):])
+    with open(f"{db}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def pip_requirements():

@@ -203,3 +203,31 @@ def test_resume_after_kill_9_finishes_the_sweep(tmp_path):
     assert parent.info.status == "FINISHED" and len(members) == 12
     summary = max((tmp_path / "kg-output").rglob("summary.json"), key=os.path.getmtime)
     _same(json.loads((GOLDEN / "summary.json").read_text()), json.loads(summary.read_text()))
+
+
+def test_two_sweeps_started_at_once_on_one_new_sqlite_store_both_finish(tmp_path):
+    """Two kg-train processes, one new sqlite file: MLflow's schema
+    migration and the experiment creation used to race ("duplicate column
+    name"); both sweeps now finish with all their runs and versions."""
+    tiny = (GOLDEN.parents[2].parent / "configs" / "tiny.yaml").read_text()
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    processes = []
+    for name in ("first", "second"):
+        (tmp_path / f"{name}.yaml").write_text(
+            tiny.replace("kg-smoke", f"both-{name}").replace("tiny-{activation}", f"{name}-{{activation}}")
+        )
+        processes.append(
+            kg_train_process(
+                tmp_path, "--config", f"{name}.yaml", "--tracking-uri", uri,
+                "--set", "export.enabled=false",
+            )
+        )
+    for process in processes:
+        _, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr[-3000:]
+    client = _client(tmp_path)
+    for name in ("first", "second"):
+        (parent,), members = _sweep_runs(client, f"both-{name}")
+        assert parent.info.status == "FINISHED" and len(members) == 4
+        for activation in ("relu", "gelu"):
+            assert client.get_model_version_by_alias(f"{name}-{activation}", "champion")
