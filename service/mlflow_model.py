@@ -10,8 +10,34 @@ This file must stay importable with only keras, numpy and mlflow: no
 `service` imports.
 """
 
-import mlflow.pyfunc
-import numpy as np
+import os
+
+
+def _nvidia_driver_present():
+    return os.path.exists("/proc/driver/nvidia/version")
+
+
+# TensorFlow's C++ log, set before keras imports TensorFlow: INFO and
+# WARNING lines are start-up chatter in a server's log. Where no NVIDIA
+# driver is installed, ERROR too: there its one ERROR line is "failed call
+# to cuInit", which says only that the machine has no GPU. A value the
+# user set wins.
+os.environ.setdefault(
+    "TF_CPP_MIN_LOG_LEVEL", "2" if _nvidia_driver_present() else "3"
+)
+
+import gc  # noqa: E402
+import threading  # noqa: E402
+
+import mlflow.pyfunc  # noqa: E402
+import numpy as np  # noqa: E402
+from mlflow.exceptions import MlflowException  # noqa: E402
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE  # noqa: E402
+
+# The largest batch one compiled call takes; bigger inputs run in chunks.
+# Batches are padded to a power of two rows up to it, so at most 13 shapes
+# are ever compiled, whatever sizes the requests come in.
+MAX_BATCH = 4096
 
 
 class KerasGeluModel(mlflow.pyfunc.PythonModel):
@@ -19,6 +45,10 @@ class KerasGeluModel(mlflow.pyfunc.PythonModel):
 
     Input: a float32 matrix [n, features] (or a DataFrame / list of rows).
     Output: class probabilities, float32 [n, classes].
+
+    Bad input (non-finite values, the wrong number of features, not
+    numbers) raises an `MlflowException` with `INVALID_PARAMETER_VALUE`,
+    which MLflow's scoring server answers with HTTP 400 and the message.
     """
 
     def load_context(self, context):
@@ -29,14 +59,164 @@ class KerasGeluModel(mlflow.pyfunc.PythonModel):
         self.model = keras.saving.load_model(
             context.artifacts["keras_model"], compile=False
         )
+        self.features = int(self.model.input_shape[-1])
+        self.forward = Combined(forward_function(self.model))
+        # Compile now, so that the first request does not pay for it.
+        self.forward(np.zeros((1, self.features), dtype="float32"))
+        # Keras and TensorFlow leave ~650,000 objects that the cyclic
+        # garbage collector would walk on each full collection: a 0.4 s
+        # pause of every request in flight (measured, 2 cores). They live
+        # as long as the server does; frozen, they are never walked.
+        gc.freeze()
 
-    def predict(self, context, model_input, params=None):
-        if hasattr(model_input, "to_numpy"):
-            model_input = model_input.to_numpy()
+    # `np.ndarray` is a hint MLflow infers no schema from (it is in its
+    # type_hints_no_signature_inference), so the tensor signature given at
+    # log time stays the model's signature, and MLflow's "Add type hints"
+    # warning is not printed.
+    def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray:
+        return self.forward(checked_input(model_input, self.features))
+
+
+def checked_input(model_input, features):
+    """`model_input` as a float32 [n, features] matrix of finite numbers.
+
+    Raises:
+        MlflowException: (INVALID_PARAMETER_VALUE, HTTP 400 when served)
+            naming the problem, for anything else.
+    """
+    if hasattr(model_input, "to_numpy"):
+        model_input = model_input.to_numpy()
+    try:
         x = np.asarray(model_input, dtype="float32")
-        if x.ndim == 1:
-            x = x[None, :]
-        return np.asarray(self.model.predict(x, verbose=0), dtype="float32")
+    except (TypeError, ValueError) as error:
+        raise _bad_input(f"expected numbers; got values numpy cannot read as float32 ({error}).")
+    if x.ndim == 1:
+        x = x[None, :]
+    if x.ndim != 2 or x.shape[1] != features:
+        raise _bad_input(
+            f"expected rows of {features} features each (a matrix of shape "
+            f"[n, {features}]); got shape {list(x.shape)}."
+        )
+    finite = np.isfinite(x)
+    if not finite.all():
+        rows, columns = np.nonzero(~finite)
+        raise _bad_input(
+            f"every feature must be a finite number; got "
+            f"{x[rows[0], columns[0]]} in row {rows[0]}, column {columns[0]} "
+            f"({len(rows)} non-finite value{'s' * (len(rows) != 1)} in all; "
+            f"values beyond float32's range, about 3.4e38, count as inf)."
+        )
+    return x
+
+
+def _bad_input(message):
+    return MlflowException(f"bad model input: {message}", error_code=INVALID_PARAMETER_VALUE)
+
+
+def forward_function(model):
+    """`x -> probabilities`, float32 numpy in and out, compiled once per shape.
+
+    `model.predict` builds a data pipeline and a callback list on every
+    call: 87 ms for a 2x64 MLP. Here, on TensorFlow: one XLA-compiled
+    concrete function for a [None, features] input (0.19 ms of CPU per
+    batch-1 call, against 0.37 ms for the same graph without XLA: a
+    rational-function GELU is 47 small ops); on JAX, the jitted
+    `predict_on_batch`. Both see only padded power-of-two batches (see
+    `MAX_BATCH`), so no request size triggers a new compilation beyond the
+    first of its size class. On PyTorch, the eager `predict_on_batch`,
+    which compiles nothing.
+    """
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        spec = tf.TensorSpec([None, model.input_shape[-1]], tf.float32)
+        graph = tf.function(
+            lambda x: model(x, training=False), input_signature=[spec], jit_compile=True
+        ).get_concrete_function()
+        return padded(lambda x: graph(tf.constant(x)))
+    if backend == "jax":
+        return padded(model.predict_on_batch)
+    return lambda x: np.asarray(model.predict_on_batch(x), dtype="float32")
+
+
+def padded(run):
+    """`run` applied to `x` in chunks padded to power-of-two row counts."""
+
+    def forward(x):
+        outputs = []
+        for start in range(0, max(len(x), 1), MAX_BATCH):
+            chunk = x[start : start + MAX_BATCH]
+            rows = len(chunk)
+            size = 1 << max(rows - 1, 0).bit_length()
+            if size != rows:
+                chunk = np.concatenate([chunk, np.zeros((size - rows,) + x.shape[1:], x.dtype)])
+            outputs.append(np.asarray(run(chunk), dtype="float32")[:rows])
+        return np.concatenate(outputs) if len(outputs) > 1 else outputs[0]
+
+    return forward
+
+
+class Combined:
+    """Calls `forward` once for all the requests that wait on it together.
+
+    MLflow's scoring server runs each request's `predict` in a thread of
+    its own. Each framework call costs far more than the rows it computes
+    (batch 1: 0.3 ms of CPU hot, about 1 ms when 8 threads contend for 2
+    cores), so while one call runs, the requests that arrive queue up, and
+    the next caller computes all of them in one call (leader/followers).
+    A lone request runs at once: nothing waits for a batch to fill.
+    """
+
+    def __init__(self, forward):
+        self.forward = forward
+        self.condition = threading.Condition()
+        self.queue = []
+        self.busy = False
+
+    def __call__(self, x):
+        slot = _Slot(x)
+        with self.condition:
+            self.queue.append(slot)
+            while self.busy and not slot.done:
+                self.condition.wait()
+            if not slot.done:
+                self.busy = True
+                batch, self.queue = self.queue, []
+        if not slot.done:
+            self._run(batch)
+        if slot.error is not None:
+            raise slot.error
+        return slot.output
+
+    def _run(self, batch):
+        try:
+            if len(batch) == 1:
+                outputs = [self.forward(batch[0].x)]
+            else:
+                ends = np.cumsum([len(s.x) for s in batch])[:-1]
+                joined = self.forward(np.concatenate([s.x for s in batch]))
+                outputs = np.split(joined, ends)
+            for s, output in zip(batch, outputs):
+                s.output = output
+        except Exception as error:  # every waiting request gets it
+            for s in batch:
+                s.error = error
+        finally:
+            with self.condition:
+                for s in batch:
+                    s.done = True
+                self.busy = False
+                self.condition.notify_all()
+
+
+class _Slot:
+    __slots__ = ("x", "output", "error", "done")
+
+    def __init__(self, x):
+        self.x, self.output, self.error, self.done = x, None, None, False
 
 
 mlflow.models.set_model(KerasGeluModel())
