@@ -161,16 +161,24 @@ def preflight(config, store=None, resume=None):
     Raises:
         ServiceError: for an unavailable device, an unusable tracking
             store, missing export prerequisites, or an export folder the
-            registry's next version would overwrite.
+            registry's next version would overwrite; for a report or
+            export folder that is (or runs through) a file or cannot be
+            written. Those folders are checked first, and the tracking
+            store's files and server before MLflow opens it.
     """
+    from service import destinations
+
+    # Absolute: MLflow caches stores by URI, so a relative sqlite path
+    # would keep pointing at the first working directory's file.
+    tracking_uri = absolute_uri(config_lib.resolve_tracking_uri(config))
+    # First, before the heavy imports: a wrong path or a server that is
+    # down costs a second, not TensorFlow's start-up.
+    destinations.check_run(config, tracking_uri)
     from service import export as export_lib
     from service import tasks
     from service import tracking
     from service import train as train_lib
 
-    # Absolute: MLflow caches stores by URI, so a relative sqlite path
-    # would keep pointing at the first working directory's file.
-    tracking_uri = absolute_uri(config_lib.resolve_tracking_uri(config))
     names = {a: config_lib.registered_model_name(config, a) for a in config.activations}
     device = train_lib.describe_device(config.device)
     task = tasks.get(config.data.dataset)

@@ -12,11 +12,13 @@ import pathlib
 import re
 import tempfile
 import time
+import urllib.parse
 import warnings
 
 import keras
 import numpy as np
 
+from service import destinations
 from service.errors import ServiceError
 
 _METRICS_PER_CALL = 1000  # MLflow's log_batch limit
@@ -106,10 +108,16 @@ class Tracker(TrackingStore):
     def __init__(self, tracking_uri, experiment):
         self.mlflow = _mlflow()
         self.tracking_uri = tracking_uri
-        self.mlflow.set_tracking_uri(tracking_uri)
-        self.mlflow.set_registry_uri(tracking_uri)
+        destinations.check_store(tracking_uri)
         try:
-            with _sqlite_setup_lock(tracking_uri):
+            # A server that is up but fails would otherwise be retried
+            # for minutes (MLflow's default: 7 retries, exponential backoff).
+            with _environ(
+                MLFLOW_HTTP_REQUEST_MAX_RETRIES="0",
+                MLFLOW_HTTP_REQUEST_TIMEOUT=str(destinations.SERVER_TIMEOUT),
+            ), _sqlite_setup_lock(tracking_uri):
+                self.mlflow.set_tracking_uri(tracking_uri)
+                self.mlflow.set_registry_uri(tracking_uri)
                 self.client = self.mlflow.MlflowClient(
                     tracking_uri, registry_uri=tracking_uri
                 )
@@ -122,13 +130,14 @@ class Tracker(TrackingStore):
                     if found
                     else self.client.create_experiment(experiment)
                 )
+                artifacts = self.client.get_experiment(self.experiment_id).artifact_location
         except Exception as error:  # connection refused, bad URI, bad DB
-            raise ServiceError(
-                f"cannot use the MLflow tracking store at {tracking_uri!r}: "
-                f"{type(error).__name__}: {error}. Check --tracking-uri, "
-                f"MLFLOW_TRACKING_URI or tracking.uri in the config (e.g. "
-                f"sqlite:///mlflow.db, or http://127.0.0.1:5000 for a server)."
-            ) from None
+            raise ServiceError(_store_problem(tracking_uri, error)) from None
+        artifacts_dir = destinations.local_store_path(artifacts)
+        if artifacts_dir is not None:
+            destinations.check_writable_dir(
+                artifacts_dir, f"the artifact folder of experiment {experiment!r}"
+            )
         self.parent_run_id = None
 
     @contextlib.contextmanager
@@ -415,6 +424,35 @@ def _sqlite_setup_lock(tracking_uri):
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _store_problem(uri, error):
+    from mlflow.tracking.registry import UnsupportedModelRegistryStoreURIException
+
+    if isinstance(error, UnsupportedModelRegistryStoreURIException):
+        scheme = urllib.parse.urlsplit(uri).scheme
+        known = ", ".join(f"{s}:" for s in error.supported_uri_schemes if s)
+        return (
+            f"cannot use the MLflow tracking store {uri!r}: MLflow does not know "
+            f"its scheme {scheme + ':'!r} (it knows {known} and plain folder "
+            f"paths). {destinations.URI_HELP}"
+        )
+    return (
+        f"cannot use the MLflow tracking store {uri!r}: "
+        f"{type(error).__name__}: {error}. {destinations.URI_HELP}"
+    )
+
+
+@contextlib.contextmanager
+def _environ(**values):
+    """Sets environment variables the user has not set, for a block."""
+    added = {k: v for k, v in values.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
 
 
 def pip_requirements():
