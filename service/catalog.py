@@ -3,7 +3,7 @@
 Config validation (no Keras) and the modules that act on a choice read
 the same table: `train.make_optimizer` resolves an optimizer's Keras
 class from it, `models.BLOCKS` is built from its block names. Datasets
-and tasks have their own table (`service.tasks`); activations are
+and tasks have their own table (`kg_service.tasks`); activations are
 keras_gelu's (`keras_gelu/_names.py`).
 """
 
@@ -16,7 +16,7 @@ OPTIMIZERS = {
     "rmsprop": "RMSprop",
 }
 
-# name -> what the hidden layers are (service.models writes each).
+# name -> what the hidden layers are (kg_service.models writes each).
 BLOCKS = {
     "dense": "one activated projection (keras_gelu.projection_layers) per width",
     "feedforward": "Dense(d_model) stem, then a residual keras_gelu.FeedForward "

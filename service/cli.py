@@ -1,7 +1,7 @@
 """kg-train: the command line, a thin shell over config and pipeline.
 
-It reads and validates the config (service.config), applies the flags, and
-hands the `Config` to `service.pipeline.run`. It imports the pipeline (and
+It reads and validates the config (kg_service.config), applies the flags, and
+hands the `Config` to `kg_service.pipeline.run`. It imports the pipeline (and
 so TensorFlow and MLflow) only once the config is valid and the run is
 real: `--help`, `--dry-run` and config errors are fast and write nothing.
 
@@ -12,11 +12,11 @@ a bug and keeps its traceback.
 
 The pipeline contract:
 
-    service.pipeline.run(config, *, quiet, echo, resume) -> int
+    kg_service.pipeline.run(config, *, quiet, echo, resume) -> int
 
-`config` is a validated `service.config.Config` (`tracking.uri` and
+`config` is a validated `kg_service.config.Config` (`tracking.uri` and
 `output_dir` already carry `--tracking-uri`/`--output-dir`; use
-`service.config.resolve_tracking_uri(config)` for the URI). `quiet` True
+`kg_service.config.resolve_tracking_uri(config)` for the URI). `quiet` True
 means no progress display, only log records through `logging` (the CLI
 configures the root logger: INFO when quiet, DEBUG with --verbose, else
 WARNING). `echo(line)` prints one line for the user on stdout (e.g. the
@@ -33,11 +33,11 @@ import tempfile
 
 import click
 
-from service.config import describe_plan
-from service.config import smoke as smoke_sizes
-from service.config import load_config
-from service.errors import ServiceError
-from service.errors import SweepInterrupted
+from kg_service.config import describe_plan
+from kg_service.config import smoke as smoke_sizes
+from kg_service.config import load_config
+from kg_service.errors import ServiceError
+from kg_service.errors import SweepInterrupted
 
 EXIT_INTERRUPTED = 130
 
@@ -134,7 +134,7 @@ def main(
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         with _native_stderr_to_file(enabled=not verbose):
             _configure_logging(quiet=quiet, verbose=verbose)
-            from service import pipeline  # TensorFlow, MLflow: only for a real run
+            from kg_service import pipeline  # TensorFlow, MLflow: only for a real run
 
             with _sigterm_as_interrupt():
                 code = pipeline.run(
@@ -190,7 +190,7 @@ def _apply_flags(config, *, tracking_uri, output_dir):
 def _config_yaml(config):
     import yaml
 
-    from service.config import config_to_dict
+    from kg_service.config import config_to_dict
 
     return yaml.safe_dump(config_to_dict(config), sort_keys=False).rstrip()
 

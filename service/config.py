@@ -42,9 +42,9 @@ from pydantic import Strict
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
-from service import catalog
-from service import tasks
-from service.errors import ServiceError
+from kg_service import catalog
+from kg_service import tasks
+from kg_service.errors import ServiceError
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 MIN_SPLIT_SAMPLES = 10  # fewer makes validation/test accuracy meaningless
@@ -159,7 +159,7 @@ def _activation(name):
 
 
 def _task_name(name):
-    """A task registered in `service.tasks` (read when validating, so a
+    """A task registered in `kg_service.tasks` (read when validating, so a
     task registered by the caller's code counts)."""
     if name not in tasks.names():
         _fail(f"one of {_quoted(tasks.names())}", _closest(name, tasks.names()))
@@ -315,7 +315,7 @@ _STRICT = pydantic.ConfigDict(extra="forbid", allow_inf_nan=False)
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
     __pydantic_config__ = _STRICT
-    dataset: Annotated[_Str, AfterValidator(_task_name)] = "moons"  # a name in service.tasks
+    dataset: Annotated[_Str, AfterValidator(_task_name)] = "moons"  # a name in kg_service.tasks
     n_samples: _integer(ge=50) = 2000  # moons/circles only; digits has 1797
     noise: _number(ge=0) = 0.2  # moons/circles only
     test_fraction: _Fraction = 0.2  # held out, used only for the final evaluation

@@ -1,11 +1,11 @@
 """Datasets: split once, features kept raw, and described for clients.
 
-Which datasets exist and how each is loaded is `service.tasks`' table;
+Which datasets exist and how each is loaded is `kg_service.tasks`' table;
 this module splits what a task loads and measures it.
 
 The arrays hold the features exactly as scikit-learn's loader returns
 them, because that is what a served model is sent. Standardizing them is
-the model's job (`service.models.build_model(..., normalization=...)`);
+the model's job (`kg_service.models.build_model(..., normalization=...)`);
 this module only measures the training split's mean and variance.
 
 Pure: the same `DataConfig` always gives the same arrays. Nothing here
@@ -89,7 +89,7 @@ def split(name, x, y, cfg, *, features="", feature_names=(), class_names=()):
         name: The dataset's name.
         x: `[N, F]` features, as a client will send them.
         y: `[N]` int labels in `0..C-1`.
-        cfg: A `service.config.DataConfig`.
+        cfg: A `kg_service.config.DataConfig`.
         features: What one row holds, in its units.
         feature_names: One name per column.
         class_names: Label k's name at index k (default: "0", "1", ...).
@@ -99,7 +99,7 @@ def split(name, x, y, cfg, *, features="", feature_names=(), class_names=()):
 
     Example:
 
-    >>> from service.config import DataConfig
+    >>> from kg_service.config import DataConfig
     >>> x, y = np.random.default_rng(0).normal(size=(100, 3)), np.arange(100) % 2
     >>> split("toy", x, y, DataConfig(n_samples=100)).x_train.shape
     (64, 3)
@@ -144,8 +144,8 @@ def describe_inputs(dataset):
 
     Example:
 
-    >>> from service.config import DataConfig
-    >>> from service.tasks import load_dataset
+    >>> from kg_service.config import DataConfig
+    >>> from kg_service.tasks import load_dataset
     >>> describe_inputs(load_dataset(DataConfig(n_samples=100)))[:56]
     "float32 [n, 2], one example per row: a point's x, y coor"
     """
@@ -166,8 +166,8 @@ def describe_outputs(dataset):
 
     Example:
 
-    >>> from service.config import DataConfig
-    >>> from service.tasks import load_dataset
+    >>> from kg_service.config import DataConfig
+    >>> from kg_service.tasks import load_dataset
     >>> describe_outputs(load_dataset(DataConfig(n_samples=100)))[-40:]
     'label k: 0 = upper moon, 1 = lower moon.'
     """

@@ -17,8 +17,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from service import config as config_lib
-from service.errors import ServiceError
+from kg_service import config as config_lib
+from kg_service.errors import ServiceError
 
 # Seconds to wait for a tracking server's first answer.
 SERVER_TIMEOUT = 5

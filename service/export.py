@@ -16,7 +16,7 @@ import keras
 import numpy as np
 
 import keras_gelu
-from service.errors import ServiceError
+from kg_service.errors import ServiceError
 
 
 class ExportVerificationError(ServiceError):

@@ -21,8 +21,8 @@ import numpy as np
 import keras_gelu
 from keras_gelu.stacking import stack_weights  # noqa: F401 -- re-exported
 from keras_gelu.stacking import unstack_weights  # noqa: F401 -- re-exported
-from service import catalog
-from service.errors import ServiceError
+from kg_service import catalog
+from kg_service.errors import ServiceError
 
 
 # --- The architecture, written once. -------------------------------------
@@ -64,7 +64,7 @@ def _feedforward_block(x, model_cfg, activation, dtype):
 
 
 # model.block -> the function writing its hidden layers, `_<name>_block`,
-# for every block name in `service.catalog.BLOCKS`.
+# for every block name in `kg_service.catalog.BLOCKS`.
 BLOCKS = {name: globals()[f"_{name}_block"] for name in catalog.BLOCKS}
 
 
@@ -94,7 +94,7 @@ def build_model(
     Dense + LearnableLeakyReLU for `learnable_leaky_relu`.
 
     Args:
-        model_cfg: A `service.config.ModelConfig`.
+        model_cfg: A `kg_service.config.ModelConfig`.
         activation: A name from `keras_gelu.names()`.
         input_dim: Number of input features F.
         n_classes: Number of classes C.
@@ -107,7 +107,7 @@ def build_model(
             run in float32.
         name: Model name.
         normalization: `None` (inputs used as they come), or the training
-            split's `service.data.FeatureStats` (`mean`, `variance`, each
+            split's `kg_service.data.FeatureStats` (`mean`, `variance`, each
             `[F]`; a zero variance must already be replaced, e.g. by 1).
 
     Returns:
@@ -118,7 +118,7 @@ def build_model(
 
     Example:
 
-    >>> from service.config import ModelConfig
+    >>> from kg_service.config import ModelConfig
     >>> model = build_model(ModelConfig(hidden_units=(8,)), "gelu", 2, 3)
     >>> model.output_shape
     (None, 3)

@@ -27,9 +27,9 @@ from typing import Any
 from typing import Mapping
 from typing import Optional
 
-from service import config as config_lib
-from service.errors import ServiceError
-from service.errors import SweepInterrupted
+from kg_service import config as config_lib
+from kg_service.errors import ServiceError
+from kg_service.errors import SweepInterrupted
 
 log = logging.getLogger("kg-train")
 
@@ -41,9 +41,9 @@ log = logging.getLogger("kg-train")
 class Preflight:
     """Everything checked and loaded before training."""
 
-    task: Any  # service.tasks.Task
+    task: Any  # kg_service.tasks.Task
     dataset: Any  # what task.load returned
-    store: Any  # service.tracking.TrackingStore
+    store: Any  # kg_service.tracking.TrackingStore
     tracking_uri: str
     resume: Optional[str]  # the sweep run id to continue, or None
     done: Mapping[tuple, tuple]  # (activation, seed) -> (run id, MemberResult)
@@ -68,7 +68,7 @@ class Trained:
 
 @dataclasses.dataclass(frozen=True)
 class Compared:
-    summary: Any  # service.stats.Summary (of the members that did not fail)
+    summary: Any  # kg_service.stats.Summary (of the members that did not fail)
     report_paths: tuple
     champions: Mapping[str, Any]  # activation -> its selected MemberResult
     failed: tuple  # MemberResults that diverged, listed, never averaged
@@ -100,7 +100,7 @@ def run(config, quiet=False, echo=print, store=None, resume=None):
     """Runs the sweep described by `config`; returns the exit code (0).
 
     Args:
-        config: A validated `service.config.Config`.
+        config: A validated `kg_service.config.Config`.
         quiet: Log lines instead of a live progress line.
         echo: Prints one line of the final summary.
         store: A `tracking.TrackingStore`; default: MLflow at the
@@ -113,7 +113,7 @@ def run(config, quiet=False, echo=print, store=None, resume=None):
             marking the sweep KILLED; finished members stay in the store.
     """
     started = time.monotonic()
-    from service.progress import SweepProgress  # heavy imports: a real run
+    from kg_service.progress import SweepProgress  # heavy imports: a real run
 
     progress = SweepProgress(quiet=quiet)
     pre = preflight(config, store, resume)
@@ -166,7 +166,7 @@ def preflight(config, store=None, resume=None):
             written. Those folders are checked first, and the tracking
             store's files and server before MLflow opens it.
     """
-    from service import destinations
+    from kg_service import destinations
 
     # Absolute: MLflow caches stores by URI, so a relative sqlite path
     # would keep pointing at the first working directory's file.
@@ -174,10 +174,10 @@ def preflight(config, store=None, resume=None):
     # First, before the heavy imports: a wrong path or a server that is
     # down costs a second, not TensorFlow's start-up.
     destinations.check_run(config, tracking_uri)
-    from service import export as export_lib
-    from service import tasks
-    from service import tracking
-    from service import train as train_lib
+    from kg_service import export as export_lib
+    from kg_service import tasks
+    from kg_service import tracking
+    from kg_service import train as train_lib
 
     names = {a: config_lib.registered_model_name(config, a) for a in config.activations}
     device = train_lib.describe_device(config.device)
@@ -236,7 +236,7 @@ def train(config, pre, sweep_run_id, progress, logged=None):
     `logged`, if given, is updated with each member's run id as it lands
     in the store (what an interrupt leaves behind).
     """
-    from service import train as train_lib
+    from kg_service import train as train_lib
 
     run_ids = {key: run_id for key, (run_id, _) in pre.done.items()}
 
@@ -307,7 +307,7 @@ def _check_resumable(config, store, run_id, params):
 
 def store_param(value):
     """A param value as the tracking store keeps it (text)."""
-    from service import tracking
+    from kg_service import tracking
 
     return tracking.param_text(value)
 
@@ -331,8 +331,8 @@ def _interrupted(config, sweep_run_id, held):
 def compare(config, pre, trained):
     """Statistics over seeds on the task's metric, the report, and each
     activation's champion (by the task's selection metric)."""
-    from service import report
-    from service import stats
+    from kg_service import report
+    from kg_service import stats
 
     ok = [r for r in trained.results if r.ok]
     failed = tuple(r for r in trained.results if not r.ok)
@@ -383,7 +383,7 @@ def export(config, pre, compared, progress):
     Nothing is registered or promoted here; a failed verification discards
     every staged export and raises.
     """
-    from service import export as export_lib
+    from kg_service import export as export_lib
 
     staged = {}
     if not (config.registry.enabled and config.export.enabled):
@@ -407,9 +407,9 @@ def export(config, pre, compared, progress):
 
 def register(config, pre, compared, tracked, exported, progress):
     """Registers each champion, moves the alias, promotes its export."""
-    from service import export as export_lib
-    from service import tracking
-    from service import wording
+    from kg_service import export as export_lib
+    from kg_service import tracking
+    from kg_service import wording
 
     if not config.registry.enabled:
         return Registered(models=())
@@ -470,8 +470,8 @@ def best_member(summary, results, activation):
 
 def registry_description(summary, activation, member, config, dataset):
     """The model version's description: what it takes, returns and scored."""
-    from service import data
-    from service import wording
+    from kg_service import data
+    from kg_service import wording
 
     selected_by = wording.shown(summary.select_by.name).label
     metric = summary.metric.name
@@ -487,7 +487,7 @@ def registry_description(summary, activation, member, config, dataset):
 
 def model_metadata(dataset):
     """The logged model's MLmodel `metadata`: its inputs and outputs."""
-    from service import data
+    from kg_service import data
 
     return {
         "inputs": data.describe_inputs(dataset),
@@ -532,7 +532,7 @@ def absolute_uri(uri):
 
 
 def print_summary(echo, config, compared, registered, out_dir, uri, seconds):
-    from service import wording
+    from kg_service import wording
 
     summary = compared.summary
     uri = absolute_uri(uri)

@@ -1,7 +1,7 @@
 """The sweep report: report.md, summary.json and PNG figures in one folder.
 
-The numbers come from `service.stats` (pure) and their words from
-`service.wording`; this module lays them out with the setup and the
+The numbers come from `kg_service.stats` (pure) and their words from
+`kg_service.wording`; this module lays them out with the setup and the
 figures. Figures use matplotlib's object API on the Agg canvas (no pyplot,
 so no global backend or figure state), one small function each. Keras is
 imported only for the two figures that evaluate something: decision
@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from service import wording
+from kg_service import wording
 
 REPORT = "report.md"
 SUMMARY = "summary.json"
@@ -108,10 +108,10 @@ def write_report(
         results: the `MemberResult` list the summary was computed from.
         out_dir: folder to write into; created if missing.
         title: the report's heading.
-        dataset: optional `service.data.Dataset` (x_train/y_train/x_test/
+        dataset: optional `kg_service.data.Dataset` (x_train/y_train/x_test/
             y_test arrays as fed to the models, `input_dim`; with
             `features`, the setup says what the models take and return).
-        config: optional resolved `service.config.Config`, for the setup
+        config: optional resolved `kg_service.config.Config`, for the setup
             section and the learning curves' threshold.
         figures: names of the figures to draw, in `FIGURES` order.
         failed: `MemberResult`s that diverged, listed in the report.
@@ -250,14 +250,14 @@ def _model_io(dataset):
     """What the trained (and registered, and exported) models take and return."""
     if not getattr(dataset, "features", ""):
         return []
-    from service import data
+    from kg_service import data
 
     return [f"- Model input: {data.describe_inputs(dataset)}",
             f"- Model output: {data.describe_outputs(dataset)}"]
 
 
 def _config_block(config):
-    from service import config as config_lib
+    from kg_service import config as config_lib
 
     cfg = config_lib.config_to_dict(config)
     try:  # YAML, as the user writes configs; lists of scalars stay on one line

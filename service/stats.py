@@ -1,7 +1,7 @@
 """Which activation won, and by how much: seed statistics of a sweep, as numbers.
 
 Pure functions over `MemberResult` lists (numpy and scipy only; no Keras,
-no MLflow, no files, no sentences: `service.wording` phrases what this
+no MLflow, no files, no sentences: `kg_service.wording` phrases what this
 module computes). The unit of replication is the seed: each seed gives one
 final value of the compared metric per activation, and the same seed means
 the same initialisation stream and batch order, so activations are
@@ -43,7 +43,7 @@ the terminal table if its column says so.
 
 Example:
 
->>> from service.results import MemberResult
+>>> from kg_service.results import MemberResult
 >>> h = {"loss": [0.3], "accuracy": [0.9], "val_loss": [0.3],
 ...      "val_accuracy": [0.9]}
 >>> rs = [MemberResult(a, s, h, 0.3, acc, 1)
@@ -65,7 +65,7 @@ from typing import Optional
 import numpy as np
 from scipy import stats as _st
 
-from service.errors import ServiceError
+from kg_service.errors import ServiceError
 
 ACCURACY = "test_accuracy"
 LOSS = "test_loss"
@@ -644,7 +644,7 @@ def summary_to_dict(summary):
     Keys are named after the metrics: an activation's estimates under the
     metric names ("test_accuracy", "test_loss"), a comparison's paired
     tests under the short names ("accuracy", "loss"), the winner's mean as
-    "mean_<metric>". `service.wording.summary_json` adds the sentences.
+    "mean_<metric>". `kg_service.wording.summary_json` adds the sentences.
     """
     sel = summary.select_by.name
 

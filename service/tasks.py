@@ -11,7 +11,7 @@ with `data.dataset`.
 Adding a dataset or a task is one `register(...)` call, here or in the
 caller's own code (a test defines a toy task and runs a sweep of it):
 
->>> from service import tasks
+>>> from kg_service import tasks
 >>> sorted(tasks.names())
 ['circles', 'digits', 'moons']
 
@@ -24,7 +24,7 @@ import dataclasses
 from typing import Callable
 from typing import Optional
 
-from service.errors import ServiceError
+from kg_service.errors import ServiceError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Task:
             activations (paired over seeds).
         selects: The final metric that picks each activation's champion.
         figures: Names of the report's figures this task draws (see
-            `service.report.FIGURES`).
+            `kg_service.report.FIGURES`).
         fixed_samples: The dataset's size when the config cannot set it
             (`n_samples` does not apply), else None.
     """
@@ -125,7 +125,7 @@ CLASSIFICATION_FIGURES = (
 
 
 def _build_classifier(model_cfg, activation, dataset, dtype=None, name=None):
-    from service import models
+    from kg_service import models
 
     return models.build_model(
         model_cfg,
@@ -139,7 +139,7 @@ def _build_classifier(model_cfg, activation, dataset, dtype=None, name=None):
 
 
 def _train_classifier(task, dataset, config, activation, seeds, report):
-    from service import train
+    from kg_service import train
 
     return train.train_activation(task, dataset, config, activation, seeds, report)
 
@@ -167,7 +167,7 @@ def classification(
     """
 
     def load(data_cfg):
-        from service import data
+        from kg_service import data
 
         x, y = load_xy(data_cfg)
         return data.split(

@@ -18,8 +18,8 @@ import warnings
 import keras
 import numpy as np
 
-from service import destinations
-from service.errors import ServiceError
+from kg_service import destinations
+from kg_service.errors import ServiceError
 
 _METRICS_PER_CALL = 1000  # MLflow's log_batch limit
 
@@ -245,7 +245,7 @@ class Tracker(TrackingStore):
         import keras
 
         import keras_gelu  # noqa: F401 -- registers its layers for loading
-        from service.results import MemberResult
+        from kg_service.results import MemberResult
 
         runs = self.client.search_runs(
             [self.experiment_id],

@@ -22,12 +22,12 @@ import time
 import keras
 import numpy as np
 
-from service import catalog
-from service.errors import ServiceError
-from service.models import stack_model
-from service.models import stack_weights
-from service.models import unstack_weights
-from service.results import MemberResult
+from kg_service import catalog
+from kg_service.errors import ServiceError
+from kg_service.models import stack_model
+from kg_service.models import stack_weights
+from kg_service.models import unstack_weights
+from kg_service.results import MemberResult
 
 HISTORY_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")
 
@@ -114,7 +114,7 @@ def describe_device(device_cfg):
     first touches them); `"gpu"` requires one; `"auto"` uses one if any.
 
     Args:
-        device_cfg: A `service.config.DeviceConfig`.
+        device_cfg: A `kg_service.config.DeviceConfig`.
 
     Returns:
         A dict: `device` ("cpu" or "gpu"), `device_name`, `backend` (the
@@ -125,7 +125,7 @@ def describe_device(device_cfg):
 
     Example:
 
-    >>> from service.config import DeviceConfig
+    >>> from kg_service.config import DeviceConfig
     >>> describe_device(DeviceConfig(type="cpu"))["device"]
     'cpu'
     """
@@ -312,9 +312,9 @@ def train_sweep(task, dataset, config, progress=None, done=None, on_trained=None
     one stacked model.
 
     Args:
-        task: A `service.tasks.Task`.
+        task: A `kg_service.tasks.Task`.
         dataset: What `task.load` returned.
-        config: A `service.config.Config` (activations, seeds, model,
+        config: A `kg_service.config.Config` (activations, seeds, model,
             training, device).
         done: Optional `{(activation, seed): MemberResult}` of members
             already trained (a resumed sweep's, from the tracking store):
@@ -386,9 +386,9 @@ def train_activation(task, dataset, config, activation, seeds, report):
     member is skipped for all.
 
     Args:
-        task: The `service.tasks.Task` (its `build_model`).
-        dataset: A `service.data.Dataset`.
-        config: A `service.config.Config`.
+        task: The `kg_service.tasks.Task` (its `build_model`).
+        dataset: A `kg_service.data.Dataset`.
+        config: A `kg_service.config.Config`.
         activation: The activation name.
         seeds: The members' seeds.
         report: `report(epoch, val_accuracy)` after each epoch, with one

@@ -1,4 +1,4 @@
-"""What the numbers of `service.stats` say, in words: verdicts, tables, JSON.
+"""What the numbers of `kg_service.stats` say, in words: verdicts, tables, JSON.
 
 `stats` computes; this module phrases. Everything a person reads about a
 sweep's statistics is written here: the verdict lines, the terminal
@@ -27,8 +27,8 @@ points; any other kind as a plain number with 4 decimals.
 
 Example:
 
->>> from service import stats
->>> from service.results import MemberResult
+>>> from kg_service import stats
+>>> from kg_service.results import MemberResult
 >>> h = {"loss": [0.3], "accuracy": [0.9], "val_loss": [0.3],
 ...      "val_accuracy": [0.9]}
 >>> rs = [MemberResult(a, s, h, 0.3, acc, 1)
@@ -46,7 +46,7 @@ import dataclasses
 import math
 from typing import Callable
 
-from service import stats
+from kg_service import stats
 
 
 # --- Numbers as text. ----------------------------------------------------------

@@ -6,7 +6,7 @@ import copy
 import itertools
 import json
 
-from service.tracking import TrackingStore
+from kg_service.tracking import TrackingStore
 
 
 class MemoryStore(TrackingStore):

@@ -14,10 +14,10 @@ import types
 import pytest
 from click.testing import CliRunner
 
-import service
-from service import cli
-from service.config import load_config
-from service.errors import ServiceError
+import kg_service as service
+from kg_service import cli
+from kg_service.config import load_config
+from kg_service.errors import ServiceError
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TINY = REPO / "configs" / "tiny.yaml"
@@ -46,8 +46,8 @@ def invoke(*args, env=None):
 
 @pytest.fixture
 def pipeline(monkeypatch):
-    """A stub service.pipeline that records its call."""
-    stub = types.ModuleType("service.pipeline")
+    """A stub kg_service.pipeline that records its call."""
+    stub = types.ModuleType("kg_service.pipeline")
     stub.calls = []
     stub.result = 0
     stub.error = None
@@ -60,7 +60,7 @@ def pipeline(monkeypatch):
         return stub.result
 
     stub.run = run
-    monkeypatch.setitem(sys.modules, "service.pipeline", stub)
+    monkeypatch.setitem(sys.modules, "kg_service.pipeline", stub)
     monkeypatch.setattr(service, "pipeline", stub, raising=False)
     return stub
 
@@ -226,7 +226,7 @@ def test_help_exits_0_and_lists_every_option():
         assert option in result.stdout
 
 
-# --- The hand-off to service.pipeline.run. -----------------------------------
+# --- The hand-off to kg_service.pipeline.run. -----------------------------------
 
 
 def test_run_hands_the_validated_config_with_flags_to_the_pipeline(workdir, pipeline):
@@ -287,7 +287,7 @@ def run_cli(args, cwd, env=None):
     env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.run(
-        [sys.executable, "-m", "service.cli", *map(str, args)],
+        [sys.executable, "-m", "kg_service.cli", *map(str, args)],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
     )
 
@@ -315,9 +315,9 @@ def test_process_dry_run_is_fast_and_imports_no_tensorflow(tmp_path):
     cwd.mkdir()
     code = (
         "import sys\n"
-        "from service.cli import main\n"
+        "from kg_service.cli import main\n"
         f"main(['--config', {str(TINY)!r}, '--dry-run'], standalone_mode=False)\n"
-        "heavy = ('tensorflow', 'keras', 'mlflow', 'service.pipeline')\n"
+        "heavy = ('tensorflow', 'keras', 'mlflow', 'kg_service.pipeline')\n"
         "print('loaded:', sorted(m for m in heavy if m in sys.modules))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}

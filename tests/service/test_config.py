@@ -1,4 +1,4 @@
-"""service.config: the YAML schema, its error messages, overrides and plan.
+"""kg_service.config: the YAML schema, its error messages, overrides and plan.
 
 No test here imports TensorFlow, except the one that pins the activation
 names read from keras_gelu's source to `keras_gelu.names()`.
@@ -14,14 +14,14 @@ import textwrap
 import pytest
 import yaml
 
-from service import config as config_module
-from service.config import Config
-from service.config import config_to_dict
-from service.config import describe_plan
-from service.config import load_config
-from service.config import resolve_tracking_uri
-from service.config import split_sizes
-from service.errors import ServiceError
+from kg_service import config as config_module
+from kg_service.config import Config
+from kg_service.config import config_to_dict
+from kg_service.config import describe_plan
+from kg_service.config import load_config
+from kg_service.config import resolve_tracking_uri
+from kg_service.config import split_sizes
+from kg_service.errors import ServiceError
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SHIPPED = sorted((REPO / "configs").glob("*.yaml"))
@@ -306,7 +306,7 @@ def test_config_validation_reads_the_name_table_without_importing_keras():
     import sys
 
     code = (
-        "import sys; from service import config; "
+        "import sys; from kg_service import config; "
         "names = config.activation_names(); "
         "assert 'keras' not in sys.modules, 'keras imported'; "
         "import keras_gelu; assert names == tuple(keras_gelu.names()), names; "
@@ -634,11 +634,11 @@ def test_plan_shows_the_environment_tracking_uri_and_disabled_stages(tmp_path):
 def test_loading_and_describing_a_config_imports_neither_keras_nor_tensorflow():
     code = (
         "import sys\n"
-        "from service.config import load_config, describe_plan\n"
-        "import service.cli\n"
+        "from kg_service.config import load_config, describe_plan\n"
+        "import kg_service.cli\n"
         f"config = load_config({str(REPO / 'configs' / 'moons-glu.yaml')!r}, ['activations=[relu,swiglu]'])\n"
         "describe_plan(config)\n"
-        "loaded = sorted(m for m in ('tensorflow', 'keras', 'keras_gelu', 'mlflow', 'service.pipeline') if m in sys.modules)\n"
+        "loaded = sorted(m for m in ('tensorflow', 'keras', 'keras_gelu', 'mlflow', 'kg_service.pipeline') if m in sys.modules)\n"
         "print(loaded)\n"
     )
     out = subprocess.run(

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from service import cli
+from kg_service import cli
 
 KEYS = {
     "": ["experiment", "activations", "baseline", "seeds", "output_dir", "data",

@@ -3,11 +3,11 @@ import pytest
 from sklearn import datasets as sk_datasets
 from sklearn.preprocessing import StandardScaler
 
-from service.config import DataConfig
-from service.data import describe_inputs
-from service.data import describe_outputs
-from service.tasks import load_dataset
-from service.errors import ServiceError
+from kg_service.config import DataConfig
+from kg_service.data import describe_inputs
+from kg_service.data import describe_outputs
+from kg_service.tasks import load_dataset
+from kg_service.errors import ServiceError
 
 SPLITS = ("train", "val", "test")
 

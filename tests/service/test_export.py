@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import keras_gelu
-from service import export
-from service.errors import ServiceError
+from kg_service import export
+from kg_service.errors import ServiceError
 
 
 class _DriftingLayer(keras.layers.Layer):
@@ -70,8 +70,8 @@ def test_failed_verification_registers_nothing(tmp_path, monkeypatch):
     """The pipeline exports and verifies every winner before registering any."""
     import mlflow
 
-    from service import config as config_lib
-    from service import pipeline
+    from kg_service import config as config_lib
+    from kg_service import pipeline
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

@@ -21,9 +21,9 @@ import time
 import numpy as np
 import pytest
 
-from service import tasks
-from service.config import Config, DataConfig, ModelConfig, TrainingConfig
-from service.train import train_sweep
+from kg_service import tasks
+from kg_service.config import Config, DataConfig, ModelConfig, TrainingConfig
+from kg_service.train import train_sweep
 from tests.service import servers
 from tests.service.test_golden import GOLDEN
 from tests.service.test_golden import _same

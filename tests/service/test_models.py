@@ -2,12 +2,12 @@ import keras
 import numpy as np
 import pytest
 
-from service.config import ModelConfig
-from service.data import FeatureStats
-from service.errors import ServiceError
-from service.models import build_model
-from service.models import stack_weights
-from service.models import unstack_weights
+from kg_service.config import ModelConfig
+from kg_service.data import FeatureStats
+from kg_service.errors import ServiceError
+from kg_service.models import build_model
+from kg_service.models import stack_weights
+from kg_service.models import unstack_weights
 
 ACTIVATIONS = ["relu", "gelu", "geglu", "swiglu", "learnable_leaky_relu"]
 BLOCKS = {
@@ -263,10 +263,10 @@ def test_mixed_precision_normalizes_in_float32():
 
 def test_every_catalog_block_and_optimizer_builds():
     # The names config validation accepts are the ones that work.
-    from service import catalog
-    from service import models
-    from service.config import TrainingConfig
-    from service.train import make_optimizer
+    from kg_service import catalog
+    from kg_service import models
+    from kg_service.config import TrainingConfig
+    from kg_service.train import make_optimizer
 
     assert set(models.BLOCKS) == set(catalog.BLOCKS)
     for name in catalog.BLOCKS:

@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from service import destinations
-from service.errors import ServiceError
+from kg_service import destinations
+from kg_service.errors import ServiceError
 from tests.service import servers
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -126,7 +126,7 @@ def test_a_server_that_answers_at_all_passes_the_reachability_check(status):
 
 def test_tracker_on_a_failing_server_gives_up_without_retrying(monkeypatch):
     # MLflow's default is 7 retries with exponential backoff: minutes.
-    from service import tracking
+    from kg_service import tracking
 
     monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
     with http_server(503) as (url, hits):
@@ -138,7 +138,7 @@ def test_tracker_on_a_failing_server_gives_up_without_retrying(monkeypatch):
 
 
 def test_tracker_with_an_unknown_scheme_says_so(tmp_path, monkeypatch):
-    from service import tracking
+    from kg_service import tracking
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ServiceError) as caught:
@@ -156,7 +156,7 @@ def kg_train(cwd, *args):
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     env["PYTHONPATH"] = str(REPO)
     return subprocess.run(
-        [sys.executable, "-m", "service.cli", "--config", str(TINY), *map(str, args)],
+        [sys.executable, "-m", "kg_service.cli", "--config", str(TINY), *map(str, args)],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 

@@ -1,9 +1,9 @@
-"""service.progress: a live bar on a terminal, plain log lines elsewhere."""
+"""kg_service.progress: a live bar on a terminal, plain log lines elsewhere."""
 
 import io
 import logging
 
-from service.progress import SweepProgress
+from kg_service.progress import SweepProgress
 
 
 class _Terminal(io.StringIO):

@@ -1,4 +1,4 @@
-"""service.report: the files it writes and what the Markdown says."""
+"""kg_service.report: the files it writes and what the Markdown says."""
 
 import json
 import os
@@ -9,14 +9,14 @@ import keras
 import numpy as np
 import pytest
 
-from service import report
-from service import stats
-from service import wording
-from service.config import Config
-from service.config import DataConfig
-from service.config import ModelConfig
-from service.config import TrainingConfig
-from service.results import MemberResult
+from kg_service import report
+from kg_service import stats
+from kg_service import wording
+from kg_service.config import Config
+from kg_service.config import DataConfig
+from kg_service.config import ModelConfig
+from kg_service.config import TrainingConfig
+from kg_service.results import MemberResult
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -169,8 +169,8 @@ def test_activation_curve_unknown_name_is_skipped():
 
 
 def test_setup_says_what_the_models_take_and_return():
-    from service.config import DataConfig
-    from service.tasks import load_dataset
+    from kg_service.config import DataConfig
+    from kg_service.tasks import load_dataset
 
     results = sweep(with_models=False, seeds=(0, 1))
     summary = stats.summarize(results, "relu")

@@ -13,9 +13,9 @@ import subprocess
 
 import numpy as np
 
-from service import export
-from service import models
-from service.config import ModelConfig
+from kg_service import export
+from kg_service import models
+from kg_service.config import ModelConfig
 from tests.service import servers
 
 

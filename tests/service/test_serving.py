@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import keras_gelu
-from service import tracking
+from kg_service import tracking
 from tests.service import servers
 
 FEATURES, CLASSES = 2, 3

@@ -1,4 +1,4 @@
-"""service.stats against scipy and hand-computed references.
+"""kg_service.stats against scipy and hand-computed references.
 
 Independent references: Student's sleep data (Cushny & Peebles 1905) as
 paired differences, whose paired t-test R reports as t = 4.0621, df = 9,
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from service import stats
-from service import wording
-from service.errors import ServiceError
-from service.results import MemberResult
+from kg_service import stats
+from kg_service import wording
+from kg_service.errors import ServiceError
+from kg_service.results import MemberResult
 
 SLEEP_DIFFS = [1.2, 2.4, 1.3, 1.3, 0.0, 1.0, 1.8, 0.8, 4.6, 1.4]
 

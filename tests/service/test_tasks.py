@@ -8,10 +8,10 @@ and the registry all follow.
 import numpy as np
 import pytest
 
-from service import config as config_lib
-from service import pipeline
-from service import tasks
-from service.errors import ServiceError
+from kg_service import config as config_lib
+from kg_service import pipeline
+from kg_service import tasks
+from kg_service.errors import ServiceError
 
 TOY_CONFIG = """\
 experiment: toy-blobs
@@ -109,8 +109,8 @@ def test_a_task_defined_in_a_test_runs_a_whole_sweep(blobs_task, tmp_path, monke
 
 
 def test_a_task_model_takes_its_raw_features(blobs_task):
-    from service.config import DataConfig
-    from service.config import ModelConfig
+    from kg_service.config import DataConfig
+    from kg_service.config import ModelConfig
 
     dataset = blobs_task.load(DataConfig(dataset="blobs", n_samples=300))
     model = blobs_task.build_model(ModelConfig(hidden_units=(8,)), "gelu", dataset)

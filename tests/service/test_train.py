@@ -14,17 +14,17 @@ from sklearn.metrics import accuracy_score
 from sklearn.metrics import log_loss
 from sklearn.model_selection import train_test_split
 
-from service.config import Config
-from service.config import DataConfig
-from service.config import DeviceConfig
-from service.config import ModelConfig
-from service.config import TrainingConfig
-from service.tasks import load_dataset
-from service.errors import ServiceError
-from service.models import build_model
-from service.train import describe_device
-from service import tasks
-from service.train import train_sweep
+from kg_service.config import Config
+from kg_service.config import DataConfig
+from kg_service.config import DeviceConfig
+from kg_service.config import ModelConfig
+from kg_service.config import TrainingConfig
+from kg_service.tasks import load_dataset
+from kg_service.errors import ServiceError
+from kg_service.models import build_model
+from kg_service.train import describe_device
+from kg_service import tasks
+from kg_service.train import train_sweep
 
 HISTORY_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")
 REPO = os.path.dirname(
@@ -282,7 +282,7 @@ def test_trained_model_takes_fresh_raw_moons_at_its_test_accuracy():
 def test_trained_model_takes_raw_load_digits_rows_at_its_test_accuracy():
     """Digits has no generator, so no fresh sample: the held-out test rows
     are re-derived here from load_digits() with scikit-learn's own split
-    (test first, stratified, the data seed), not through service.data, and
+    (test first, stratified, the data seed), not through kg_service.data, and
     sent as load_digits returns them (pixels 0..16). They are the rows the
     test accuracy was measured on, so the accuracies agree up to one
     example (a float tie); a model that expected rescaled or standardized
@@ -318,11 +318,11 @@ JAX_SWEEP = textwrap.dedent("""
     import numpy as np
     sys.path.insert(0, sys.argv[1])
     import keras
-    from service.config import Config, DataConfig, ModelConfig, TrainingConfig
-    from service import tasks
-    from service.tasks import load_dataset
-    from service.models import build_model
-    from service.train import train_sweep
+    from kg_service.config import Config, DataConfig, ModelConfig, TrainingConfig
+    from kg_service import tasks
+    from kg_service.tasks import load_dataset
+    from kg_service.models import build_model
+    from kg_service.train import train_sweep
 
     ds = load_dataset(DataConfig(n_samples=200))
     config = Config(

@@ -1,11 +1,11 @@
-"""service.wording: the verdicts, tables and JSON that phrase service.stats."""
+"""kg_service.wording: the verdicts, tables and JSON that phrase kg_service.stats."""
 
 import json
 
 import pytest
 
-from service import stats
-from service import wording
+from kg_service import stats
+from kg_service import wording
 from tests.service.test_stats import sweep
 
 
@@ -94,7 +94,7 @@ def test_a_new_statistic_is_one_function_plus_its_wording(monkeypatch, two_way):
     """Adding one entry to each table is all it takes to show everywhere."""
     import numpy as np
 
-    from service import report
+    from kg_service import report
 
     monkeypatch.setitem(stats.PAIRED_STATISTICS, "median_diff",
                         lambda d: float(np.median(d)))
