@@ -295,11 +295,15 @@ def test_exact_gelu_published_anchor_values(fusion):
 @FUSION
 def test_exact_gelu_minimum_is_at_published_point(fusion):
     x_min, y_min = -0.7517915247, -0.1699712075
+    # 3 float32 ulps at 0.17 (1.5e-8 each): torch's native erf kernel,
+    # used on [-1.5, 1e4], lands 2.4 ulps below (2e-7 relative, inside
+    # the exact mode's 1e-5 promise).
+    ulps3 = 3 * abs(float(np.spacing(np.float32(y_min))))
     y = call(keras_gelu.gelu, np.array([x_min], np.float32), fusion)
-    np.testing.assert_allclose(y, [y_min], atol=3e-8)
+    np.testing.assert_allclose(y, [y_min], atol=ulps3)
     # Nothing on a fine grid around it is lower ...
     fine = np.linspace(-1.0, -0.5, 50_001).astype(np.float32)
-    assert call(keras_gelu.gelu, fine, fusion).min() >= y_min - 3e-8
+    assert call(keras_gelu.gelu, fine, fusion).min() >= y_min - ulps3
     # ... and the derivative changes sign there.
     with keras_gelu.xla_fusion(fusion):
         g = ref.grad(
