@@ -149,7 +149,7 @@ def _jax_kernel(forward, derivative):
 
 
 def fused_gated(name, forward, derivative):
-    """Returns `split -> forward(gate) * value` as one fused kernel, or None.
+    """Returns `split -> value * forward(gate)` as one fused kernel, or None.
 
     On TensorFlow (fusion enabled) the slice, the gate activation and the
     product run as one XLA kernel, forward and backward: a plain
