@@ -8,3 +8,4 @@ def _no_inherited_tracking_uri(monkeypatch):
     os.environ, which would send the next in-process sweep to the previous
     test's store."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_REGISTRY_URI", raising=False)

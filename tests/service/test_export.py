@@ -86,7 +86,12 @@ def test_failed_verification_registers_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(export, "stage", stage_then_fail_on_gelu)
     with pytest.raises(export.ExportVerificationError):
         pipeline.run(config, quiet=True, echo=lambda line: None)
-    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = mlflow.MlflowClient(
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        # Explicit: an earlier in-process sweep set MLflow's global
+        # registry URI to its own store.
+        registry_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+    )
     assert client.search_registered_models() == []
     assert not list((tmp_path / "exports").rglob("saved_model.pb"))
     (parent,) = [

@@ -86,7 +86,12 @@ def _run_until(process, marker, timeout=300):
 def _client(tmp_path):
     import mlflow
 
-    return mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return mlflow.MlflowClient(
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        # Explicit: an earlier in-process sweep set MLflow's global
+        # registry URI to its own store.
+        registry_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+    )
 
 
 def _sweep_runs(client, experiment):

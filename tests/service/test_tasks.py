@@ -85,7 +85,12 @@ def test_a_task_defined_in_a_test_runs_a_whole_sweep(blobs_task, tmp_path, monke
     lines = []
     assert pipeline.run(config, quiet=True, echo=lines.append) == 0
 
-    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = mlflow.MlflowClient(
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        # Explicit: an earlier in-process sweep set MLflow's global
+        # registry URI to its own store.
+        registry_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+    )
     (experiment,) = [
         e for e in client.search_experiments() if e.name == "toy-blobs"
     ]
