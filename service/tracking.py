@@ -116,8 +116,6 @@ class Tracker(TrackingStore):
                 MLFLOW_HTTP_REQUEST_MAX_RETRIES="0",
                 MLFLOW_HTTP_REQUEST_TIMEOUT=str(destinations.SERVER_TIMEOUT),
             ), _sqlite_setup_lock(tracking_uri):
-                self.mlflow.set_tracking_uri(tracking_uri)
-                self.mlflow.set_registry_uri(tracking_uri)
                 self.client = self.mlflow.MlflowClient(
                     tracking_uri, registry_uri=tracking_uri
                 )
@@ -138,6 +136,11 @@ class Tracker(TrackingStore):
             destinations.check_writable_dir(
                 artifacts_dir, f"the artifact folder of experiment {experiment!r}"
             )
+        # MLflow's process-wide URIs (register's fluent start_run reads
+        # them): set once the store is known to work, so a store that
+        # fails leaves them as they were.
+        self.mlflow.set_tracking_uri(tracking_uri)
+        self.mlflow.set_registry_uri(tracking_uri)
         self.parent_run_id = None
 
     @contextlib.contextmanager
