@@ -115,6 +115,23 @@ def test_pyfunc_answers_like_keras_predict_for_every_batch_size(registered, rows
     np.testing.assert_allclose(served, reference(registered, x), atol=1e-5)
 
 
+def test_the_compiled_graph_only_ever_sees_power_of_two_batches():
+    # One XLA compilation per size class, never one per request size.
+    from kg_service import mlflow_model
+
+    seen = []
+
+    def run(x):
+        seen.append(len(x))
+        return x * 2
+
+    forward = mlflow_model.padded(run)
+    for rows in (0, 1, 2, 3, 5, 17, 100, 4096, 4097, 9000):
+        x = np.arange(rows * FEATURES, dtype="float32").reshape(rows, FEATURES)
+        np.testing.assert_array_equal(forward(x), x * 2)
+    assert set(seen) <= {2**k for k in range(13)}, sorted(set(seen))
+
+
 def test_pyfunc_takes_a_dataframe_as_well(registered):
     import pandas as pd
 
