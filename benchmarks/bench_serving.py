@@ -28,6 +28,7 @@ import contextlib
 import http.client
 import json
 import os
+import pathlib
 import platform
 import socket
 import statistics
@@ -107,8 +108,11 @@ def log_floor(tmp, tracking_uri, features):
         inputs=mlflow.types.Schema([spec]), outputs=mlflow.types.Schema([spec])
     )
     mlflow.set_tracking_uri(tracking_uri)
-    mlflow.set_experiment("serving-floor")
-    with mlflow.start_run():
+    # Artifacts in the temporary folder too, not ./mlruns of the caller.
+    experiment = mlflow.create_experiment(
+        "serving-floor", artifact_location=pathlib.Path(tmp, "floor-artifacts").as_uri()
+    )
+    with mlflow.start_run(experiment_id=experiment):
         mlflow.pyfunc.log_model(
             name="model",
             python_model=path,
