@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 
@@ -9,3 +11,22 @@ def _no_inherited_tracking_uri(monkeypatch):
     test's store."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv("MLFLOW_REGISTRY_URI", raising=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _mlflow_uris_restored():
+    """`Tracker` sets MLflow's process-wide tracking and registry URIs, and
+    their environment variables, which every later subprocess (kg-train,
+    `mlflow models serve`) inherits: put all four back after each module."""
+    from mlflow.tracking._model_registry import utils as registry_utils
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):
+            if name in os.environ:
+                patch.setenv(name, os.environ[name])
+            else:
+                patch.delenv(name, raising=False)
+        patch.setattr(registry_utils, "_registry_uri", registry_utils._registry_uri)
+        patch.setattr(tracking_utils, "_tracking_uri", tracking_utils._tracking_uri)
+        yield
