@@ -213,6 +213,8 @@ def _in_activations(baseline, info):
 
 
 def _splits_filled(data):
+    if not tasks.get(data.dataset).sample_splits:
+        return data  # a corpus: kg_service.corpus checks its splits' bytes
     train, validation, test = split_sizes(data)
     if min(train, validation, test) < MIN_SPLIT_SAMPLES:
         _fail(message=(
@@ -222,6 +224,18 @@ def _splits_filled(data):
             "from 0 and 1."
         ))
     return data
+
+
+def _heads_divide(model, info):
+    data = info.data.get("data")
+    if data is not None and not tasks.get(data.dataset).sample_splits:
+        if model.d_model % model.heads:
+            _fail(at=("heads",), message=(
+                f"{model.heads} heads do not divide model.d_model {model.d_model}; "
+                "expected a head count that divides it (each head gets d_model / "
+                "heads dimensions)."
+            ))
+    return model
 
 
 # MLflow forbids "/" and ":" and path-like names; the name is also a
@@ -322,6 +336,12 @@ class DataConfig:
     validation_fraction: _Fraction = 0.2  # of what remains after the test split
     seed: _Seed = 0  # data generation and split; separate from model seeds
     standardize: _Bool = True  # the model z-scores raw inputs (training-split statistics)
+    # python_code only: bytes of stdlib source read (sorted files), the
+    # window length in bytes (the model's context), and the validation
+    # windows evaluated after each epoch (the test split is evaluated whole).
+    corpus_bytes: _integer(ge=1000) = 2_000_000
+    context: _integer(ge=2) = 128
+    eval_windows: _integer(ge=1) = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -334,6 +354,11 @@ class ModelConfig:
     # keras_gelu.FeedForward(hidden_dim=w, output_dim=d_model) per width w.
     d_model: _integer(ge=1) = 32
     match_params: _Bool = False  # gated FFNs at the parameters of plain ones
+    # python_code only (a decoder-only transformer, one block per width in
+    # hidden_units, each FFN keras_gelu.FeedForward(width, output_dim=d_model)):
+    heads: _integer(ge=1) = 4  # attention heads; d_model must divide by it
+    layer_norm: _Bool = True  # false: every LayerNorm removed (normalization-free)
+    tie_embeddings: _Bool = True  # logits through the token embedding, transposed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -343,6 +368,10 @@ class TrainingConfig:
     learning_rate: _number(gt=0) = 0.001
     epochs: _integer(ge=1) = 100
     batch_size: _integer(ge=1) = 32
+    # python_code: training steps per epoch (None: one pass over the
+    # training bytes); each step draws batch_size random windows.
+    steps_per_epoch: Optional[_integer(ge=1)] = None
+    weight_decay: Optional[_number(ge=0)] = None  # None: the optimizer's default
     # Convergence speed: first epoch whose validation accuracy reaches this.
     convergence_threshold: _number(gt=0, le=1) = 0.95
 
@@ -389,7 +418,7 @@ class Config:
     seeds: _Seeds = (0, 1, 2, 3, 4)  # YAML: a list, or a count n -> 0..n-1
     output_dir: _Text = "kg-output"  # report, plots, resolved config
     data: Annotated[_Section[DataConfig], AfterValidator(_splits_filled)] = DataConfig()
-    model: _Section[ModelConfig] = ModelConfig()
+    model: Annotated[_Section[ModelConfig], AfterValidator(_heads_divide)] = ModelConfig()
     training: _Section[TrainingConfig] = TrainingConfig()
     tracking: _Section[TrackingConfig] = TrackingConfig()
     registry: Annotated[_Section[RegistryConfig], AfterValidator(_names_valid)] = RegistryConfig()
@@ -873,8 +902,10 @@ def _seeds_text(seeds):
 def describe_plan(config, environ=None):
     """What a run of `config` would do, as the lines `--dry-run` prints."""
     data, model, training = config.data, config.model, config.training
-    train, validation, test = split_sizes(data)
     task = tasks.get(data.dataset)
+    if not task.sample_splits:
+        return _describe_language_plan(config, task, environ)
+    train, validation, test = split_sizes(data)
     if task.fixed_samples:
         source = f"{data.dataset}: {task.fixed_samples} samples, {task.description}"
     else:
@@ -890,6 +921,46 @@ def describe_plan(config, environ=None):
         arch += f", d_model {model.d_model}"
         arch += ", gated widths matched to plain parameters" if model.match_params else ""
     arch += f", dropout {model.dropout}"
+    rows = [
+        ("data", source),
+        ("split", f"{train} train / {validation} validation / {test} test "
+                  "(test held out for the final evaluation only)"),
+        ("model", arch),
+        ("training", f"{training.optimizer}, learning rate {training.learning_rate:g}, "
+                     f"batch size {training.batch_size}, {training.epochs} epochs, "
+                     f"convergence at val accuracy {training.convergence_threshold:g}"),
+    ]
+    return _plan(config, rows, environ)
+
+
+def _describe_language_plan(config, task, environ):
+    data, model, training = config.data, config.model, config.training
+    steps = training.steps_per_epoch or "one pass over the training bytes"
+    rows = [
+        ("data", f"{data.dataset}: {task.description}; first {data.corpus_bytes:,} "
+                 f"bytes of sorted files, split by file (seed {data.seed}), windows of "
+                 f"{data.context} bytes"),
+        ("split", f"test {data.test_fraction:g} / validation "
+                  f"{data.validation_fraction:g} of the rest, by file; "
+                  f"{data.eval_windows} validation windows per epoch, the whole test "
+                  "split once at the end"),
+        ("model", f"decoder-only transformer, {len(model.hidden_units)} blocks, "
+                  f"d_model {model.d_model}, {model.heads} heads, FFN widths "
+                  f"{list(model.hidden_units)}"
+                  + (", gated widths matched to plain parameters" if model.match_params else "")
+                  + f", LayerNorm {'on' if model.layer_norm else 'off (normalization-free)'}"
+                  + f", {'tied' if model.tie_embeddings else 'untied'} embeddings"
+                  + f", dropout {model.dropout}"),
+        ("training", f"{training.optimizer}, learning rate {training.learning_rate:g}"
+                     + (f", weight decay {training.weight_decay:g}"
+                        if training.weight_decay is not None else "")
+                     + f", batch size {training.batch_size} windows, {training.epochs} "
+                     f"epochs of {steps} steps"),
+    ]
+    return _plan(config, rows, environ)
+
+
+def _plan(config, rows, environ):
     activations = ", ".join(
         a + (" (baseline)" if a == config.baseline else "") for a in config.activations
     )
@@ -909,14 +980,7 @@ def describe_plan(config, environ=None):
         )
     else:
         export = "off"
-    rows = [
-        ("data", source),
-        ("split", f"{train} train / {validation} validation / {test} test "
-                  "(test held out for the final evaluation only)"),
-        ("model", arch),
-        ("training", f"{training.optimizer}, learning rate {training.learning_rate:g}, "
-                     f"batch size {training.batch_size}, {training.epochs} epochs, "
-                     f"convergence at val accuracy {training.convergence_threshold:g}"),
+    rows = rows + [
         ("activations", activations),
         ("seeds", f"{_seeds_text(config.seeds)} ({n_seeds} seeds)"),
         ("members", f"{n_act} activations x {n_seeds} seeds = {n_act * n_seeds} training runs"),
@@ -937,6 +1001,10 @@ SMOKE_SAMPLES = 200
 SMOKE_WIDTH = 8
 SMOKE_EPOCHS = 2
 SMOKE_SEEDS = 2
+SMOKE_CORPUS_BYTES = 300_000  # python_code: about 40 stdlib files
+SMOKE_CONTEXT = 32
+SMOKE_EVAL_WINDOWS = 8
+SMOKE_STEPS = 5
 
 
 def smoke(config):
@@ -946,7 +1014,8 @@ def smoke(config):
     report, export, registry); what shrinks is the data (at most
     `SMOKE_SAMPLES` generated samples), the widths (at most `SMOKE_WIDTH`),
     the epochs (at most `SMOKE_EPOCHS`) and the seeds (the first
-    `SMOKE_SEEDS`). The experiment and registered model names get a
+    `SMOKE_SEEDS`); a corpus, its bytes, context, steps and evaluation
+    windows. The experiment and registered model names get a
     `-smoke` suffix, so a smoke run never moves the real models' aliases
     nor mixes its runs into the real experiment.
 
@@ -955,16 +1024,24 @@ def smoke(config):
     >>> smoke(Config(seeds=(3, 4, 5))).seeds
     (3, 4)
     """
+    d_model = min(config.model.d_model, SMOKE_WIDTH)
     data = dataclasses.replace(
-        config.data, n_samples=min(config.data.n_samples, SMOKE_SAMPLES)
+        config.data,
+        n_samples=min(config.data.n_samples, SMOKE_SAMPLES),
+        corpus_bytes=min(config.data.corpus_bytes, SMOKE_CORPUS_BYTES),
+        context=min(config.data.context, SMOKE_CONTEXT),
+        eval_windows=min(config.data.eval_windows, SMOKE_EVAL_WINDOWS),
     )
     model = dataclasses.replace(
         config.model,
         hidden_units=tuple(min(w, SMOKE_WIDTH) for w in config.model.hidden_units),
-        d_model=min(config.model.d_model, SMOKE_WIDTH),
+        d_model=d_model,
+        heads=math.gcd(config.model.heads, d_model),
     )
     training = dataclasses.replace(
-        config.training, epochs=min(config.training.epochs, SMOKE_EPOCHS)
+        config.training,
+        epochs=min(config.training.epochs, SMOKE_EPOCHS),
+        steps_per_epoch=min(config.training.steps_per_epoch or SMOKE_STEPS, SMOKE_STEPS),
     )
     registry = dataclasses.replace(
         config.registry, model_name=f"{config.registry.model_name}-smoke"

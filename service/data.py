@@ -60,6 +60,29 @@ class Dataset:
     def input_dim(self):
         return int(self.x_train.shape[1])
 
+    # What the pipeline, the registry and the report ask of any task's
+    # dataset (a language model's `kg_service.corpus.Corpus` answers too).
+
+    def describe_inputs(self):
+        return describe_inputs(self)
+
+    def describe_outputs(self):
+        return describe_outputs(self)
+
+    def metadata(self):
+        """The logged model's MLmodel `metadata`: its inputs and outputs."""
+        return {
+            "inputs": describe_inputs(self),
+            "feature_names": list(self.feature_names),
+            "standardized_inside_model": self.normalization is not None,
+            "outputs": describe_outputs(self),
+            "class_names": list(self.class_names),
+        }
+
+    def tags(self):
+        """Tags a tracked sweep records about its data (none beyond the config)."""
+        return {}
+
 
 def feature_stats(x):
     """The `FeatureStats` of `x` `[N, F]` (population variance, ddof 0).

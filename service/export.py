@@ -75,7 +75,8 @@ def stage(model, export_dir, model_name, inputs, tolerance):
         model: The trained keras model.
         export_dir: Root of the TF Serving layout.
         model_name: Registered model name (the TF Serving model name).
-        inputs: float32 array of real inputs to compare predictions on.
+        inputs: real inputs to compare predictions on (float32 features,
+            or int32 token ids for a language model).
         tolerance: Max allowed absolute difference of the predictions
             (widened by `tolerance_for` for half-precision models).
 
@@ -95,7 +96,7 @@ def stage(model, export_dir, model_name, inputs, tolerance):
     # build runs it, and it needs nothing from keras_gelu to load.
     with keras_gelu.xla_fusion(False):
         model.export(str(path), format="tf_saved_model", verbose=False)
-    inputs = np.asarray(inputs, dtype="float32")
+    inputs = np.asarray(inputs, dtype=model.inputs[0].dtype)  # features or token ids
     expected = keras.ops.convert_to_numpy(model(inputs, training=False))
     reloaded = tf.saved_model.load(str(path))
     actual = reloaded.signatures["serving_default"](tf.constant(inputs))

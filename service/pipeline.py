@@ -225,6 +225,7 @@ def preflight(config, store=None, resume=None):
             "git_commit": git_commit(),
             "config_file": config.source,
             "dataset": config.data.dataset,
+            **dataset.tags(),
         },
     )
 
@@ -427,7 +428,10 @@ def register(config, pre, compared, tracked, exported, progress):
                 "activation": activation,
                 "seed": member.seed,
                 "dataset": config.data.dataset,
-                "val_accuracy": f"{member.val_accuracy:.6f}",
+                **{
+                    metric.name: f"{getattr(member, metric.name):.6f}"
+                    for metric in (pre.task.selects, pre.task.compared)
+                },
                 "test_accuracy": f"{member.test_accuracy:.6f}",
                 "selected_by": f"final {selected_by}",
                 "git_commit": pre.tags["git_commit"],
@@ -437,7 +441,8 @@ def register(config, pre, compared, tracked, exported, progress):
                 compared.summary, activation, member, config, pre.dataset
             ),
             pip_requirements=tracking.pip_requirements(),
-            metadata=model_metadata(pre.dataset),
+            metadata=pre.dataset.metadata(),
+            serving=pre.task.serving,
         )
         export_path = None
         if activation in exported.staged:
@@ -470,32 +475,18 @@ def best_member(summary, results, activation):
 
 def registry_description(summary, activation, member, config, dataset):
     """The model version's description: what it takes, returns and scored."""
-    from kg_service import data
     from kg_service import wording
 
     selected_by = wording.shown(summary.select_by.name).label
     metric = summary.metric.name
     return (
-        f"Input: {data.describe_inputs(dataset)} "
-        f"Output: {data.describe_outputs(dataset)} "
+        f"Input: {dataset.describe_inputs()} "
+        f"Output: {dataset.describe_outputs()} "
         f"Best of {len(config.seeds)} seeds (by final {selected_by}, "
         f"seed {member.seed}) of a kg-train sweep on {config.data.dataset}: "
         f"{wording.shown(metric).label} {getattr(member, metric):.4f}. "
         f"{wording.comparison_sentence(summary, activation)}"
     )
-
-
-def model_metadata(dataset):
-    """The logged model's MLmodel `metadata`: its inputs and outputs."""
-    from kg_service import data
-
-    return {
-        "inputs": data.describe_inputs(dataset),
-        "feature_names": list(dataset.feature_names),
-        "standardized_inside_model": dataset.normalization is not None,
-        "outputs": data.describe_outputs(dataset),
-        "class_names": list(dataset.class_names),
-    }
 
 
 def flatten(tree, prefix=""):

@@ -25,6 +25,8 @@ SUMMARY = "summary.json"
 LEARNING_CURVES = "learning_curves.png"
 DECISION_BOUNDARIES = "decision_boundaries.png"
 ACTIVATION_CURVES = "activation_curves.png"
+ATTENTION_ENTROPY = "attention_entropy.png"
+LEAKY_SLOPES = "leaky_slopes.png"
 
 _DPI = 110
 _GRID = 150  # decision-boundary grid points per axis
@@ -73,6 +75,22 @@ def _activation_curves_figure(ctx):
     )
 
 
+def _attention_entropy_figure(ctx):
+    return (
+        ATTENTION_ENTROPY,
+        "Attention entropy per layer and head, best-validation seeds",
+        _attention_entropy(ctx.summary, ctx.results),
+    )
+
+
+def _leaky_slopes_figure(ctx):
+    return (
+        LEAKY_SLOPES,
+        "Learnable leaky ReLU slope per block over training",
+        _leaky_slopes(ctx.summary, ctx.results, ctx.colors),
+    )
+
+
 # One line per figure a task may ask for (`Task.figures`), in report order:
 # name -> draw(context) -> (file name, alt text, Figure or None to skip).
 FIGURES = {
@@ -80,6 +98,8 @@ FIGURES = {
     "per_seed": _per_seed_figure,
     "decision_boundaries": _decision_boundaries_figure,
     "activation_curves": _activation_curves_figure,
+    "attention_entropy": _attention_entropy_figure,
+    "leaky_slopes": _leaky_slopes_figure,
 }
 
 
@@ -175,6 +195,7 @@ def render_markdown(
             ["activation", "seed", "failure", "epoch"],
             [[m.activation, m.seed, m.failure, m.failed_epoch] for m in failed],
         )
+    lines += _language_model_tables(summary, results)
     lines += ["", wording.results_caption(summary), "", "## Verdicts", ""]
     lines += [f"- {v}" for v in wording.verdicts(summary)]
     lines += _comparison_details(summary)
@@ -192,6 +213,38 @@ def render_markdown(
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _language_model_tables(summary, results):
+    """A language model sweep's perplexity and attention-entropy quarters.
+
+    Means over seeds of the final values: test perplexity and bits per
+    byte, and the share of heads in each quarter of [0, max entropy]
+    ("ReLU's Revival", Table 3's layout), with the mean final slope of
+    any learnable leaky ReLU. Empty for other tasks.
+    """
+    rows = []
+    for a in summary.activations:
+        members = [r for r in results if r.activation == a.activation]
+        if not members or "test_perplexity" not in members[0].final:
+            return []
+        mean = lambda values: float(np.mean(values))  # noqa: E731
+        quarters = [mean([r.history[f"entropy_quarter{k}"][-1] for r in members])
+                    for k in range(1, 5)]
+        slopes = [v[-1] for r in members for k, v in r.history.items()
+                  if k.startswith("leaky_slope.") and v]
+        rows.append([
+            a.activation,
+            f"{mean([r.final['test_perplexity'] for r in members]):.4f}",
+            f"{mean([r.final['test_bits_per_byte'] for r in members]):.4f}",
+            *(f"{100 * q:.0f}%" for q in quarters),
+            f"{mean(slopes):.4f}" if slopes else "",
+        ])
+    return ["", "Language model, means over seeds of the final values (entropy "
+            "quarters: share of heads in [0, max/4), [max/4, max/2), [max/2, 3max/4), "
+            "[3max/4, max], max = the highest head entropy of the member):", ""] + _md_table(
+        ["activation", "test perplexity", "bits/byte", "q1", "q2", "q3", "q4",
+         "leaky slope"], rows)
+
+
 def _setup(summary, results, dataset, config):
     lines = ["## Setup", ""]
     names = ", ".join(f"{a.activation} (baseline)" if a.activation == summary.baseline
@@ -203,7 +256,8 @@ def _setup(summary, results, dataset, config):
         lines.append(data_line)
     lines += _model_io(dataset)
     if config is not None:
-        lines.append(_model_line(config.model))
+        language = dataset is not None and not hasattr(dataset, "y_train")
+        lines.append(_model_line(config.model, language))
         lines.append(_training_line(config.training))
         lines += ["", "<details><summary>Full configuration</summary>", ""]
         lines += _config_block(config) + ["", "</details>"]
@@ -218,7 +272,9 @@ def _data_line(config, dataset):
     parts = [str(name)]
     if data is not None and name in ("moons", "circles"):
         parts.append(f"{data.n_samples} samples, noise {data.noise}")
-    if dataset is not None:
+    if dataset is not None and not hasattr(dataset, "y_train"):
+        parts = [dataset.describe()]  # a corpus (kg_service.corpus)
+    elif dataset is not None:
         n_classes = getattr(dataset, "n_classes", None) or len(np.unique(dataset.y_train))
         parts.append(f"train/val/test {len(dataset.y_train)}/"
                      f"{len(getattr(dataset, 'y_val', []))}/{len(dataset.y_test)}, "
@@ -229,7 +285,13 @@ def _data_line(config, dataset):
             "numbers, never for training or selection.")
 
 
-def _model_line(m):
+def _model_line(m, language=False):
+    if language:
+        return (f"- Model: decoder-only transformer, {len(m.hidden_units)} blocks, d_model "
+                f"{m.d_model}, {m.heads} heads, FFN widths {tuple(m.hidden_units)}"
+                + (", gated FFNs parameter-matched" if m.match_params else "")
+                + f", LayerNorm {'on' if m.layer_norm else 'off'}, "
+                f"{'tied' if m.tie_embeddings else 'untied'} embeddings.")
     text = f"- Model: {m.block} block, hidden {tuple(m.hidden_units)}"
     if m.block == "feedforward":
         text += f", d_model {m.d_model}"
@@ -248,12 +310,10 @@ def _training_line(t):
 
 def _model_io(dataset):
     """What the trained (and registered, and exported) models take and return."""
-    if not getattr(dataset, "features", ""):
+    if not hasattr(dataset, "describe_inputs") or not getattr(dataset, "features", True):
         return []
-    from kg_service import data
-
-    return [f"- Model input: {data.describe_inputs(dataset)}",
-            f"- Model output: {data.describe_outputs(dataset)}"]
+    return [f"- Model input: {dataset.describe_inputs()}",
+            f"- Model output: {dataset.describe_outputs()}"]
 
 
 def _config_block(config):
@@ -335,7 +395,7 @@ def _how_to_read(summary, dataset):
         lines.append("- Several activations were compared with the baseline, so "
                      "significance uses Holm-adjusted p-values (family-wise error "
                      f"≤ {summary.alpha:g}); the intervals are not adjusted.")
-    if dataset is not None and len(dataset.y_test) and summary.metric.name == "test_accuracy":
+    if summary.metric.name == "test_accuracy" and dataset is not None and len(dataset.y_test):
         step = 100.0 / len(dataset.y_test)
         lines.append(f"- With {len(dataset.y_test)} test points one test example is "
                      f"{step:.2f} pp of accuracy; differences below that are ties.")
@@ -564,6 +624,68 @@ def _decision_boundaries(summary, results, dataset):
     if mappable is not None:
         fig.colorbar(mappable, ax=list(axes[:len(panels)]), shrink=0.8,
                      label="P(class 1)", pad=0.02)
+    return fig
+
+
+def _entropy_grid(result):
+    """[blocks, heads] of a member's last-epoch attention entropy (nats)."""
+    cells = {}
+    for key, values in result.history.items():
+        if key.startswith("entropy.block") and values:
+            block, head = key[len("entropy.block"):].split(".head")
+            cells[(int(block), int(head))] = values[-1]
+    if not cells:
+        return None
+    grid = np.full((1 + max(b for b, _ in cells), 1 + max(h for _, h in cells)), np.nan)
+    for (b, h), value in cells.items():
+        grid[b, h] = value
+    return grid
+
+
+def _attention_entropy(summary, results):
+    """One heatmap (block x head) per activation, at its best seed."""
+    panels = []
+    for a in summary.activations:
+        best = [r for r in results if r.activation == a.activation and r.seed == a.best_seed]
+        grid = _entropy_grid(best[0]) if best else None
+        if grid is not None:
+            panels.append((a.activation, a.best_seed, grid))
+    if not panels:
+        return None
+    top = max(np.nanmax(g) for _, _, g in panels)
+    fig = _figure(3.2 * len(panels) + 1, 3.4)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (name, seed, grid) in zip(axes, panels):
+        image = ax.imshow(grid, vmin=0, vmax=top, cmap="viridis", aspect="auto")
+        ax.set_title(f"{name}, seed {seed}", fontsize=10)
+        ax.set_xlabel("head")
+        ax.set_ylabel("block")
+        ax.set_xticks(range(grid.shape[1]))
+        ax.set_yticks(range(grid.shape[0]))
+    fig.colorbar(image, ax=list(axes), shrink=0.85, label="entropy (nats)")
+    fig.suptitle("Attention entropy after training (mean over queries of a fixed "
+                 "validation batch)", fontsize=11)
+    return fig
+
+
+def _leaky_slopes(summary, results, colors):
+    """Each learnable leaky ReLU block's slope over epochs, every seed."""
+    series = [(r, key, values) for r in results for key, values in r.history.items()
+              if key.startswith("leaky_slope.") and values]
+    if not series:
+        return None
+    fig = _figure(7, 4.2)
+    ax = fig.subplots()
+    for r, key, values in series:
+        ax.plot(np.arange(1, len(values) + 1), values, color=colors[r.activation],
+                linewidth=1.0, alpha=0.8)
+    ax.axhline(0.01, color="0.5", linestyle="--", linewidth=0.8, label="initial slope 0.01")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("negative slope")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("Learnable leaky ReLU: slope of each block, every seed", fontsize=11)
+    fig.tight_layout()
     return fig
 
 

@@ -9,7 +9,8 @@ class MemberResult:
     """One (activation, seed) member of a sweep, after training.
 
     `history` holds one value per epoch for "loss", "accuracy" (training
-    set), "val_loss" and "val_accuracy". Test metrics are computed once,
+    set), "val_loss" and "val_accuracy", and any series a task adds
+    (a language model's attention entropies, for one). Test metrics are computed once,
     after training: the test set plays no part in training or selection.
     """
 
@@ -28,6 +29,9 @@ class MemberResult:
     # left out of the statistics, never averaged in.
     failure: Optional[str] = None
     failed_epoch: Optional[int] = None
+    # Task-specific final numbers beside the test loss and accuracy, e.g.
+    # a language model's "test_perplexity"; tracked as metrics.
+    final: dict = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self):

@@ -5,15 +5,16 @@ to build its model for an activation, how to train the members of one
 activation, which final metric the statistics compare and which one picks
 the champion (and in which direction), its report figures, and what its
 served model takes and returns. `moons`, `circles` and `digits` are
-classification tasks over scikit-learn's bundled data; a config names one
-with `data.dataset`.
+classification tasks over scikit-learn's bundled data; `python_code` is a
+byte-level language model of the Python standard library's source (see
+`kg_service.language`). A config names one with `data.dataset`.
 
 Adding a dataset or a task is one `register(...)` call, here or in the
 caller's own code (a test defines a toy task and runs a sweep of it):
 
 >>> from kg_service import tasks
 >>> sorted(tasks.names())
-['circles', 'digits', 'moons']
+['circles', 'digits', 'moons', 'python_code']
 
 Importing this module imports neither Keras nor scikit-learn: config
 validation reads the task names and sizes from it. Each task's callables
@@ -58,6 +59,13 @@ class Task:
             `kg_service.report.FIGURES`).
         fixed_samples: The dataset's size when the config cannot set it
             (`n_samples` does not apply), else None.
+        sample_splits: Whether `data.n_samples` and the split fractions
+            make sample counts that config validation checks (False for
+            a corpus, sized by `data.corpus_bytes`).
+        serving: How the registered model is served: "classifier"
+            (features in, class probabilities out) or "language_model"
+            (a prompt string in, a continuation out); see
+            `kg_service.tracking.SERVING`.
     """
 
     name: str
@@ -69,6 +77,8 @@ class Task:
     selects: Metric
     figures: tuple
     fixed_samples: Optional[int] = None
+    sample_splits: bool = True
+    serving: str = "classifier"
 
 
 _TASKS = {}
@@ -253,5 +263,50 @@ register(
         fixed_samples=1797,
         description="8x8 handwritten digits (sklearn load_digits, 10 classes)",
         figures=("learning_curves", "per_seed", "activation_curves"),
+    )
+)
+
+
+# --- A language model of Python source. -------------------------------------
+
+TEST_LOG_PERPLEXITY = Metric(
+    "test_loss", higher_is_better=False, label="test log-perplexity (nats per byte)"
+)
+VAL_LOSS = Metric("val_loss", higher_is_better=False, label="final validation loss")
+
+
+def _load_corpus(data_cfg):
+    from kg_service import corpus
+
+    return corpus.load("python_code", data_cfg)
+
+
+def _build_language_model(model_cfg, activation, dataset, dtype=None, name=None):
+    from kg_service import language
+
+    return language.build_language_model(
+        model_cfg, activation, dataset, dtype=dtype, name=name
+    )
+
+
+def _train_language_model(task, dataset, config, activation, seeds, report):
+    from kg_service import language
+
+    return language.train_language_model(task, dataset, config, activation, seeds, report)
+
+
+register(
+    Task(
+        name="python_code",
+        description="byte-level causal language model of the Python standard "
+        "library's source (offline; ReLU's Revival trains on Python code)",
+        load=_load_corpus,
+        build_model=_build_language_model,
+        train=_train_language_model,
+        compared=TEST_LOG_PERPLEXITY,
+        selects=VAL_LOSS,
+        figures=("learning_curves", "per_seed", "attention_entropy", "leaky_slopes"),
+        sample_splits=False,
+        serving="language_model",
     )
 )

@@ -28,8 +28,14 @@ _METRICS_PER_CALL = 1000  # MLflow's log_batch limit
 # (input_example crashes keras logging, mlflow#16183). Its log_model forces
 # a "once" filter, so these are caught and dropped rather than filtered.
 _DELIBERATE = re.compile("Add type hints to the `predict`|An input example was not provided")
-_MODEL_FILE = pathlib.Path(__file__).with_name("mlflow_model.py")
+_HERE = pathlib.Path(__file__).parent
 MEMBER_MODEL = "model.keras"  # each member's trained model, artifact member/
+# What log_member records once per member (step 0) beside a task's own
+# `MemberResult.final` numbers.
+_MEMBER_FINALS = frozenset(
+    {"test_loss", "test_accuracy", "final_val_accuracy", "final_val_loss",
+     "train_seconds", "epochs_to_threshold"}
+)
 
 
 def _mlflow():
@@ -83,10 +89,11 @@ class TrackingStore(abc.ABC):
     @abc.abstractmethod
     def register(
         self, run_id, model, model_name, alias, tags, description,
-        pip_requirements, metadata=None,
+        pip_requirements, metadata=None, serving="classifier",
     ):
         """Registers `model` (from `run_id`) as a new version of
-        `model_name`, moves `alias` to it, and returns the version."""
+        `model_name`, moves `alias` to it, and returns the version.
+        `serving` is the task's kind of served model (a key of `SERVING`)."""
 
     @abc.abstractmethod
     def set_version_tag(self, model_name, version, key, value):
@@ -196,6 +203,7 @@ class Tracker(TrackingStore):
             "final_val_accuracy": result.val_accuracy,
             "final_val_loss": result.val_loss,
             "train_seconds": result.train_seconds,
+            **result.final,
         }
         if result.epochs_to_threshold is not None:
             final["epochs_to_threshold"] = result.epochs_to_threshold
@@ -261,13 +269,16 @@ class Tracker(TrackingStore):
             if run.info.status not in ("FINISHED", "FAILED") or "seed" not in tags:
                 continue
             key = (tags["activation"], int(tags["seed"]))
-            history = {
-                name: [m.value for m in sorted(
+            history, final = {}, {}
+            for name in sorted(metrics):
+                points = sorted(
                     self.client.get_metric_history(run.info.run_id, name),
                     key=lambda m: m.step,
-                )]
-                for name in ("loss", "accuracy", "val_loss", "val_accuracy")
-            }
+                )
+                if points and points[-1].step >= 1:  # a per-epoch series
+                    history[name] = [m.value for m in points]
+                elif name not in _MEMBER_FINALS:
+                    final[name] = metrics[name]  # a task's own, e.g. test_perplexity
             with tempfile.TemporaryDirectory() as tmp:
                 path = self.client.download_artifacts(
                     run.info.run_id, f"member/{MEMBER_MODEL}", tmp
@@ -289,6 +300,7 @@ class Tracker(TrackingStore):
                 train_seconds=metrics.get("train_seconds", 0.0),
                 failure=tags.get("failure.reason"),
                 failed_epoch=int(epoch) if epoch else None,
+                final=final,
             )
             found[key] = (run.info.run_id, found[key])
         return found
@@ -320,6 +332,7 @@ class Tracker(TrackingStore):
         pip_requirements,
         extra_artifacts=None,
         metadata=None,
+        serving="classifier",
     ):
         """Logs `model` as a pyfunc in `run_id`, registers it, sets `alias`.
 
@@ -337,14 +350,8 @@ class Tracker(TrackingStore):
         import keras_gelu
 
         mlflow = self.mlflow
-        signature = mlflow.models.ModelSignature(
-            inputs=mlflow.types.Schema(
-                [mlflow.types.TensorSpec(np.dtype("float32"), (-1, model.input_shape[-1]))]
-            ),
-            outputs=mlflow.types.Schema(
-                [mlflow.types.TensorSpec(np.dtype("float32"), (-1, model.output_shape[-1]))]
-            ),
-        )
+        python_model, make_signature, code = SERVING[serving]
+        signature = make_signature(mlflow, model)
         with tempfile.TemporaryDirectory() as tmp:
             keras_path = os.path.join(tmp, "model.keras")
             model.save(keras_path)
@@ -355,9 +362,10 @@ class Tracker(TrackingStore):
                 warnings.simplefilter("always")
                 info = mlflow.pyfunc.log_model(
                     name="model",
-                    python_model=str(_MODEL_FILE),
+                    python_model=str(_HERE / python_model),
                     artifacts=artifacts,
-                    code_paths=[os.path.dirname(keras_gelu.__file__)],
+                    code_paths=[os.path.dirname(keras_gelu.__file__)]
+                    + [str(_HERE / path) for path in code],
                     signature=signature,
                     pip_requirements=pip_requirements,
                     metadata=metadata,
@@ -401,6 +409,53 @@ class Tracker(TrackingStore):
             self.client.log_batch(
                 run_id, metrics=metrics[start : start + _METRICS_PER_CALL]
             )
+
+
+def _classifier_signature(mlflow, model):
+    """float32 `[-1, features]` in, `[-1, classes]` probabilities out."""
+    return mlflow.models.ModelSignature(
+        inputs=mlflow.types.Schema(
+            [mlflow.types.TensorSpec(np.dtype("float32"), (-1, model.input_shape[-1]))]
+        ),
+        outputs=mlflow.types.Schema(
+            [mlflow.types.TensorSpec(np.dtype("float32"), (-1, model.output_shape[-1]))]
+        ),
+    )
+
+
+LM_DEFAULT_NEW_TOKENS = 32  # mlflow_lm.DEFAULT_NEW_TOKENS: the same when no params come
+
+
+def _language_model_signature(mlflow, model):
+    """A `prompt` string column in; `continuation` and the next-byte
+    log-probabilities out; `max_new_tokens` a request parameter."""
+    from mlflow.types import ColSpec
+    from mlflow.types import DataType
+    from mlflow.types import ParamSchema
+    from mlflow.types import ParamSpec
+    from mlflow.types import Schema
+    from mlflow.types.schema import Array
+
+    return mlflow.models.ModelSignature(
+        inputs=Schema([ColSpec(DataType.string, "prompt")]),
+        outputs=Schema(
+            [
+                ColSpec(DataType.string, "continuation"),
+                ColSpec(Array(DataType.double), "next_token_logprobs"),
+            ]
+        ),
+        params=ParamSchema(
+            [ParamSpec("max_new_tokens", DataType.long, LM_DEFAULT_NEW_TOKENS)]
+        ),
+    )
+
+
+# Task.serving -> (the pyfunc model file, its signature, the code paths
+# beside keras_gelu that its model needs to load), all in this folder.
+SERVING = {
+    "classifier": ("mlflow_model.py", _classifier_signature, ()),
+    "language_model": ("mlflow_lm.py", _language_model_signature, ("lm_layers.py",)),
+}
 
 
 @contextlib.contextmanager

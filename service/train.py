@@ -37,7 +37,8 @@ _EPSILON = 1e-7
 
 
 def make_optimizer(training_cfg):
-    """Returns a new optimizer for `training_cfg` (name, learning rate).
+    """Returns a new optimizer for `training_cfg` (name, learning rate,
+    weight decay if set).
 
     Raises:
         ServiceError: for an unknown optimizer name.
@@ -49,7 +50,10 @@ def make_optimizer(training_cfg):
             f"expected one of {', '.join(sorted(catalog.OPTIMIZERS))}."
         )
     factory = getattr(keras.optimizers, class_name)
-    return factory(learning_rate=training_cfg.learning_rate)
+    options = {}
+    if training_cfg.weight_decay is not None:
+        options["weight_decay"] = training_cfg.weight_decay
+    return factory(learning_rate=training_cfg.learning_rate, **options)
 
 
 # --- Device. ---------------------------------------------------------------

@@ -87,7 +87,7 @@ class MemoryStore(TrackingStore):
 
     def register(
         self, run_id, model, model_name, alias, tags, description,
-        pip_requirements, metadata=None,
+        pip_requirements, metadata=None, serving="classifier",
     ):
         version = str(self.next_version(model_name))
         self.models.setdefault(model_name, {})[version] = dict(
@@ -96,6 +96,7 @@ class MemoryStore(TrackingStore):
             tags=dict(tags),
             description=description,
             metadata=metadata,
+            serving=serving,
         )
         self.aliases[(model_name, alias)] = version
         return version
