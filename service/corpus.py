@@ -6,10 +6,13 @@ library that runs kg-train (third-party `site-packages` excluded): the
 same files on every machine with the same Python version, and a content
 hash that says so.
 
-Files are read in sorted order of their path relative to the stdlib
-folder, up to `data.corpus_bytes` in all, and each file goes whole to one
-split, chosen by a hash of its relative path and `data.seed` (so a file's
-split does not depend on which other files are present). The vocabulary
+Each file goes whole to one split, chosen by a hash of its relative path
+and `data.seed` (so a file's split does not depend on which other files
+are present). Files are read in an order fixed by another hash of the
+same (a sample across the whole library, not its first folders), each
+split taking files until it holds its share of `data.corpus_bytes`
+(test: `test_fraction`; validation: `validation_fraction` of the rest;
+the last file of a split is cut at the share). The vocabulary
 is bytes: 256 tokens, and bits per byte is the loss in nats over ln 2.
 
 Importing this module imports neither Keras nor scikit-learn.
@@ -128,7 +131,7 @@ def stdlib_root():
 
 def source_files(root):
     """Every `.py` file under `root` but third-party packages, sorted by
-    relative path."""
+    relative path (the order of `sha256`'s input is the read order)."""
     skip = {"site-packages", "dist-packages", "__pycache__"}
     files = [
         p for p in root.rglob("*.py")
@@ -137,9 +140,13 @@ def source_files(root):
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
+def _uniform(text):
+    return zlib.crc32(text.encode()) / 2**32
+
+
 def split_of(relative_path, seed, validation_fraction, test_fraction):
     """0 train, 1 validation, 2 test: a fixed function of path and seed."""
-    u = zlib.crc32(f"{seed}:{relative_path}".encode()) / 2**32
+    u = _uniform(f"{seed}:{relative_path}")
     if u < test_fraction:
         return 2
     if u < test_fraction + validation_fraction * (1 - test_fraction):
@@ -162,20 +169,26 @@ def load(name, data_cfg, root=None):
             f"data.dataset: {name}: no .py files under {root}; this Python "
             f"installation ships no standard library sources."
         )
+    test = round(data_cfg.corpus_bytes * data_cfg.test_fraction)
+    validation = round((data_cfg.corpus_bytes - test) * data_cfg.validation_fraction)
+    room = [data_cfg.corpus_bytes - test - validation, validation, test]
+    relative = {p: p.relative_to(root).as_posix() for p in files}
+    order = sorted(files, key=lambda p: (_uniform(f"order:{data_cfg.seed}:{relative[p]}"),
+                                         relative[p]))
     parts = ([], [], [])
     counts = [0, 0, 0]
     digest = hashlib.sha256()
-    total = 0
-    for path in files:
-        if total >= data_cfg.corpus_bytes:
+    for path in order:
+        if not any(room):
             break
-        relative = path.relative_to(root).as_posix()
-        content = path.read_bytes()[: data_cfg.corpus_bytes - total]
-        total += len(content)
-        digest.update(relative.encode() + b"\0" + content + b"\0")
         k = split_of(
-            relative, data_cfg.seed, data_cfg.validation_fraction, data_cfg.test_fraction
+            relative[path], data_cfg.seed, data_cfg.validation_fraction, data_cfg.test_fraction
         )
+        if not room[k]:
+            continue
+        content = path.read_bytes()[: room[k]]
+        room[k] -= len(content)
+        digest.update(relative[path].encode() + b"\0" + content + b"\0")
         parts[k].append(content)
         counts[k] += 1
     arrays = [

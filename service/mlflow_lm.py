@@ -73,8 +73,9 @@ class KerasGeluLanguageModel(mlflow.pyfunc.PythonModel):
 def checked_prompts(model_input):
     """The prompts of a request as lists of UTF-8 byte ids.
 
-    Takes a DataFrame with a `prompt` column, a list of strings, or one
-    string.
+    Takes a DataFrame with a `prompt` column (or one row holding a list
+    of prompts, as MLflow passes `{"inputs": {"prompt": [...]}}`), a list
+    of strings, or one string.
 
     Raises:
         MlflowException: (HTTP 400) for anything else, or an empty prompt.
@@ -85,6 +86,10 @@ def checked_prompts(model_input):
                 f"expected a column named 'prompt'; got columns {list(model_input.columns)}."
             )
         model_input = model_input["prompt"].tolist()
+        # {"inputs": {"prompt": ["a", "b"]}} reaches the model as one row
+        # holding the list: the client meant a column.
+        if len(model_input) == 1 and isinstance(model_input[0], (list, tuple, np.ndarray)):
+            model_input = list(model_input[0])
     if isinstance(model_input, str):
         model_input = [model_input]
     if not isinstance(model_input, (list, tuple)) or not model_input:

@@ -162,7 +162,7 @@ def test_invalid_config_with_dry_run_exits_2(workdir, bad_config):
         ("- relu\n", "the top level is a list"),
         ("", "is empty"),
         ("activations: [relu, gleu]\n", 'Did you mean "gelu"?'),
-        ("data:\n  dataset: moon\n", 'expected one of "moons", "circles", "digits". Did you mean "moons"?'),
+        ("data:\n  dataset: moon\n", 'expected one of "moons", "circles", "digits", "python_code". Did you mean "moons"?'),
         ("model:\n  hidden_units: [64, 0]\n", "model.hidden_units[1] (line 2): got 0"),
         ("training:\n  optimizer: adamm\n", 'Did you mean "adam"?'),
         ("device:\n  type: tpu\n", "device.type (line 2)"),

@@ -541,7 +541,7 @@ def test_override_can_pick_the_baseline(tmp_path):
         ("training.epochs=0", "training.epochs (--set training.epochs=0): got 0 (an integer); expected a value >= 1"),
         ("training.epochs=five", 'training.epochs (--set training.epochs=five): got "five" (a string); expected an integer'),
         ("activations=[relu,gleu]", 'activations[1] (--set activations=[relu,gleu]): got "gleu"'),
-        ("data.dataset=moon", 'data.dataset (--set data.dataset=moon): got "moon" (a string); expected one of "moons", "circles", "digits". Did you mean "moons"?'),
+        ("data.dataset=moon", 'data.dataset (--set data.dataset=moon): got "moon" (a string); expected one of "moons", "circles", "digits", "python_code". Did you mean "moons"?'),
         ("seeds=0", "seeds (--set seeds=0): got 0 (an integer); expected a count n >= 1"),
     ],
 )

@@ -1,0 +1,118 @@
+"""Training throughput of kg-train's language model beside keras-hub's GPT-2.
+
+What a Keras user would otherwise pick is keras-hub's `GPT2Backbone`
+(built from its constructor: random weights, no download) with its tied
+output projection, as `GPT2CausalLM` has it. Both are built at the same
+depth, width, heads, FFN width, context and vocabulary, trained with
+`fit` on the same random byte windows, same batch, AdamW, in one process;
+runs are interleaved (A B C A B C ...) and each model's median tokens/s is
+compared, so drift of this shared machine hits every model alike.
+
+    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py
+    KERAS_BACKEND=jax .venv/bin/python benchmarks/bench_language_model.py
+
+Prints one table: tokens/s per model and its ratio to GPT2Backbone, and
+the GELU/ReLU training-step time ratio of the kg-train model.
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def gpt2(layers, heads, width, ffn, context, vocabulary):
+    import keras_hub
+
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=vocabulary, num_layers=layers, num_heads=heads,
+        hidden_dim=width, intermediate_dim=ffn, max_sequence_length=context,
+        dropout=0.0,
+    )
+    tokens = keras.Input((None,), dtype="int32", name="token_ids")
+    hidden = backbone({"token_ids": tokens, "padding_mask": keras.ops.ones_like(tokens)})
+    logits = backbone.token_embedding(hidden, reverse=True)
+    return keras.Model(tokens, logits)
+
+
+def kg_model(activation, layers, heads, width, ffn, context, vocabulary):
+    from kg_service.config import ModelConfig
+    from kg_service.corpus import Corpus
+    from kg_service.language import build_language_model
+
+    empty = np.zeros(0, np.uint8)
+    corpus = Corpus("bench", empty, empty, empty, (0, 0, 0), "", "", context, vocabulary)
+    cfg = ModelConfig(hidden_units=(ffn,) * layers, d_model=width, heads=heads)
+    return build_language_model(cfg, activation, corpus)
+
+
+def compiled(model, steps):
+    model.compile(
+        optimizer=keras.optimizers.AdamW(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        steps_per_execution=steps,
+    )
+    return model
+
+
+def tokens_per_second(model, x, y, batch):
+    start = time.perf_counter()
+    model.fit(x, y, batch_size=batch, epochs=1, shuffle=False, verbose=0)
+    return x.size / (time.perf_counter() - start)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--width", type=int, default=128)
+    parser.add_argument("--ffn", type=int, default=512)
+    parser.add_argument("--context", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=10, help="steps per timed fit")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    dims = (args.layers, args.heads, args.width, args.ffn, args.context, 256)
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 256, size=(args.steps * args.batch, args.context + 1), dtype=np.int32)
+    x, y = data[:, :-1], data[:, 1:]
+    models = {
+        "keras-hub GPT2Backbone (gelu tanh)": gpt2(*dims),
+        "kg-train LM, gelu_tanh": kg_model("gelu_tanh", *dims),
+        "kg-train LM, gelu (exact)": kg_model("gelu", *dims),
+        "kg-train LM, relu": kg_model("relu", *dims),
+    }
+    for name, model in models.items():
+        compiled(model, args.steps)
+        tokens_per_second(model, x, y, args.batch)  # compile and warm up
+    rates = {name: [] for name in models}
+    for _ in range(args.repeats):
+        for name, model in models.items():
+            rates[name].append(tokens_per_second(model, x, y, args.batch))
+    median = {name: statistics.median(r) for name, r in rates.items()}
+    base = median["keras-hub GPT2Backbone (gelu tanh)"]
+    params = {name: m.count_params() for name, m in models.items()}
+    print(f"backend {keras.backend.backend()}; {args.layers} layers x {args.heads} heads, "
+          f"width {args.width}, FFN {args.ffn}, context {args.context}, vocabulary 256, "
+          f"batch {args.batch}, AdamW, fit, {args.steps} steps per timed run, median of "
+          f"{args.repeats} interleaved runs")
+    print("| model | parameters | tokens/s | vs GPT2Backbone |")
+    print("|---|---|---|---|")
+    for name in models:
+        print(f"| {name} | {params[name]:,} | {median[name]:,.0f} | {median[name] / base:.2f}x |")
+    step_ratio = [r / g for g, r in zip(rates["kg-train LM, gelu (exact)"],
+                                        rates["kg-train LM, relu"])]
+    print(f"\nGELU (exact) / ReLU training-step time, median of paired runs: "
+          f"{statistics.median(step_ratio):.3f}x")
+    tanh_ratio = [r / g for g, r in zip(rates["kg-train LM, gelu_tanh"], rates["kg-train LM, relu"])]
+    print(f"GELU (tanh) / ReLU training-step time, median of paired runs: "
+          f"{statistics.median(tanh_ratio):.3f}x")
+
+
+if __name__ == "__main__":
+    main()
