@@ -536,11 +536,13 @@ def print_summary(echo, config, compared, registered, out_dir, uri, seconds):
             echo(f"  {member.activation}, seed {member.seed}: {member.failure}")
         echo("")
     if registered.models:
+        selected = wording.shown(summary.select_by.name)  # "val acc", "val loss"
         echo(f"Registered models (alias @{config.registry.alias}):")
         for model in registered.models:
             line = (
                 f"  models:/{model.name}/{model.version}  {model.activation}, "
-                f"seed {model.member.seed}, val acc {model.member.val_accuracy:.4f}"
+                f"seed {model.member.seed}, {selected.header} "
+                f"{getattr(model.member, summary.select_by.name):.4f}"
             )
             if model.export_path is not None:
                 line += f"  SavedModel: {model.export_path}"
