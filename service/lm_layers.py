@@ -40,11 +40,12 @@ class PositionEmbedding(keras.layers.Layer):
         )
 
     def call(self, inputs):
-        length = ops.shape(inputs)[1]
-        positions = ops.slice(
+        # A gather, not a slice: JAX's SavedModel export traces the length
+        # as a symbolic dimension, and a slice's bound check cannot compare it.
+        positions = ops.take(
             ops.convert_to_tensor(self.position_embeddings, dtype=inputs.dtype),
-            (0, 0),
-            (length, ops.shape(self.position_embeddings)[1]),
+            ops.arange(ops.shape(inputs)[1]),
+            axis=0,
         )
         return inputs + positions[None]
 

@@ -76,8 +76,19 @@ def test_shipped_smaller_configs_match_their_descriptions():
     }
     assert len(glu.seeds) == 5 and glu.training.epochs < 100
     digits = load_config(REPO / "configs" / "digits.yaml")
-    assert (digits.data.dataset, digits.model.hidden_units) == ("digits", (128,))
-    assert (len(digits.seeds), digits.training.epochs) == (5, 30)
+    # The GELU paper's MNIST classifier: 8 x 128, Adam, GELU/ReLU/ELU, >= 5 seeds.
+    assert (digits.data.dataset, digits.model.hidden_units) == ("digits", (128,) * 8)
+    assert set(digits.activations) == {"relu", "gelu", "elu"} and len(digits.seeds) >= 5
+    assert (digits.training.optimizer, digits.training.batch_size) == ("adam", 128)
+    for name in ("revival.yaml", "glu-variants.yaml"):
+        language = load_config(REPO / "configs" / name)
+        assert language.data.dataset == "python_code"
+    glu_variants = load_config(REPO / "configs" / "glu-variants.yaml")
+    assert set(glu_variants.activations) == {
+        "relu", "gelu", "swish", "glu", "bilinear", "reglu", "geglu", "swiglu"}
+    assert glu_variants.model.match_params
+    revival = load_config(REPO / "configs" / "revival.yaml")
+    assert set(revival.activations) == {"gelu", "relu", "learnable_leaky_relu"}
     tiny = load_config(REPO / "configs" / "tiny.yaml")
     assert (tiny.data.n_samples, tiny.model.hidden_units, tiny.training.epochs) == (300, (8,), 3)
     assert (tiny.seeds, tiny.activations) == ((0, 1), ("relu", "gelu"))

@@ -304,3 +304,38 @@ def _post(url, body):
     )
     with urllib.request.urlopen(request, timeout=120) as response:
         return json.loads(response.read())
+
+
+JAX_RUN = """
+import dataclasses, json
+from kg_service import export, tasks
+from kg_service.config import Config, DeviceConfig, TrainingConfig
+from tests.service.test_language import SMALL_DATA, SMALL_MODEL
+config = Config(activations=("geglu",), baseline="geglu", seeds=(0,), data=SMALL_DATA,
+                model=SMALL_MODEL, training=TrainingConfig(epochs=1, steps_per_epoch=3, batch_size=4),
+                device=DeviceConfig(type="cpu", mixed_precision="mixed_bfloat16", xla=True))
+task = tasks.get("python_code")
+corpus = task.load(config.data)
+(result,) = task.train(task, corpus, config, "geglu", (0,), lambda e, v: None)
+staged = export.stage(result.model, {out!r}, "lm", corpus.x_test, 1e-5)
+print(json.dumps({{"policy": result.model.dtype_policy.name, "loss": result.history["val_loss"],
+                  "export_diff": staged.max_abs_diff}}))
+"""
+
+
+def test_the_language_model_trains_and_exports_under_jax_with_bfloat16_and_xla(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run(
+        [sys.executable, "-c", JAX_RUN.format(out=str(tmp_path))],
+        capture_output=True, text=True, timeout=600, cwd=root,
+        env={**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["policy"] == "mixed_bfloat16"
+    assert all(math.isfinite(v) for v in result["loss"])
+    assert result["export_diff"] <= 1e-2  # bfloat16 compute: export.tolerance_for widens it
