@@ -10,6 +10,7 @@ compared, so drift of this shared machine hits every model alike.
 
     KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py
     KERAS_BACKEND=jax .venv/bin/python benchmarks/bench_language_model.py
+    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py --xla
 
 Prints one table: tokens/s per model and its ratio to GPT2Backbone, and
 the GELU/ReLU training-step time ratio of the kg-train model.
@@ -51,11 +52,12 @@ def kg_model(activation, layers, heads, width, ffn, context, vocabulary):
     return build_language_model(cfg, activation, corpus)
 
 
-def compiled(model, steps):
+def compiled(model, steps, jit_compile):
     model.compile(
         optimizer=keras.optimizers.AdamW(1e-3),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         steps_per_execution=steps,
+        jit_compile=jit_compile,
     )
     return model
 
@@ -76,6 +78,8 @@ def main():
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=10, help="steps per timed fit")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--xla", action="store_true",
+                        help="jit_compile=True (what device.xla sets; 'auto' is off on CPU)")
     args = parser.parse_args()
     dims = (args.layers, args.heads, args.width, args.ffn, args.context, 256)
     rng = np.random.default_rng(0)
@@ -88,7 +92,7 @@ def main():
         "kg-train LM, relu": kg_model("relu", *dims),
     }
     for name, model in models.items():
-        compiled(model, args.steps)
+        compiled(model, args.steps, True if args.xla else "auto")
         tokens_per_second(model, x, y, args.batch)  # compile and warm up
     rates = {name: [] for name in models}
     for _ in range(args.repeats):
@@ -99,7 +103,8 @@ def main():
     params = {name: m.count_params() for name, m in models.items()}
     print(f"backend {keras.backend.backend()}; {args.layers} layers x {args.heads} heads, "
           f"width {args.width}, FFN {args.ffn}, context {args.context}, vocabulary 256, "
-          f"batch {args.batch}, AdamW, fit, {args.steps} steps per timed run, median of "
+          f"batch {args.batch}, AdamW, fit, jit_compile {'True' if args.xla else 'auto'}, "
+          f"{args.steps} steps per timed run, median of "
           f"{args.repeats} interleaved runs")
     print("| model | parameters | tokens/s | vs GPT2Backbone |")
     print("|---|---|---|---|")
