@@ -6,9 +6,12 @@ so TensorFlow and MLflow) only once the config is valid and the run is
 real: `--help`, `--dry-run` and config errors are fast and write nothing.
 
 Exit codes: 0 done; 2 a usage or config error (`ServiceError`, or click's
-own usage errors), printed as one paragraph without a traceback; 130
-interrupted; otherwise what `pipeline.run` returns. Any other exception is
-a bug and keeps its traceback.
+own usage errors), printed as one paragraph without a traceback; 75
+(sysexits.h's EX_TEMPFAIL) the tracking store failed mid-sweep and stayed
+down past `tracking.retry_seconds`: what trained is kept, and the message
+gives the `--resume` command for when the store is back; 130 interrupted;
+otherwise what `pipeline.run` returns. Any other exception is a bug and
+keeps its traceback.
 
 The pipeline contract:
 
