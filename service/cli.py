@@ -88,9 +88,10 @@ EXIT_INTERRUPTED = 130
 @click.option(
     "--resume",
     metavar="RUN_ID",
-    help="Continue an interrupted sweep of this config: train only the members "
-    "its parent run (id printed at start) does not hold yet, then compare, "
-    "export and register as usual.",
+    help="Continue an interrupted sweep of this config (or one stopped by a "
+    "tracking store that went down): train only the members its parent run "
+    "(id printed at start) does not hold yet, log those kept locally, then "
+    "compare, export and register as usual.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="Log lines instead of the progress display.")
 @click.option(

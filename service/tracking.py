@@ -435,8 +435,6 @@ class Tracker(TrackingStore):
             run = self._retried(
                 f"reading run {run_id}", lambda: self.client.get_run(run_id)
             )
-        except StoreUnavailable:
-            raise
         except self.mlflow.exceptions.MlflowException:
             raise ServiceError(
                 f"--resume {run_id}: no such run in the tracking store "

@@ -140,8 +140,8 @@ def _assert_the_sweep_is_whole_and_once(client, tmp_path):
             assert sorted(steps) == list(range(1, EPOCHS + 1)), (run.info.run_name, key)
     for activation in ACTIVATIONS:
         versions = client.search_model_versions(f"name='golden-{activation}'")
-        assert [v.version for v in versions] == ["1"], activation
-        assert client.get_model_version_by_alias(f"golden-{activation}", "champion").version == "1"
+        assert [str(v.version) for v in versions] == ["1"], activation
+        assert str(client.get_model_version_by_alias(f"golden-{activation}", "champion").version) == "1"
     summary = max((tmp_path / "kg-output").rglob("summary.json"), key=os.path.getmtime)
     _same(json.loads((GOLDEN / "summary.json").read_text()), json.loads(summary.read_text()))
 
