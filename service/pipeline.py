@@ -353,10 +353,8 @@ def _interrupted(config, sweep_run_id, held):
         return SweepInterrupted(
             "interrupted before the sweep started; nothing was written.", None
         )
-    total = len(config.activations) * len(config.seeds)
     return SweepInterrupted(
-        f"interrupted. {held} of {total} members are in the tracking store "
-        f"(sweep run {sweep_run_id}, marked KILLED){_kept_text(config, sweep_run_id)}; "
+        f"interrupted. {_kept(config, sweep_run_id, held, 'marked KILLED')}; "
         f"nothing was registered or exported for unfinished work. Resume "
         f"with: {resume_command(config, sweep_run_id)}",
         sweep_run_id,
@@ -369,25 +367,28 @@ def _store_failed(config, sweep_run_id, held, error):
             f"{error} The sweep had not started: nothing was trained or "
             f"written. Run the same command again once the store is back."
         )
-    total = len(config.activations) * len(config.seeds)
     return StoreUnavailable(
-        f"{error} {held} of {total} members are in the store (sweep run "
-        f"{sweep_run_id}, left RUNNING){_kept_text(config, sweep_run_id)}. "
-        f"Once the store is back, resume with: "
-        f"{resume_command(config, sweep_run_id)}",
+        f"{error} {_kept(config, sweep_run_id, held, 'left RUNNING')}. Once "
+        f"the store is back, resume with: {resume_command(config, sweep_run_id)}",
         sweep_run_id,
     )
 
 
-def _kept_text(config, sweep_run_id):
+def _kept(config, sweep_run_id, held, run_state):
+    """What a stopped sweep keeps: members in the store, and in the spool."""
+    total = len(config.activations) * len(config.seeds)
+    text = (
+        f"{held} of {total} members are in the tracking store (sweep run "
+        f"{sweep_run_id}, {run_state})"
+    )
     where = spool.folder(config.output_dir, sweep_run_id)
     kept = spool.count(where)
-    if not kept:
-        return ""
-    return (
-        f"; {kept} more trained members are kept in {where}, and --resume "
-        f"logs them instead of training them again"
-    )
+    if kept:
+        text += (
+            f"; {kept} more trained members are kept in {where}, and --resume "
+            f"logs them instead of training them again"
+        )
+    return text
 
 
 def resume_command(config, sweep_run_id):

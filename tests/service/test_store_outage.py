@@ -182,7 +182,7 @@ def test_a_server_down_past_the_window_stops_keeps_the_members_and_resume_finish
     assert process.returncode == 75, stderr[-3000:]
     assert "Traceback" not in stderr
     assert "did not come back within 3 s" in stderr
-    held = int(re.search(r"(\d+) of 12 members are in the store", stderr).group(1))
+    held = int(re.search(r"(\d+) of 12 members are in the tracking store", stderr).group(1))
     kept = int(re.search(r"(\d+) more trained members are kept in (\S+),", stderr).group(1))
     command = re.search(r"resume with: (.*)", stderr).group(1)
     run_id = command.split()[-1]
