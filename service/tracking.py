@@ -587,7 +587,7 @@ class Tracker(TrackingStore):
             else:
                 version = self._register(
                     run_id, model, model_name, tags, description,
-                    pip_requirements, extra_artifacts, metadata,
+                    pip_requirements, extra_artifacts, metadata, serving,
                 )
             self.client.set_registered_model_alias(model_name, alias, version)
             return version
@@ -604,7 +604,7 @@ class Tracker(TrackingStore):
 
     def _register(
         self, run_id, model, model_name, tags, description, pip_requirements,
-        extra_artifacts, metadata,
+        extra_artifacts, metadata, serving,
     ):
         import keras_gelu
 
