@@ -6,9 +6,12 @@ so TensorFlow and MLflow) only once the config is valid and the run is
 real: `--help`, `--dry-run` and config errors are fast and write nothing.
 
 Exit codes: 0 done; 2 a usage or config error (`ServiceError`, or click's
-own usage errors), printed as one paragraph without a traceback; 130
-interrupted; otherwise what `pipeline.run` returns. Any other exception is
-a bug and keeps its traceback.
+own usage errors), printed as one paragraph without a traceback; 75
+(sysexits.h's EX_TEMPFAIL) the tracking store failed mid-sweep and stayed
+down past `tracking.retry_seconds`: what trained is kept, and the message
+gives the `--resume` command for when the store is back; 130 interrupted;
+otherwise what `pipeline.run` returns. Any other exception is a bug and
+keeps its traceback.
 
 The pipeline contract:
 
@@ -85,9 +88,10 @@ EXIT_INTERRUPTED = 130
 @click.option(
     "--resume",
     metavar="RUN_ID",
-    help="Continue an interrupted sweep of this config: train only the members "
-    "its parent run (id printed at start) does not hold yet, then compare, "
-    "export and register as usual.",
+    help="Continue an interrupted sweep of this config (or one stopped by a "
+    "tracking store that went down): train only the members its parent run "
+    "(id printed at start) does not hold yet, log those kept locally, then "
+    "compare, export and register as usual.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="Log lines instead of the progress display.")
 @click.option(

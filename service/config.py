@@ -380,6 +380,10 @@ class TrainingConfig:
 class TrackingConfig:
     __pydantic_config__ = _STRICT
     uri: Optional[_Text] = None  # None: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db
+    # How long a store that fails mid-sweep (server down, 5xx, sqlite
+    # locked) is retried, with growing waits, before kg-train stops and
+    # keeps what it trained for --resume; 0: stop at the first failure.
+    retry_seconds: _number(ge=0, le=86400) = 120.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -893,6 +897,12 @@ def _tracking_uri_and_origin(config, environ=None):
     return DEFAULT_TRACKING_URI, "default; set tracking.uri, MLFLOW_TRACKING_URI or --tracking-uri"
 
 
+def _retry_text(seconds):
+    if not seconds:
+        return "not retried if it fails mid-sweep"
+    return f"retried for {seconds:g} s if it fails mid-sweep"
+
+
 def _seeds_text(seeds):
     if seeds == tuple(range(len(seeds))) and len(seeds) > 2:
         return f"0..{len(seeds) - 1}"
@@ -985,7 +995,7 @@ def _plan(config, rows, environ):
         ("seeds", f"{_seeds_text(config.seeds)} ({n_seeds} seeds)"),
         ("members", f"{n_act} activations x {n_seeds} seeds = {n_act * n_seeds} training runs"),
         ("device", f"{device.type}, {precision}, XLA {'on' if device.xla else 'off'}"),
-        ("tracking", f"{uri} ({origin})"),
+        ("tracking", f"{uri} ({origin}), {_retry_text(config.tracking.retry_seconds)}"),
         ("registry", registry),
         ("export", export),
         ("output", config.output_dir),

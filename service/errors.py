@@ -23,3 +23,19 @@ class SweepInterrupted(ServiceError):
     def __init__(self, message, run_id):
         super().__init__(message)
         self.run_id = run_id
+
+
+class StoreUnavailable(ServiceError):
+    """The tracking store failed mid-sweep and stayed down past its retries.
+
+    Exit code 75 is sysexits.h's EX_TEMPFAIL ("a temporary failure; the
+    user is invited to retry later"): what was trained is kept, and
+    `--resume` finishes the sweep once the store is back. Carries the
+    sweep's parent run id (None if the sweep never started).
+    """
+
+    exit_code = 75
+
+    def __init__(self, message, run_id=None):
+        super().__init__(message)
+        self.run_id = run_id

@@ -20,6 +20,7 @@ import datetime
 import logging
 import os
 import pathlib
+import shlex
 import subprocess
 import sys
 import time
@@ -28,7 +29,9 @@ from typing import Mapping
 from typing import Optional
 
 from kg_service import config as config_lib
+from kg_service import spool
 from kg_service.errors import ServiceError
+from kg_service.errors import StoreUnavailable
 from kg_service.errors import SweepInterrupted
 
 log = logging.getLogger("kg-train")
@@ -47,6 +50,9 @@ class Preflight:
     tracking_uri: str
     resume: Optional[str]  # the sweep run id to continue, or None
     done: Mapping[tuple, tuple]  # (activation, seed) -> (run id, MemberResult)
+    # Trained by an earlier try but kept locally, not in the store yet
+    # (the store failed): (activation, seed) -> MemberResult.
+    spooled: Mapping[tuple, Any]
     model_names: Mapping[str, str]  # activation -> registered model name
     out_dir: pathlib.Path
     resolved: Mapping[str, Any]  # the config as plain data
@@ -111,6 +117,9 @@ def run(config, quiet=False, echo=print, store=None, resume=None):
     Raises:
         SweepInterrupted: on SIGINT/SIGTERM (KeyboardInterrupt), after
             marking the sweep KILLED; finished members stay in the store.
+        StoreUnavailable: when the tracking store failed mid-sweep and
+            stayed down past `tracking.retry_seconds`; trained members not
+            in the store yet are kept in `spool`, for `--resume`.
     """
     started = time.monotonic()
     from kg_service.progress import SweepProgress  # heavy imports: a real run
@@ -129,6 +138,7 @@ def run(config, quiet=False, echo=print, store=None, resume=None):
             echo(
                 f"Sweep run {sweep_run_id}"
                 + (f": resumed, {len(pre.done)} members already done" if resume else "")
+                + (f", {len(pre.spooled)} kept locally to log" if pre.spooled else "")
             )
             if not resume:
                 pre.store.log_dict(sweep_run_id, dict(pre.resolved), "config.json")
@@ -140,6 +150,9 @@ def run(config, quiet=False, echo=print, store=None, resume=None):
     except KeyboardInterrupt:
         progress.close()
         raise _interrupted(config, sweep_run_id, len(logged)) from None
+    except StoreUnavailable as error:
+        progress.close()
+        raise _store_failed(config, sweep_run_id, len(logged), error) from None
     print_summary(
         echo,
         config,
@@ -186,15 +199,19 @@ def preflight(config, store=None, resume=None):
     if config.export.enabled:
         export_lib.check_can_export()
     if store is None:
-        store = tracking.Tracker(tracking_uri, config.experiment)
+        store = tracking.Tracker(
+            tracking_uri, config.experiment, config.tracking.retry_seconds
+        )
     resolved = config_lib.config_to_dict(config)
     params = flatten(
         {k: v for k, v in resolved.items() if k not in ("activations", "seeds")}
     )
-    done = {}
+    done, spooled = {}, {}
     if resume is not None:
         _check_resumable(config, store, resume, params)
         done = store.finished_members(resume)
+        kept = spool.read(spool.folder(config.output_dir, resume))
+        spooled = {key: result for key, result in kept.items() if key not in done}
     if config.registry.enabled and config.export.enabled:
         for name in names.values():
             target = export_lib.version_dir(
@@ -214,6 +231,7 @@ def preflight(config, store=None, resume=None):
         tracking_uri=tracking_uri,
         resume=resume,
         done=done,
+        spooled=spooled,
         model_names=names,
         out_dir=pathlib.Path(config.output_dir)
         / f"{config.experiment}-{datetime.datetime.now():%Y%m%d-%H%M%S}",
@@ -234,24 +252,39 @@ def train(config, pre, sweep_run_id, progress, logged=None):
     """Trains every member the store does not hold yet, tracking each
     activation's members as soon as they finish (`track`).
 
-    `logged`, if given, is updated with each member's run id as it lands
-    in the store (what an interrupt leaves behind).
+    Members an earlier try kept locally (`pre.spooled`) are logged first,
+    not trained again. `logged`, if given, is updated with each member's
+    run id as it lands in the store (what an interrupt leaves behind).
+    Members that trained but could not be logged (the store stayed down,
+    or an interrupt) are kept in `spool` before the error goes on.
     """
     from kg_service import train as train_lib
 
     run_ids = {key: run_id for key, (run_id, _) in pre.done.items()}
+    kept = spool.folder(config.output_dir, sweep_run_id)
 
     def on_trained(results):
-        run_ids.update(track(pre, results, sweep_run_id, progress).run_ids)
-        if logged is not None:
-            logged.update(run_ids)
+        try:
+            track(pre, results, progress, run_ids, logged)
+        except (StoreUnavailable, KeyboardInterrupt):
+            spool.write(kept, [r for r in results if (r.activation, r.seed) not in run_ids])
+            raise
+        finally:
+            for result in results:
+                if (result.activation, result.seed) in run_ids:
+                    spool.discard(kept, result.activation, result.seed)
 
+    if pre.spooled:
+        on_trained(list(pre.spooled.values()))
     results = train_lib.train_sweep(
         pre.task,
         pre.dataset,
         config,
         progress=progress,
-        done={key: result for key, (_, result) in pre.done.items()},
+        done={
+            **{key: result for key, (_, result) in pre.done.items()},
+            **pre.spooled,
+        },
         on_trained=on_trained,
     )
     progress.close()
@@ -261,19 +294,21 @@ def train(config, pre, sweep_run_id, progress, logged=None):
     )
 
 
-def track(pre, results, sweep_run_id, progress):
-    """Logs members as child runs of the sweep's run (FAILED if diverged)."""
+def track(pre, results, progress, run_ids, logged=None):
+    """Logs members as child runs of the sweep's run (FAILED if diverged),
+    one at a time: each run id goes into `run_ids` (and `logged`) as it
+    lands, so a failure part-way says exactly which are in the store."""
     progress.stage(f"logging {len(results)} runs to {pre.tracking_uri}")
     member_params = {
         k: v for k, v in pre.params.items() if k.startswith(("model.", "training."))
     }
-    run_ids = {
-        (result.activation, result.seed): pre.store.log_member(
+    for result in results:
+        key = (result.activation, result.seed)
+        run_ids[key] = pre.store.log_member(
             result, member_params, {**pre.tags, "kg.role": "member"}
         )
-        for result in results
-    }
-    return Tracked(sweep_run_id=sweep_run_id, run_ids=run_ids)
+        if logged is not None:
+            logged[key] = run_ids[key]
 
 
 def _check_resumable(config, store, run_id, params):
@@ -318,15 +353,57 @@ def _interrupted(config, sweep_run_id, held):
         return SweepInterrupted(
             "interrupted before the sweep started; nothing was written.", None
         )
-    total = len(config.activations) * len(config.seeds)
-    source = config.source or "<config>"
     return SweepInterrupted(
-        f"interrupted. {held} of {total} members are in the tracking store "
-        f"(sweep run {sweep_run_id}, marked KILLED); nothing was registered "
-        f"or exported for unfinished work. Resume with: kg-train --config "
-        f"{source} --resume {sweep_run_id}",
+        f"interrupted. {_kept(config, sweep_run_id, held, 'marked KILLED')}; "
+        f"nothing was registered or exported for unfinished work. Resume "
+        f"with: {resume_command(config, sweep_run_id)}",
         sweep_run_id,
     )
+
+
+def _store_failed(config, sweep_run_id, held, error):
+    if sweep_run_id is None:
+        return StoreUnavailable(
+            f"{error} The sweep had not started: nothing was trained or "
+            f"written. Run the same command again once the store is back."
+        )
+    return StoreUnavailable(
+        f"{error} {_kept(config, sweep_run_id, held, 'left RUNNING')}. Once "
+        f"the store is back, resume with: {resume_command(config, sweep_run_id)}",
+        sweep_run_id,
+    )
+
+
+def _kept(config, sweep_run_id, held, run_state):
+    """What a stopped sweep keeps: members in the store, and in the spool."""
+    total = len(config.activations) * len(config.seeds)
+    text = (
+        f"{held} of {total} members are in the tracking store (sweep run "
+        f"{sweep_run_id}, {run_state})"
+    )
+    where = spool.folder(config.output_dir, sweep_run_id)
+    kept = spool.count(where)
+    if kept:
+        text += (
+            f"; {kept} more trained members are kept in {where}, and --resume "
+            f"logs them instead of training them again"
+        )
+    return text
+
+
+def resume_command(config, sweep_run_id):
+    """The command line that resumes sweep `sweep_run_id` of `config`.
+
+    It names the tracking URI and the output folder (where members kept
+    locally wait) when the config was given them; `--set` overrides are
+    the user's to repeat (resume names any that differ).
+    """
+    words = ["kg-train", "--config", config.source or "<config>"]
+    if config.tracking.uri:
+        words += ["--tracking-uri", config.tracking.uri]
+    if config.output_dir != config_lib.Config().output_dir:
+        words += ["--output-dir", config.output_dir]
+    return shlex.join([*words, "--resume", sweep_run_id])
 
 
 def compare(config, pre, trained):

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import pathlib
+import random
 import re
 import tempfile
 import time
@@ -20,6 +21,9 @@ import numpy as np
 
 from kg_service import destinations
 from kg_service.errors import ServiceError
+from kg_service.errors import StoreUnavailable
+
+log = logging.getLogger("kg-train")
 
 _METRICS_PER_CALL = 1000  # MLflow's log_batch limit
 
@@ -37,6 +41,20 @@ _MEMBER_FINALS = frozenset(
      "train_seconds", "epochs_to_threshold"}
 )
 
+# HTTP answers worth another try: MLflow's own list
+# (mlflow.utils.request_utils._TRANSIENT_FAILURE_RESPONSE_CODES; a test
+# keeps them equal). Any other 4xx is a request the store refused: raised
+# at once.
+TRANSIENT_HTTP_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# MLflow's error codes for a store that is busy rather than refusing: it
+# raises every OperationalError of a local database ("database is locked",
+# disk I/O) as TEMPORARILY_UNAVAILABLE.
+_TRANSIENT_ERROR_CODES = frozenset({"TEMPORARILY_UNAVAILABLE", "REQUEST_LIMIT_EXCEEDED"})
+# Waits between tries: 1 s, doubling, at most 30 s, each drawn from the
+# upper half of that ("equal jitter"), so sweeps sharing a server that
+# came back do not all knock at once.
+_FIRST_WAIT, _LONGEST_WAIT = 1.0, 30.0
+
 
 def _mlflow():
     import mlflow
@@ -45,7 +63,80 @@ def _mlflow():
     # break the progress display; warnings and errors still show.
     for name in ("mlflow", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # It logs a traceback for every database error before raising it as an
+    # MlflowException; a locked sqlite file retried here would print one
+    # per try. The exception itself still carries the message.
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     return mlflow
+
+
+def backoff_waits(window, rng=random):
+    """The waits before each retry of a store operation, in seconds.
+
+    They start at 1 s and double up to 30 s, each with jitter in its upper
+    half, and are cut so that the last try comes at most `window` seconds
+    after the first failure (a last, shorter wait lands it there).
+
+    Example:
+        >>> waits = backoff_waits(120)
+        >>> sum(waits) <= 120 and len(waits) >= 6
+        True
+        >>> backoff_waits(0)
+        ()
+    """
+    waits, total, step = [], 0.0, _FIRST_WAIT
+    while total < window:
+        wait = min(step * (0.5 + 0.5 * rng.random()), window - total)
+        waits.append(wait)
+        total += wait
+        step = min(2 * step, _LONGEST_WAIT)
+    return tuple(waits)
+
+
+def transient(error):
+    """Whether `error` is a store failure worth retrying: the store could
+    not be reached, timed out, answered 5xx/429 or was locked, rather than
+    refusing the request (4xx: invalid parameter, no such run...).
+
+    Walks the exception's causes: MLflow wraps a refused connection as an
+    MlflowException "API request ... failed" whose context is requests'
+    ConnectionError.
+    """
+    import requests
+    from mlflow.exceptions import RestException
+
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(
+            error,
+            (
+                ConnectionError,  # refused, reset, aborted, broken pipe
+                TimeoutError,
+                requests.exceptions.ConnectionError,
+                requests.exceptions.Timeout,
+                requests.exceptions.RetryError,  # 5xx, MLflow's retries spent
+                requests.exceptions.ChunkedEncodingError,
+            ),
+        ):
+            return True
+        if isinstance(error, requests.exceptions.HTTPError):
+            status = getattr(error.response, "status_code", None)
+            return status in TRANSIENT_HTTP_STATUS
+        if isinstance(error, RestException):  # the server's own answer
+            return error.get_http_status_code() in TRANSIENT_HTTP_STATUS
+        if getattr(error, "error_code", None) in _TRANSIENT_ERROR_CODES:
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _reason(error):
+    """The innermost cause of `error`, in one short line."""
+    while error.__cause__ or error.__context__:
+        error = error.__cause__ or error.__context__
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:200]}"
 
 
 class TrackingStore(abc.ABC):
@@ -112,9 +203,11 @@ class Tracker(TrackingStore):
         experiment: MLflow experiment name (created if missing).
     """
 
-    def __init__(self, tracking_uri, experiment):
+    def __init__(self, tracking_uri, experiment, retry_seconds=120.0):
         self.mlflow = _mlflow()
         self.tracking_uri = tracking_uri
+        self.retry_seconds = retry_seconds
+        self._down = None  # the StoreUnavailable once retries ran out
         destinations.check_store(tracking_uri)
         try:
             # A server that is up but fails would otherwise be retried
@@ -150,20 +243,86 @@ class Tracker(TrackingStore):
         self.mlflow.set_registry_uri(tracking_uri)
         self.parent_run_id = None
 
+    def _retried(self, doing, operation, retry=True):
+        """Runs `operation()` (one idempotent store operation), retrying it
+        through transient failures for `retry_seconds` after the first one.
+
+        MLflow's own per-request retry (urllib3: 7 retries, about 4 minutes,
+        silent, resending a create whose answer was lost) is off for these
+        calls unless the user set MLFLOW_HTTP_REQUEST_MAX_RETRIES, and a
+        request waits at most `retry_seconds` (10 to 120 s) for its answer:
+        one policy, one place, bounded in total time. Each retry is a
+        warning the user sees.
+
+        Raises:
+            StoreUnavailable: once the window has passed (and at once for
+                every later call: the sweep is over).
+            Exception: a failure that is not transient (a 4xx), unchanged.
+        """
+        if self._down is not None:
+            raise self._down
+        waits = None
+        attempt = 0
+        first_failure = None
+        while True:
+            try:
+                with _environ(
+                    MLFLOW_HTTP_REQUEST_MAX_RETRIES="0",
+                    MLFLOW_HTTP_REQUEST_TIMEOUT=str(int(min(120, max(10, self.retry_seconds)))),
+                ):
+                    result = operation()
+                if first_failure is not None:
+                    log.warning(
+                        f"tracking store {self.tracking_uri} is back after "
+                        f"{time.monotonic() - first_failure:.0f} s; {doing} done."
+                    )
+                return result
+            except Exception as error:
+                if not transient(error):
+                    raise
+                if waits is None:
+                    first_failure = time.monotonic()
+                    waits = backoff_waits(self.retry_seconds) if retry else ()
+                if attempt == len(waits):
+                    self._down = StoreUnavailable(
+                        f"the tracking store {self.tracking_uri} failed while "
+                        f"{doing} and did not come back within "
+                        f"{self.retry_seconds:g} s ({attempt + 1} tries; last error: "
+                        f"{_reason(error)})."
+                    )
+                    raise self._down from None
+                log.warning(
+                    f"tracking store {self.tracking_uri} unreachable while {doing} "
+                    f"({_reason(error)}); retrying in {waits[attempt]:.0f} s "
+                    f"(attempt {attempt + 2}/{len(waits) + 1})"
+                )
+                time.sleep(waits[attempt])
+                attempt += 1
+
     @contextlib.contextmanager
     def sweep_run(self, run_name, params, tags, resume=None):
         """Opens the parent run of a sweep (or reopens `resume`, a run id);
         marks it FAILED on an error, KILLED on an interrupt."""
         if resume is None:
-            run = self.client.create_run(
-                self.experiment_id, run_name=run_name, tags=_strings(tags)
+            run = self._retried(
+                "creating the sweep's run",
+                lambda: self.client.create_run(
+                    self.experiment_id, run_name=run_name, tags=_strings(tags)
+                ),
             )
             self.parent_run_id = run.info.run_id
-            self._log_params(self.parent_run_id, params)
+            self._retried(
+                "logging the sweep's parameters",
+                lambda: self._log_params(self.parent_run_id, params),
+            )
         else:
             self.parent_run_id = resume
-            self.client.update_run(resume, status="RUNNING")
-            self.client.set_tag(resume, "kg.resumed", "true")
+
+            def reopen():
+                self.client.update_run(resume, status="RUNNING")
+                self.client.set_tag(resume, "kg.resumed", "true")
+
+            self._retried("reopening the sweep's run", reopen)
         status = "FAILED"
         try:
             yield self.parent_run_id
@@ -172,10 +331,54 @@ class Tracker(TrackingStore):
             status = "KILLED"
             raise
         finally:
-            self.client.set_terminated(self.parent_run_id, status)
+            self._close_sweep(status)
+
+    def _close_sweep(self, status):
+        """Marks the sweep's run `status`. A sweep that failed or was
+        interrupted tries once, and never hides why it stopped: a store
+        that is down leaves the run RUNNING, which --resume accepts."""
+        if self._down is not None:
+            return
+        if status == "FINISHED":
+            self._retried(
+                "marking the sweep finished",
+                lambda: self.client.set_terminated(self.parent_run_id, status),
+            )
+            return
+        try:
+            self._retried(
+                f"marking the sweep {status}",
+                lambda: self.client.set_terminated(self.parent_run_id, status),
+                retry=False,
+            )
+        except Exception as error:
+            log.warning(
+                f"could not mark sweep run {self.parent_run_id} {status} "
+                f"({_reason(error)}); it stays RUNNING, and --resume takes it."
+            )
 
     def log_member(self, result, params, tags):
-        """Logs one (activation, seed) member as a child run; returns its id."""
+        """Logs one (activation, seed) member as a child run; returns its id.
+
+        A run of the same member already under the sweep is a half-logged
+        one (a try cut off by a store failure, or an interrupt while
+        logging): it is deleted first, so each member has one run, with
+        each metric once, however many tries it took.
+        """
+        return self._retried(
+            f"logging member {result.activation} seed {result.seed}",
+            lambda: self._log_member(result, params, tags),
+        )
+
+    def _log_member(self, result, params, tags):
+        for stale in self.client.search_runs(
+            [self.experiment_id],
+            filter_string=(
+                f"tags.mlflow.parentRunId = '{self.parent_run_id}' and "
+                f"tags.activation = '{result.activation}' and tags.seed = '{result.seed}'"
+            ),
+        ):
+            self.client.delete_run(stale.info.run_id)
         run = self.client.create_run(
             self.experiment_id,
             run_name=f"{result.activation}-seed{result.seed}",
@@ -229,7 +432,9 @@ class Tracker(TrackingStore):
             ServiceError: if there is no such run, or it is not a sweep.
         """
         try:
-            run = self.client.get_run(run_id)
+            run = self._retried(
+                f"reading run {run_id}", lambda: self.client.get_run(run_id)
+            )
         except self.mlflow.exceptions.MlflowException:
             raise ServiceError(
                 f"--resume {run_id}: no such run in the tracking store "
@@ -241,7 +446,10 @@ class Tracker(TrackingStore):
                 f"--resume {run_id}: that run is not a kg-train sweep's parent "
                 f"run (it is a member run, or not from kg-train)."
             )
-        experiment = self.client.get_experiment(run.info.experiment_id).name
+        experiment = self._retried(
+            f"reading run {run_id}",
+            lambda: self.client.get_experiment(run.info.experiment_id).name,
+        )
         return experiment, dict(run.data.params), run.info.status
 
     def finished_members(self, sweep_run_id):
@@ -253,6 +461,12 @@ class Tracker(TrackingStore):
         Returns:
             `{(activation, seed): (member run id, MemberResult)}`.
         """
+        return self._retried(
+            f"reading the members of sweep run {sweep_run_id}",
+            lambda: self._finished_members(sweep_run_id),
+        )
+
+    def _finished_members(self, sweep_run_id):
         import keras
 
         import keras_gelu  # noqa: F401 -- registers its layers for loading
@@ -308,18 +522,25 @@ class Tracker(TrackingStore):
     def log_summary(self, metrics, tags, artifact_paths):
         """Summary metrics, tags and report files on the parent run."""
         Metric = self.mlflow.entities.Metric
+        # One timestamp for every try: a metric logged again with the same
+        # key, step, value and time is the same row, not a second one.
         now = int(time.time() * 1000)
-        self._log_metrics(
-            self.parent_run_id,
-            [Metric(k, float(v), now, 0) for k, v in metrics.items() if _finite(v)],
-        )
-        for key, value in _strings(tags).items():
-            self.client.set_tag(self.parent_run_id, key, value)
-        for path in artifact_paths:
-            self.client.log_artifact(self.parent_run_id, str(path), "report")
+        summary = [Metric(k, float(v), now, 0) for k, v in metrics.items() if _finite(v)]
+
+        def log():
+            self._log_metrics(self.parent_run_id, summary)
+            for key, value in _strings(tags).items():
+                self.client.set_tag(self.parent_run_id, key, value)
+            for path in artifact_paths:
+                self.client.log_artifact(self.parent_run_id, str(path), "report")
+
+        self._retried("logging the sweep's summary and report", log)
 
     def log_dict(self, run_id, data, artifact_file):
-        self.client.log_dict(run_id, data, artifact_file)
+        self._retried(
+            f"logging {artifact_file}",
+            lambda: self.client.log_dict(run_id, data, artifact_file),
+        )
 
     def register(
         self,
@@ -344,9 +565,47 @@ class Tracker(TrackingStore):
         columns, so `metadata` (e.g. feature and class names, in the
         MLmodel file) and `description` say what they mean.
 
+        Retried as one operation: a try that failed after its version was
+        created (its answer lost) finds that version and does not make a
+        second one.
+
         Returns:
             The new model version (an int, as a string per MLflow).
         """
+        known = self._retried(
+            f"reading the versions of {model_name!r}",
+            lambda: self._versions_of(model_name, run_id),
+        )
+        first_try = True
+
+        def register():
+            nonlocal first_try
+            made = () if first_try else self._versions_of(model_name, run_id) - known
+            first_try = False
+            if made:
+                version = str(max(made))
+            else:
+                version = self._register(
+                    run_id, model, model_name, tags, description,
+                    pip_requirements, extra_artifacts, metadata, serving,
+                )
+            self.client.set_registered_model_alias(model_name, alias, version)
+            return version
+
+        return self._retried(f"registering {model_name!r}", register)
+
+    def _versions_of(self, model_name, run_id):
+        return {
+            int(v.version)
+            for v in self.client.search_model_versions(
+                f"name='{model_name}' and run_id='{run_id}'"
+            )
+        }
+
+    def _register(
+        self, run_id, model, model_name, tags, description, pip_requirements,
+        extra_artifacts, metadata, serving,
+    ):
         import keras_gelu
 
         mlflow = self.mlflow
@@ -387,15 +646,20 @@ class Tracker(TrackingStore):
             description=description,
             model_id=info.model_id,
         )
-        self.client.set_registered_model_alias(model_name, alias, version.version)
         return version.version
 
     def set_version_tag(self, model_name, version, key, value):
-        self.client.set_model_version_tag(model_name, version, key, str(value))
+        self._retried(
+            f"tagging {model_name!r} version {version}",
+            lambda: self.client.set_model_version_tag(model_name, version, key, str(value)),
+        )
 
     def next_version(self, model_name):
         """The version number the registry will give `model_name` next."""
-        versions = self.client.search_model_versions(f"name='{model_name}'")
+        versions = self._retried(
+            f"reading the versions of {model_name!r}",
+            lambda: self.client.search_model_versions(f"name='{model_name}'"),
+        )
         return 1 + max((int(v.version) for v in versions), default=0)
 
     def _log_params(self, run_id, params):

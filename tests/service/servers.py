@@ -8,6 +8,7 @@ import contextlib
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -125,36 +126,76 @@ def postgres():
         shutil.rmtree(root, ignore_errors=True)
 
 
+class MlflowServer:
+    """`mlflow server` on 127.0.0.1 that a test can stop and start again,
+    on the same port and store (a server that goes away mid-sweep).
+
+    It runs in its own process group: `mlflow server` starts uvicorn as a
+    child, which a signal to the parent alone would leave serving. MLflow's
+    job runner (huey workers, unused here) is off: it quarters start-up.
+    """
+
+    def __init__(self, backend_store_uri, artifacts_dir):
+        self.backend_store_uri = backend_store_uri
+        self.artifacts_dir = artifacts_dir
+        self.port = free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.log_path = os.path.join(artifacts_dir, "mlflow-server.log")
+        self.process = None
+
+    def start(self, timeout=180):
+        with open(self.log_path, "a") as log:
+            self.process = subprocess.Popen(
+                [
+                    os.path.join(VENV_BIN, "mlflow"),
+                    "server",
+                    "--backend-store-uri",
+                    self.backend_store_uri,
+                    "--artifacts-destination",
+                    self.artifacts_dir,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--workers",
+                    "1",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=server_env(MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"),
+                start_new_session=True,
+            )
+        wait_for_http(f"{self.uri}/health", self.process, timeout, self.log_path)
+
+    def stop(self):
+        """Stops the whole process group; returns once the port refuses."""
+        if self.process is None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, sig)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and self._answers():
+                time.sleep(0.1)
+            if not self._answers():
+                break
+        self.process.wait(timeout=10)
+        self.process = None
+
+    def _answers(self):
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", self.port)) == 0
+
+
 @contextlib.contextmanager
 def mlflow_server(backend_store_uri, artifacts_dir):
     """`mlflow server` on 127.0.0.1; yields its http URI."""
-    port = free_port()
-    log_path = os.path.join(artifacts_dir, "mlflow-server.log")
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            [
-                os.path.join(VENV_BIN, "mlflow"),
-                "server",
-                "--backend-store-uri",
-                backend_store_uri,
-                "--artifacts-destination",
-                artifacts_dir,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--workers",
-                "1",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=server_env(),
-        )
+    server = MlflowServer(backend_store_uri, artifacts_dir)
+    server.start()
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/health", process, 180, log_path)
-        yield f"http://127.0.0.1:{port}"
+        yield server.uri
     finally:
-        stop(process)
+        server.stop()
 
 
 @contextlib.contextmanager
