@@ -888,10 +888,30 @@ def resolve_tracking_uri(config, environ=None):
     return _tracking_uri_and_origin(config, environ)[0]
 
 
+def tracking_uri_for(flag, environ=None):
+    """The tracking URI of a command that takes `--tracking-uri` but no
+    config (kg serve, predict, models): the flag, else MLFLOW_TRACKING_URI,
+    else `sqlite:///mlflow.db`, as for a sweep.
+
+    Raises:
+        ServiceError: for an empty flag.
+    """
+    if flag is not None and not flag.strip():
+        raise ServiceError(
+            "--tracking-uri: got an empty string; expected an MLflow tracking URI, "
+            "e.g. sqlite:///mlflow.db."
+        )
+    return _uri_and_origin(flag and flag.strip(), "--tracking-uri", environ)[0]
+
+
 def _tracking_uri_and_origin(config, environ=None):
+    return _uri_and_origin(config.tracking.uri, "tracking.uri", environ)
+
+
+def _uri_and_origin(explicit, origin, environ):
     environ = os.environ if environ is None else environ
-    if config.tracking.uri:
-        return config.tracking.uri, "tracking.uri"
+    if explicit:
+        return explicit, origin
     if environ.get("MLFLOW_TRACKING_URI", "").strip():
         return environ["MLFLOW_TRACKING_URI"].strip(), "from MLFLOW_TRACKING_URI"
     return DEFAULT_TRACKING_URI, "default; set tracking.uri, MLFLOW_TRACKING_URI or --tracking-uri"

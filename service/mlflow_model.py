@@ -77,6 +77,31 @@ class KerasGeluModel(mlflow.pyfunc.PythonModel):
         return self.forward(checked_input(model_input, self.features))
 
 
+class SavedModelModel(mlflow.pyfunc.PythonModel):
+    """Serves a SavedModel folder (`kg serve exports/NAME/VERSION`) through
+    its `serving_default` signature, as TF Serving would; the same input
+    checks, padding and combining as `KerasGeluModel`. Needs TensorFlow,
+    not keras_gelu: the exported graph holds plain TF ops.
+    """
+
+    def load_context(self, context):
+        import tensorflow as tf
+
+        # Kept: the signature's variables live as long as the loaded object.
+        self.loaded = tf.saved_model.load(context.artifacts["saved_model"])
+        function = self.loaded.signatures["serving_default"]
+        (spec,) = function.structured_input_signature[1].values()
+        (output,) = function.structured_outputs
+        self.features = int(spec.shape[-1])
+        self.forward = Combined(
+            padded(lambda x: function(tf.constant(x))[output].numpy())
+        )
+        self.forward(np.zeros((1, self.features), dtype="float32"))
+
+    def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray:
+        return self.forward(checked_input(model_input, self.features))
+
+
 def checked_input(model_input, features):
     """`model_input` as a float32 [n, features] matrix of finite numbers.
 

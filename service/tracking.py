@@ -5,6 +5,7 @@ The only module that imports mlflow (besides the pyfunc model file it logs).
 
 import abc
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -16,7 +17,6 @@ import time
 import urllib.parse
 import warnings
 
-import keras
 import numpy as np
 
 from kg_service import destinations
@@ -759,6 +759,14 @@ def _store_problem(uri, error):
             f"its scheme {scheme + ':'!r} (it knows {known} and plain folder "
             f"paths). {destinations.URI_HELP}"
         )
+    refused = re.search(r"error code (401|403)\b", str(error))
+    if refused:
+        return (
+            f"the MLflow tracking server {uri} refused the request (HTTP "
+            f"{refused.group(1)}, {'not signed in' if refused.group(1) == '401' else 'no permission'}): "
+            f"set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD to an account "
+            f"of its basic-auth app{'' if refused.group(1) == '401' else ' that may do this'}."
+        )
     return (
         f"cannot use the MLflow tracking store {uri!r}: "
         f"{type(error).__name__}: {error}. {destinations.URI_HELP}"
@@ -779,6 +787,8 @@ def _environ(**values):
 
 def pip_requirements():
     """Pinned requirements of a logged model (explicit: no inference)."""
+    import keras
+
     requirements = [f"keras=={keras.__version__}", f"numpy=={np.__version__}"]
     backend = keras.backend.backend()
     if backend == "tensorflow":
@@ -798,6 +808,8 @@ def pip_requirements():
 
 def library_versions():
     import platform
+
+    import keras
 
     import keras_gelu
 
@@ -833,3 +845,92 @@ def _finite(value):
         return np.isfinite(float(value))
     except (TypeError, ValueError):
         return False
+
+
+@dataclasses.dataclass(frozen=True)
+class RegisteredVersion:
+    """One registered model version, as `kg models` lists it."""
+
+    name: str
+    version: int
+    aliases: tuple
+    activation: str = None
+    seed: int = None
+    dataset: str = None
+    val_accuracy: float = None
+    test_accuracy: float = None
+    saved_model: str = None
+    run_id: str = None
+    created: str = None  # ISO 8601, UTC
+    description: str = None
+
+
+def registered_versions(tracking_uri, names=()):
+    """Every version of the registered models (or of `names`), newest first,
+    with what kg-train's register stage tagged them with.
+
+    Raises:
+        ServiceError: if the store cannot be read, or a name is unknown.
+    """
+    import datetime
+
+    mlflow = _mlflow()
+    destinations.check_store(tracking_uri)
+    try:
+        # check_store saw the server answer: no retries, MLflow's own timeout
+        # (a basic-auth server's first answers take seconds: password hashing).
+        with _environ(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0"):
+            client = mlflow.MlflowClient(tracking_uri, registry_uri=tracking_uri)
+            known = sorted(m.name for m in client.search_registered_models(max_results=1000))
+            for name in names:
+                if name not in known:
+                    raise ServiceError(
+                        f"no registered model {name!r} in {tracking_uri}; it holds "
+                        f"{', '.join(known) or 'none'}.{_did_you_mean(name, known)}"
+                    )
+            found = []
+            for name in names or known:
+                # search_model_versions leaves aliases out; the model has them.
+                aliases = client.get_registered_model(name).aliases or {}
+                for v in client.search_model_versions(f"name='{name}'"):
+                    held = tuple(sorted(a for a, n in aliases.items() if str(n) == str(v.version)))
+                    found.append(_registered_version(v, held, datetime))
+    except ServiceError:
+        raise
+    except Exception as error:
+        raise ServiceError(_store_problem(tracking_uri, error)) from None
+    return sorted(found, key=lambda v: (v.name, -v.version))
+
+
+def _registered_version(v, aliases, datetime):
+    tags = v.tags or {}
+
+    def number(key, kind=float):
+        try:
+            return kind(tags[key])
+        except (KeyError, ValueError):
+            return None
+
+    return RegisteredVersion(
+        name=v.name,
+        version=int(v.version),
+        aliases=aliases,
+        activation=tags.get("activation"),
+        seed=number("seed", int),
+        dataset=tags.get("dataset"),
+        val_accuracy=number("val_accuracy"),
+        test_accuracy=number("test_accuracy"),
+        saved_model=tags.get("saved_model"),
+        run_id=v.run_id,
+        created=datetime.datetime.fromtimestamp(
+            v.creation_timestamp / 1000, datetime.timezone.utc
+        ).isoformat(timespec="seconds"),
+        description=v.description or None,
+    )
+
+
+def _did_you_mean(name, known):
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""

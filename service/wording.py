@@ -513,3 +513,34 @@ def summary_json(summary):
                                   "alpha", "holm")}
     return {**head, "notes": list(summary_notes(summary)),
             "verdicts": list(verdicts(summary)), **d}
+
+
+# --- kg models: the registry as a table. ----------------------------------------
+
+
+def versions_table(versions):
+    """`kg models`: one line per registered version (`tracking.RegisteredVersion`)."""
+    if not versions:
+        return "No registered models. `kg train --config configs/tiny.yaml` registers two."
+    header = ["model", "version", "aliases", "activation", "seed", "val acc %",
+              "test acc %", "created (UTC)", "SavedModel"]
+
+    def percent(value):
+        return "–" if value is None else f"{100 * value:.2f}"
+
+    rows = [
+        [v.name, str(v.version), ",".join(f"@{a}" for a in v.aliases) or "–",
+         v.activation or "–", "–" if v.seed is None else str(v.seed),
+         percent(v.val_accuracy), percent(v.test_accuracy),
+         (v.created or "–").replace("+00:00", "").replace("T", " "),
+         v.saved_model or "–"]
+        for v in versions
+    ]
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    numeric = {1, 4, 5, 6}
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])

@@ -1,0 +1,356 @@
+"""`kg` end to end: one tiny real sweep (`kg train`) in a sqlite store, a
+real `kg serve` process on a free loopback port, `kg predict`, `kg models`,
+and the server's answers to bad requests.
+
+The reference for every prediction is the registered model loaded in this
+process with `mlflow.pyfunc.load_model`; for bad requests, the statuses of
+HTTP (413 too large, 415 unsupported media type, 400 bad input) and that
+the server answers a good request afterwards.
+"""
+
+import http.client
+import io
+import json
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from kg_service import kg
+from tests.service import servers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODEL = "models:/tiny-gelu@champion"
+FEATURES = 2
+KG = os.path.join(servers.VENV_BIN, "kg")
+
+
+def kg_process(args, cwd, **kwargs):
+    env = servers.server_env()
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.Popen(
+        [KG, *args], cwd=cwd, env=env, stdout=kwargs.pop("stdout", subprocess.PIPE),
+        stderr=subprocess.STDOUT, text=True, **kwargs,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """One gelu member of configs/tiny.yaml, trained by `kg train`."""
+    cwd = tmp_path_factory.mktemp("kg")
+    uri = f"sqlite:///{cwd / 'mlflow.db'}"
+    process = kg_process(
+        ["train", "--config", os.path.join(ROOT, "configs", "tiny.yaml"),
+         "--set", "activations=[gelu]", "--set", "seeds=1", "--tracking-uri", uri, "--quiet"],
+        cwd,
+    )  # fmt: skip
+    out, _ = process.communicate(timeout=600)
+    assert process.returncode == 0, out[-3000:]
+    return {"cwd": cwd, "uri": uri, "saved_model": cwd / "exports" / "tiny-gelu" / "1"}
+
+
+@pytest.fixture(scope="module")
+def local(sweep):
+    """The registered model, loaded here: the reference."""
+    import mlflow
+
+    mlflow.set_tracking_uri(sweep["uri"])
+    mlflow.set_registry_uri(sweep["uri"])
+    return mlflow.pyfunc.load_model(MODEL)
+
+
+@pytest.fixture(scope="module")
+def server(sweep):
+    """`kg serve MODEL` on a free loopback port; stopped with SIGTERM."""
+    port = servers.free_port()
+    log_path = sweep["cwd"] / "kg-serve.log"
+    with open(log_path, "w") as log:
+        process = kg_process(
+            ["serve", MODEL, "--tracking-uri", sweep["uri"], "--port", str(port)],
+            sweep["cwd"], stdout=log,
+        )  # fmt: skip
+    try:
+        servers.wait_for_http(f"http://127.0.0.1:{port}/ping", process, 300, log_path)
+        yield {"port": port, "process": process, "log": log_path}
+    finally:
+        servers.stop(process)
+
+
+def post(port, body, content_type="application/json"):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    try:
+        connection.request("POST", "/invocations", body, headers)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+
+
+def rows(n=5, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, FEATURES)).round(4).astype("float32")
+
+
+# --- The help teaches the workflow. ---------------------------------------------
+
+
+@pytest.mark.parametrize("command", [[], ["serve"], ["predict"], ["models"], ["train"]])
+def test_help_of_kg_and_each_command_shows_a_runnable_example(command):
+    result = CliRunner().invoke(kg.main, [*command, "--help"], prog_name="kg")
+    assert result.exit_code == 0, result.output
+    assert "Examples:" in result.output or "workflow" in result.output
+    assert "configs/" in result.output or "models:/" in result.output
+
+
+def test_kg_train_is_the_kg_train_command_object():
+    from kg_service import cli
+
+    assert kg.main.commands["train"] is cli.main
+
+
+# --- Served = local, in every request format; kg predict the same. -----------
+
+
+def test_served_predictions_equal_the_locally_loaded_model_in_every_format(server, local):
+    x = rows()
+    expected = local.predict(x)
+    bodies = {
+        "inputs": json.dumps({"inputs": x.tolist()}),
+        "instances": json.dumps({"instances": x.tolist()}),
+        "dataframe_split": json.dumps({"dataframe_split": {"columns": ["x", "y"], "data": x.tolist()}}),
+    }
+    for name, body in bodies.items():
+        status, answer = post(server["port"], body)
+        assert status == 200, (name, answer)
+        np.testing.assert_allclose(json.loads(answer)["predictions"], expected, atol=1e-6, err_msg=name)
+    csv = "x,y\n" + "\n".join(f"{a},{b}" for a, b in x.tolist())
+    status, answer = post(server["port"], csv, "text/csv")
+    assert status == 200, answer
+    np.testing.assert_allclose(json.loads(answer)["predictions"], expected, atol=1e-6)
+
+
+def run_kg(*args, input=None):
+    return CliRunner().invoke(kg.main, [str(a) for a in args], input=input, prog_name="kg")
+
+
+@pytest.mark.parametrize("kind", ["csv", "json", "npy", "stdin-json", "stdin-csv"])
+def test_kg_predict_prints_the_served_predictions(sweep, server, local, tmp_path, kind):
+    x = rows(7, seed=1)
+    expected = local.predict(x)
+    csv = "x,y\n" + "\n".join(f"{a},{b}" for a, b in x.tolist()) + "\n"
+    request = json.dumps({"inputs": x.tolist()})
+    stdin = None
+    if kind == "csv":
+        (tmp_path / "x.csv").write_text(csv)
+        source = tmp_path / "x.csv"
+    elif kind == "json":
+        (tmp_path / "x.json").write_text(request)
+        source = tmp_path / "x.json"
+    elif kind == "npy":
+        np.save(tmp_path / "x.npy", x)
+        source = tmp_path / "x.npy"
+    else:
+        source, stdin = "-", request if kind == "stdin-json" else csv
+    result = run_kg(
+        "predict", MODEL, "--input", source, "--format", "json", "--tracking-uri", sweep["uri"],
+        input=stdin,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    printed = np.asarray(json.loads(result.stdout)["predictions"])
+    np.testing.assert_allclose(printed, expected, atol=1e-6)
+    _, served = post(server["port"], request)
+    np.testing.assert_allclose(printed, json.loads(served)["predictions"], atol=1e-6)
+
+
+def test_kg_predict_csv_output_has_the_class_names_as_header(sweep, tmp_path, local):
+    x = rows(3)
+    np.save(tmp_path / "x.npy", x)
+    result = run_kg("predict", MODEL, "--input", tmp_path / "x.npy", "--tracking-uri", sweep["uri"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "upper moon,lower moon"
+    printed = np.loadtxt(io.StringIO("\n".join(lines[1:])), delimiter=",")
+    np.testing.assert_allclose(printed, local.predict(x), atol=1e-6)
+
+
+def test_kg_predict_on_the_savedmodel_folder_matches_the_registered_model(sweep, tmp_path, local):
+    x = rows(4, seed=2)
+    np.save(tmp_path / "x.npy", x)
+    result = run_kg("predict", sweep["saved_model"], "--input", tmp_path / "x.npy", "--format", "json")
+    assert result.exit_code == 0, result.output
+    np.testing.assert_allclose(json.loads(result.stdout)["predictions"], local.predict(x), atol=1e-5)
+
+
+# --- kg models. --------------------------------------------------------------------
+
+
+def test_kg_models_lists_version_alias_activation_seed_metrics_and_savedmodel(sweep):
+    import mlflow
+
+    result = run_kg("models", "--format", "json", "--tracking-uri", sweep["uri"])
+    assert result.exit_code == 0, result.output
+    (listed,) = json.loads(result.stdout)
+    client = mlflow.MlflowClient(sweep["uri"], registry_uri=sweep["uri"])
+    version = client.get_model_version_by_alias("tiny-gelu", "champion")
+    assert listed["name"] == "tiny-gelu" and listed["version"] == int(version.version)
+    assert listed["aliases"] == ["champion"]
+    assert listed["activation"] == "gelu" and listed["seed"] == int(version.tags["seed"])
+    assert listed["val_accuracy"] == pytest.approx(float(version.tags["val_accuracy"]))
+    assert listed["saved_model"] == str(sweep["saved_model"].resolve())
+    table = run_kg("models", "--tracking-uri", sweep["uri"])
+    assert table.exit_code == 0
+    assert "tiny-gelu" in table.stdout and "@champion" in table.stdout
+
+
+# --- Mistakes: exit 2, one line. ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["models", "tiny-gelo"], "Did you mean 'tiny-gelu'?"),
+        (["predict", "models:/nope@champion", "--input", "{x}"], "models:/nope@champion: not found"),
+        (["predict", MODEL, "--input", "{missing}"], "cannot be read"),
+        (["predict", MODEL, "--input", "{txt}"], "expected .csv, .json or .npy"),
+        (["predict", MODEL, "--input", "{wide}"], "does not match expected shape (-1, 2)"),
+        (["predict", "{folder}", "--input", "{x}"], "neither an MLflow model folder"),
+        (["serve", "no/such/folder"], "no such file or folder"),
+        (["models", "--tracking-uri", " "], "--tracking-uri: got an empty string"),
+    ],
+)
+def test_mistakes_exit_2_with_one_line(sweep, tmp_path, args, fragment):
+    np.save(tmp_path / "x.npy", rows(2))
+    np.save(tmp_path / "wide.npy", np.zeros((2, 3), "float32"))
+    (tmp_path / "x.txt").write_text("1,2")
+    paths = {
+        "x": tmp_path / "x.npy", "wide": tmp_path / "wide.npy", "txt": tmp_path / "x.txt",
+        "missing": tmp_path / "missing.csv", "folder": tmp_path,
+    }  # fmt: skip
+    args = [a.format(**paths) for a in args]
+    if "--tracking-uri" not in args:
+        args += ["--tracking-uri", sweep["uri"]]
+    result = run_kg(*args)
+    assert result.exit_code == 2, result.output
+    assert fragment in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.output
+
+
+# --- Bad requests against the real server: a 4xx, then it answers again. -------
+
+
+TEN_MB = json.dumps({"inputs": [[0.1234567, 0.7654321]] * 420_000})
+
+
+@pytest.mark.parametrize(
+    "body, content_type, status, fragment",
+    [
+        ('{"inputs": [[0.1, 0.2, 0.3]]}', "application/json", 400, "(1, 3) does not match expected shape (-1, 2)"),
+        ('{"inputs": [["a", 0.2]]}', "application/json", 400, "could not convert string to float"),
+        ('{"inputs": [[NaN, 0.2]]}', "application/json", 400, "got nan in row 0, column 0"),
+        ('{"inputs": [[0.1, 0.2], [-Infinity, 0.2]]}', "application/json", 400, "got -inf in row 1, column 0"),
+        ('{"inputs": []}', "application/json", 400, "the batch is empty"),
+        ('{"instances": []}', "application/json", 400, "the batch is empty"),
+        ('{"dataframe_split": {"columns": ["x", "y"], "data": []}}', "application/json", 400, "the batch is empty"),
+        ('{"inputs": [[0.5, -0.2]', "application/json", 400, "valid JSON"),
+        ('[[0.5, -0.2]]', "application/json", 400, "must be a JSON dictionary"),
+        ("x,y\n", "text/csv", 400, "no data rows"),
+        (TEN_MB, "application/json", 413, "over this server's limit of 8000000 bytes"),
+        ("{" + "x" * 5_000_000, "application/json", 400, "more characters cut"),
+        ('{"inputs": [[0.5, -0.2]]}', "text/plain", 415, "Got 'text/plain'"),
+        ('{"inputs": [[0.5, -0.2]]}', None, 415, "no Content-Type header"),
+    ],
+    ids=[
+        "wrong-width", "strings", "nan", "inf", "empty-inputs", "empty-instances",
+        "empty-dataframe", "invalid-json", "a-list", "csv-header-only", "10MB",
+        "5MB-invalid-json", "text-plain", "no-content-type",
+    ],
+)  # fmt: skip
+def test_bad_request_is_a_4xx_with_a_clear_message_and_the_server_answers_on(
+    server, local, body, content_type, status, fragment
+):
+    got, answer = post(server["port"], body, content_type)
+    assert got == status, answer[:500]
+    assert len(answer) < 5000, answer[:500]  # never the request echoed back
+    message = json.loads(answer)["message"] if answer.startswith("{") else answer
+    assert fragment in message, message
+    assert "Traceback" not in answer
+    x = rows(2)
+    got, answer = post(server["port"], json.dumps({"inputs": x.tolist()}))
+    assert got == 200
+    np.testing.assert_allclose(json.loads(answer)["predictions"], local.predict(x), atol=1e-6)
+
+
+def test_server_log_has_no_traceback_after_the_bad_requests(server):
+    # Runs after the bad-request tests (file order).
+    log = server["log"].read_text(errors="replace")
+    assert "Traceback" not in log, log[-3000:]
+    assert " 500 " not in log
+
+
+# --- Start-up and shutdown. ----------------------------------------------------------
+
+
+def test_kg_serve_prints_the_url_once_ping_answers(server):
+    deadline = time.monotonic() + 30
+    while "kg serve:" not in server["log"].read_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    log = server["log"].read_text()
+    url = f"http://127.0.0.1:{server['port']}"
+    assert log.count(f"at {url} ") == 1, log[-2000:]
+    assert log.index("GET /ping") < log.index(f"at {url} ")
+
+
+def test_kg_serve_of_a_savedmodel_with_workers_stops_its_whole_process_group(sweep, local):
+    port = servers.free_port()
+    log_path = sweep["cwd"] / "kg-serve-savedmodel.log"
+    with open(log_path, "w") as log:
+        process = kg_process(
+            ["serve", str(sweep["saved_model"]), "--port", str(port), "--workers", "2"],
+            sweep["cwd"], stdout=log,
+        )  # fmt: skip
+    try:
+        servers.wait_for_http(f"http://127.0.0.1:{port}/ping", process, 300, log_path)
+        x = rows(3)
+        status, answer = post(port, json.dumps({"inputs": x.tolist()}))
+        assert status == 200, answer
+        np.testing.assert_allclose(json.loads(answer)["predictions"], local.predict(x), atol=1e-5)
+        group = _server_group(process.pid)
+        assert len(_members(group)) >= 3  # uvicorn's supervisor and 2 workers
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        assert _members(group) == []
+    finally:
+        servers.stop(process)
+
+
+def _server_group(kg_pid):
+    """The process group of kg's uvicorn child (its own session)."""
+    for _ in range(50):
+        children = [p for p, parent, _ in _processes() if parent == kg_pid]
+        if children:
+            return os.getpgid(children[0])
+        time.sleep(0.1)
+    raise AssertionError("kg serve has no child process")
+
+
+def _members(group):
+    return [p for p, _, g in _processes() if g == group]
+
+
+def _processes():
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":  # a zombie has exited
+                found.append((int(entry), int(fields[1]), int(fields[2])))
+    return found
