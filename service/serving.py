@@ -135,7 +135,12 @@ def _wrap_saved_model(saved_model, target):
 
 
 def _loopback(host):
+    """Where to ask /ping: a wildcard address's loopback."""
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+
+
+def _bracketed(host):
+    return f"[{host}]" if ":" in host else host
 
 
 def _free_port(host):
@@ -162,20 +167,23 @@ class Server:
     """A running scoring server: uvicorn in a process group of its own."""
 
     process: subprocess.Popen
-    url: str
+    host: str
+    port: int
     model_uri: str
     cleanup: contextlib.ExitStack
+
+    @property
+    def url(self):
+        return f"http://{_bracketed(self.host)}:{self.port}"
 
     def wait(self, echo):
         """Waits for /ping, prints the URL, serves until Ctrl-C or SIGTERM,
         then stops the server's whole process group. Returns the exit code."""
-        stopping = []
 
-        def stop(signum, frame):
-            stopping.append(signum)
+        def interrupt(signum, frame):
             raise KeyboardInterrupt
 
-        previous = signal.signal(signal.SIGTERM, stop)
+        previous = signal.signal(signal.SIGTERM, interrupt)
         try:
             if not self._ready():
                 return self._exited(echo)
@@ -197,15 +205,13 @@ class Server:
     def _ready(self):
         while self.process.poll() is None:
             try:
-                with urllib.request.urlopen(f"{self._probe_url()}/ping", timeout=2) as answer:
+                probe = f"http://{_bracketed(_loopback(self.host))}:{self.port}/ping"
+                with urllib.request.urlopen(probe, timeout=2) as answer:
                     if answer.status == 200:
                         return True
             except OSError:
                 time.sleep(0.2)
         return False
-
-    def _probe_url(self):
-        return self.url.replace("//0.0.0.0:", "//127.0.0.1:").replace("//[::]:", "//[::1]:")
 
     def _exited(self, echo):
         code = self.process.wait()
@@ -261,8 +267,7 @@ def start(model_uri, *, tracking_uri, host, port, workers, max_request_bytes, ti
     except BaseException:
         cleanup.close()
         raise
-    shown = f"[{host}]" if ":" in host else host
-    return Server(process, f"http://{shown}:{port}", model_uri, cleanup)
+    return Server(process, host, port, model_uri, cleanup)
 
 
 # --- kg predict. --------------------------------------------------------------

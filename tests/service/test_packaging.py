@@ -23,4 +23,6 @@ def test_wheel_top_level_packages_are_distinctive(tmp_path):
     assert top == {"keras_gelu", "kg_service"}, top
     assert "kg_service/cli.py" in names and "kg_service/mlflow_model.py" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "kg-train = kg_service.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "kg-train = kg_service.cli:main" in scripts
+    assert "kg = kg_service.kg:main" in scripts

@@ -1,0 +1,264 @@
+"""docker/: the compose stack and the Dockerfiles, read as Docker would
+(no Docker engine runs here), and the tracking server's command (MLflow's
+basic-auth app with docker/mlflow-auth.ini) run for real.
+
+What the containers run is exercised natively elsewhere: kg-train
+(test_end_to_end, test_kg), kg serve (test_kg).
+"""
+
+import os
+import json
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from tests.service import servers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DOCKER = os.path.join(ROOT, "docker")
+LONG_RUNNING = {"postgres", "minio", "mlflow", "model-server", "tf-serving"}
+ONE_SHOT = {"minio-bucket", "trainer"}
+SECRET = re.compile(r"PASSWORD|SECRET|_KEY|USERNAME|ROOT_USER", re.IGNORECASE)
+REQUIRED_VARIABLE = re.compile(r"\$\{(\w+):\?[^}]*\}")
+
+
+@pytest.fixture(scope="module")
+def compose():
+    with open(os.path.join(DOCKER, "compose.yaml")) as f:
+        return yaml.safe_load(f)
+
+
+def dockerfile(name):
+    """`[(instruction, arguments)]`, continuation lines joined."""
+    with open(os.path.join(DOCKER, name)) as f:
+        text = re.sub(r"\\\n", " ", f.read())
+    lines = [l.strip() for l in text.splitlines() if l.strip() and not l.lstrip().startswith("#")]
+    return [tuple(l.split(None, 1)) for l in lines]
+
+
+def test_compose_has_every_service_of_the_stack(compose):
+    assert set(compose["services"]) == LONG_RUNNING | ONE_SHOT
+
+
+def test_every_image_is_pinned_to_a_version(compose):
+    for name, service in compose["services"].items():
+        image = service["image"]
+        repository, _, tag = image.rpartition(":")
+        assert repository and tag and tag != "latest", (name, image)
+        assert re.search(r"\d", tag), (name, image)
+    for name in ("Dockerfile.train", "Dockerfile.serve"):
+        (base,) = [args for op, args in dockerfile(name) if op == "FROM"]
+        assert re.fullmatch(r"[\w./-]+:\d[\w.-]*", base), (name, base)
+
+
+def test_every_long_running_service_has_a_health_check(compose):
+    for name in LONG_RUNNING:
+        check = compose["services"][name].get("healthcheck", {})
+        assert check.get("test") and check["test"][0] in ("CMD", "CMD-SHELL"), name
+        assert check.get("interval") and check.get("retries"), name
+
+
+def test_services_wait_for_the_health_of_what_they_need(compose):
+    services = compose["services"]
+    assert services["mlflow"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert services["mlflow"]["depends_on"]["minio-bucket"]["condition"] == (
+        "service_completed_successfully"
+    )
+    for name in ("trainer", "model-server"):
+        assert services[name]["depends_on"]["mlflow"]["condition"] == "service_healthy"
+
+
+def test_trainer_reserves_the_gpu(compose):
+    (device,) = compose["services"]["trainer"]["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia" and "gpu" in device["capabilities"]
+    assert device.get("count") == "all" or device.get("device_ids")
+
+
+def test_volumes_are_declared_and_exports_shared_by_trainer_and_tf_serving(compose):
+    declared = set(compose["volumes"])
+    for name, service in compose["services"].items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            assert source in declared, (name, volume)
+    assert "exports:/work/exports" in compose["services"]["trainer"]["volumes"]
+    assert "exports:/models:ro" in compose["services"]["tf-serving"]["volumes"]
+    assert "pgdata:/var/lib/postgresql/data" in compose["services"]["postgres"]["volumes"]
+
+
+def test_published_ports_bind_loopback_unless_configured(compose):
+    published = {}
+    for name, service in compose["services"].items():
+        for port in service.get("ports", []):
+            assert port.startswith("${BIND_ADDRESS:-127.0.0.1}:"), (name, port)
+            published[name] = port.rsplit(":", 2)[-2:]
+    assert published == {
+        "mlflow": ["5000", "5000"],
+        "model-server": ["5001", "5001"],
+        "tf-serving": ["8501", "8501"],
+    }
+
+
+def test_tracking_server_runs_mlflow_basic_auth_on_postgres_and_minio(compose):
+    mlflow = compose["services"]["mlflow"]
+    assert mlflow["entrypoint"] == ["mlflow", "server"]
+    assert "--app-name=basic-auth" in mlflow["command"]
+    assert "--artifacts-destination=s3://mlflow/artifacts" in mlflow["command"]
+    env = mlflow["environment"]
+    assert env["MLFLOW_BACKEND_STORE_URI"].startswith("postgresql://mlflow:${POSTGRES_PASSWORD:?")
+    assert env["MLFLOW_S3_ENDPOINT_URL"] == "http://minio:9000"
+    assert env["MLFLOW_AUTH_CONFIG_PATH"] == "/app/docker/mlflow-auth.ini"
+
+
+def test_clients_sign_in_with_mlflows_own_variables(compose):
+    for name in ("trainer", "model-server"):
+        env = compose["services"][name]["environment"]
+        assert env["MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
+        assert {"MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"} <= set(env)
+
+
+def _environment_values(compose):
+    for name, service in compose["services"].items():
+        for key, value in (service.get("environment") or {}).items():
+            yield name, key, str(value)
+
+
+def test_every_secret_comes_from_a_required_variable_never_a_literal(compose):
+    secrets = 0
+    for name, key, value in _environment_values(compose):
+        if SECRET.search(key):
+            secrets += 1
+            assert REQUIRED_VARIABLE.fullmatch(value), (name, key, value)
+        # A URI's password too: postgresql://user:${VAR:?...}@host.
+        for password in re.findall(r"://[^:/@]+:([^@]+)@", value):
+            assert REQUIRED_VARIABLE.fullmatch(password), (name, key, value)
+    assert secrets >= 8
+
+
+def test_no_tracked_file_in_docker_holds_a_secret_value():
+    assignment = re.compile(r"^\s*(\w*(?:PASSWORD|SECRET|KEY)\w*)\s*[=:]\s*(\S+)", re.MULTILINE)
+    for name in os.listdir(DOCKER):
+        if name == ".env":
+            continue  # the user's own, ignored by git
+        with open(os.path.join(DOCKER, name)) as f:
+            text = f.read()
+        for key, value in assignment.findall(text):
+            assert value.startswith("${") or value.startswith("#"), (name, key, value)
+    example = open(os.path.join(DOCKER, ".env.example")).read()
+    values = dict(
+        line.split("=", 1) for line in example.splitlines() if "=" in line and not line.startswith("#")
+    )
+    assert values and all(v == "" for v in values.values()), values
+
+
+def test_docker_env_is_ignored_by_git():
+    out = subprocess.run(
+        ["git", "check-ignore", "docker/.env"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out
+
+
+def test_compose_variables_are_all_in_env_example(compose):
+    text = open(os.path.join(DOCKER, "compose.yaml")).read()
+    required = set(re.findall(r"\$\{(\w+):\?", text))
+    example = open(os.path.join(DOCKER, ".env.example")).read()
+    assert required <= set(re.findall(r"^#?\s*(\w+)=", example, re.MULTILINE)), required
+
+
+@pytest.mark.parametrize("name", ["Dockerfile.train", "Dockerfile.serve"])
+def test_dockerfile_runs_as_a_non_root_user_after_installing(name):
+    steps = dockerfile(name)
+    ops = [op for op, _ in steps]
+    users = [args for op, args in steps if op == "USER"]
+    assert users and users[-1] not in ("root", "0"), users
+    last_user = len(ops) - 1 - ops[::-1].index("USER")
+    assert max(i for i, op in enumerate(ops) if op == "RUN") < last_user
+    assert ops.index("ENTRYPOINT") > last_user
+
+
+def test_train_image_is_tensorflows_cuda_image_of_the_tested_version():
+    import tensorflow as tf
+
+    (base,) = [args for op, args in dockerfile("Dockerfile.train") if op == "FROM"]
+    assert base == f"tensorflow/tensorflow:{tf.__version__}-gpu"
+
+
+@pytest.mark.parametrize(
+    "name, entrypoint, extra",
+    [("Dockerfile.train", ["kg-train"], "service"), ("Dockerfile.serve", ["kg", "serve"], "service")],
+)
+def test_dockerfile_installs_the_service_and_enters_a_command_ci_runs(name, entrypoint, extra):
+    import tomllib
+
+    steps = dockerfile(name)
+    installs = [args for op, args in steps if op == "RUN" and "pip install" in args]
+    assert any(f"[{extra}," in args or f"[{extra}]" in args for args in installs), installs
+    (entry,) = [json.loads(args) for op, args in steps if op == "ENTRYPOINT"]
+    assert entry == entrypoint
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        scripts = tomllib.load(f)["project"]["scripts"]
+    assert entry[0] in scripts
+
+
+def test_serve_image_health_check_asks_ping_on_the_served_port():
+    (check,) = [args for op, args in dockerfile("Dockerfile.serve") if op == "HEALTHCHECK"]
+    assert "/ping" in check and "5001" in check
+
+
+def test_model_server_command_is_a_valid_kg_serve_command_line(compose):
+    from kg_service import kg
+
+    service = compose["services"]["model-server"]
+    command = [re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", part) for part in service["command"]]
+    # Parsed and type-checked by kg serve's own options, without serving.
+    context = kg.serve.make_context("serve", command)
+    assert context.params["model_uri"] == "models:/moons-gelu@champion"
+    assert (context.params["host"], context.params["port"]) == ("0.0.0.0", 5001)
+
+
+# --- The tracking server's command, for real. ------------------------------------
+
+
+def test_basic_auth_tracking_server_with_the_stacks_auth_config_admits_only_signed_in_clients(
+    tmp_path,
+):
+    from click.testing import CliRunner
+
+    from kg_service import kg
+
+    env = servers.server_env(
+        MLFLOW_AUTH_CONFIG_PATH=os.path.join(DOCKER, "mlflow-auth.ini"),
+        MLFLOW_AUTH_ADMIN_USERNAME="kg-admin",
+        MLFLOW_AUTH_ADMIN_PASSWORD="test-only-password",
+        MLFLOW_FLASK_SERVER_SECRET_KEY="test-only-key",
+    )
+    port = servers.free_port()
+    log_path = tmp_path / "mlflow-auth.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [os.path.join(servers.VENV_BIN, "mlflow"), "server", "--app-name=basic-auth",
+             "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+             "--artifacts-destination", str(tmp_path / "artifacts"),
+             "--host=127.0.0.1", f"--port={port}", "--workers=1"],
+            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        servers.wait_for_http(f"{uri}/health", process, 180, log_path)
+        assert (tmp_path / "basic_auth.db").exists()  # the config's relative store
+        signed_in = CliRunner().invoke(
+            kg.main, ["models", "--tracking-uri", uri],
+            env={"MLFLOW_TRACKING_USERNAME": "kg-admin", "MLFLOW_TRACKING_PASSWORD": "test-only-password"},
+        )  # fmt: skip
+        assert signed_in.exit_code == 0, signed_in.output
+        assert "No registered models" in signed_in.stdout
+        anonymous = CliRunner().invoke(
+            kg.main, ["models", "--tracking-uri", uri],
+            env={"MLFLOW_TRACKING_USERNAME": None, "MLFLOW_TRACKING_PASSWORD": None},
+        )  # fmt: skip
+        assert anonymous.exit_code == 2, anonymous.output
+        assert "refused the request (HTTP 401, not signed in)" in anonymous.stderr
+        assert "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" in anonymous.stderr
+    finally:
+        servers.stop(process)
