@@ -1,7 +1,10 @@
-"""Serving: a registered kg-train model vs the scoring server's own floor.
+"""Serving: a registered kg-train model vs the scoring server's own floor,
+and vs its SavedModel called in-process.
 
-Both run as real `mlflow models serve -m models:/... --env-manager local`
-processes on 127.0.0.1, from one temporary sqlite store:
+Both servers run as real `kg serve models:/...` processes (MLflow's
+scoring server behind kg's request guard; `--server mlflow`: plain
+`mlflow models serve --env-manager local`) on 127.0.0.1, from one
+temporary sqlite store:
 
 - model: the champion of a real (short) `kg-train` sweep on
   configs/moons.yaml, served through service/mlflow_model.py;
@@ -18,8 +21,14 @@ p99 latency, the server's CPU time per request (its process tree, from
 machine runs), and the model's requests/s over the floor's. Any non-200
 answer stops the run.
 
-    python benchmarks/bench_serving.py                  # 5 rounds, --workers 1
-    python benchmarks/bench_serving.py --workers 2 --rounds 3
+Beside them, the same load on the champion's SavedModel called in this
+process (its `serving_default` signature from C client threads, no HTTP,
+no JSON): what TF Serving's own executor would cost at best, without its
+network layer.
+
+    python benchmarks/bench_serving.py                       # 5 rounds, --workers 1
+    python benchmarks/bench_serving.py --workers 1 2 4 --rounds 3
+    python benchmarks/bench_serving.py --server mlflow       # mlflow models serve
 """
 
 import argparse
@@ -84,7 +93,7 @@ def train_champion(tmp, tracking_uri, epochs):
         "--config", os.path.join(ROOT, "configs", "moons.yaml"),
         "--set", "seeds=[0]",
         "--set", f"training.epochs={epochs}",
-        "--set", "export.enabled=false",
+        "--set", "export.dir=exports",
         "--tracking-uri", tracking_uri,
         "--output-dir", os.path.join(tmp, "kg-output"),
         "--quiet",
@@ -94,6 +103,12 @@ def train_champion(tmp, tracking_uri, epochs):
         sys.exit(f"kg-train failed:\n{result.stdout}\n{result.stderr[-3000:]}")
     (serve_line,) = [l for l in result.stdout.splitlines() if l.startswith("Serve:")]
     return serve_line.split(" -m ")[1].split()[0]
+
+
+def saved_model_path(tmp, model_name):
+    """The newest exported version of `model_name` under tmp/exports."""
+    versions = sorted(pathlib.Path(tmp, "exports", model_name).iterdir(), key=lambda p: int(p.name))
+    return versions[-1]
 
 
 def log_floor(tmp, tracking_uri, features):
@@ -129,13 +144,19 @@ class Server(typing.NamedTuple):
 
 
 @contextlib.contextmanager
-def serve(model_uri, tracking_uri, workers, log_path):
+def serve(model_uri, tracking_uri, workers, log_path, server="kg"):
     port = free_port()
-    command = [
-        os.path.join(VENV_BIN, "mlflow"), "models", "serve",
-        "-m", model_uri, "--env-manager", "local",
-        "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
-    ]  # fmt: skip
+    if server == "kg":
+        command = [
+            os.path.join(VENV_BIN, "kg"), "serve", model_uri, "--tracking-uri", tracking_uri,
+            "--port", str(port), "--workers", str(workers),
+        ]  # fmt: skip
+    else:
+        command = [
+            os.path.join(VENV_BIN, "mlflow"), "models", "serve",
+            "-m", model_uri, "--env-manager", "local",
+            "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
+        ]  # fmt: skip
     with open(log_path, "w") as log:
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, env=env(tracking_uri)
@@ -181,37 +202,95 @@ def cpu_seconds(pid):
     return sum(ticks.get(p, 0) for p in tree) / os.sysconf("SC_CLK_TCK")
 
 
-def load(port, bodies, requests, clients):
-    """`requests` POSTs from `clients` threads; returns (seconds, latencies, errors)."""
+def hammer(new_client, requests, clients):
+    """`requests` calls from `clients` threads, each with its own
+    `new_client()`: a function of the request index that returns None or
+    an error. Returns (seconds, latencies, errors)."""
     latencies = []
     errors = []
     next_index = iter(range(requests))
     lock = threading.Lock()
 
     def client():
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        headers = {"Content-Type": "application/json"}
+        call = new_client()
         while True:
             with lock:
                 index = next(next_index, None)
             if index is None:
                 break
             started = time.perf_counter()
-            connection.request("POST", "/invocations", bodies[index % len(bodies)], headers)
-            response = connection.getresponse()
-            payload = response.read()
+            error = call(index)
             elapsed = time.perf_counter() - started
             with lock:
                 latencies.append(elapsed)
-                if response.status != 200:
-                    errors.append((response.status, payload[:200]))
-        connection.close()
+                if error is not None:
+                    errors.append(error)
+        getattr(call, "close", lambda: None)()
 
     started = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(clients) as pool:
         for future in [pool.submit(client) for _ in range(clients)]:
             future.result()
     return time.perf_counter() - started, latencies, errors
+
+
+def load(port, bodies, requests, clients):
+    """POSTs over one keep-alive connection per client."""
+
+    def new_client():
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        headers = {"Content-Type": "application/json"}
+
+        def call(index):
+            connection.request("POST", "/invocations", bodies[index % len(bodies)], headers)
+            response = connection.getresponse()
+            payload = response.read()
+            return None if response.status == 200 else (response.status, payload[:200])
+
+        call.close = connection.close
+        return call
+
+    return hammer(new_client, requests, clients)
+
+
+def load_in_process(function, inputs, requests, clients):
+    """The same load on a callable, in this process."""
+
+    def call(index):
+        function(inputs[index % len(inputs)])
+
+    return hammer(lambda: call, requests, clients)
+
+
+def measure_in_process(function, inputs, args):
+    load_in_process(function, inputs, args.warmup, args.clients)
+    cpu = time.process_time()
+    seconds, latencies, _ = load_in_process(function, inputs, args.requests, args.clients)
+    cpu = time.process_time() - cpu
+    ms = np.asarray(latencies) * 1e3
+    return {
+        "rps": args.requests / seconds,
+        "cpu_ms": cpu / args.requests * 1e3,
+        "p50": float(np.percentile(ms, 50)),
+        "p99": float(np.percentile(ms, 99)),
+        "errors": 0,
+        "first_error": None,
+    }
+
+
+def saved_model_function(path):
+    """The SavedModel's serving_default, float32 numpy in and out."""
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(path))
+    signature = loaded.signatures["serving_default"]
+    (output,) = signature.structured_outputs
+
+    def call(x):
+        return signature(tf.constant(x))[output].numpy()
+
+    call.loaded = loaded  # keeps the variables alive
+    return call
 
 
 def measure(server, bodies, args):
@@ -235,7 +314,11 @@ def main():
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 256])
-    parser.add_argument("--workers", type=int, default=1, help="mlflow models serve --workers")
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1], help="server processes; several: each measured"
+    )
+    parser.add_argument("--server", choices=["kg", "mlflow"], default="kg",
+                        help="kg serve (default) or mlflow models serve")
     parser.add_argument("--rounds", type=int, default=5, help="alternating floor/model rounds")
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--epochs", type=int, default=5, help="of the kg-train sweep")
@@ -256,54 +339,61 @@ def main():
         train_champion(tmp, uri, args.epochs)
         model_uri = "models:/moons-gelu@champion"  # keras_gelu's exact GELU
         floor_uri = log_floor(tmp, uri, features)
+        in_process = saved_model_function(saved_model_path(tmp, "moons-gelu"))
         rows = []
-        with serve(floor_uri, uri, args.workers, os.path.join(tmp, "floor.log")) as floor, serve(
-            model_uri, uri, args.workers, os.path.join(tmp, "model.log")
-        ) as model:
-            for batch in args.batch:
-                bodies = [
-                    json.dumps({"inputs": rng.normal(size=(batch, features)).round(4).tolist()})
-                    for _ in range(16)
-                ]
-                runs = {"floor": [], "model": []}
-                for round_ in range(args.rounds):
-                    order = [("floor", floor), ("model", model)]
-                    for name, server in order if round_ % 2 == 0 else order[::-1]:
-                        print(f"  batch {batch}, round {round_ + 1}: {name}", flush=True)
-                        runs[name].append(measure(server, bodies, args))
-                for name, each in runs.items():
-                    errors = [r for r in each if r["errors"]]
-                    if errors:
-                        sys.exit(f"{name}: {errors[0]['errors']} errors, e.g. {errors[0]['first_error']}")
+        for workers in args.workers:
+            with serve(floor_uri, uri, workers, os.path.join(tmp, "floor.log"), args.server) as floor, serve(
+                model_uri, uri, workers, os.path.join(tmp, "model.log"), args.server
+            ) as model:
+                for batch in args.batch:
+                    arrays = [rng.normal(size=(batch, features)).round(4).astype("float32") for _ in range(16)]
+                    bodies = [json.dumps({"inputs": x.tolist()}) for x in arrays]
+                    runs = {"floor": [], "model": [], "in-process": []}
+                    for round_ in range(args.rounds):
+                        order = [("floor", floor), ("model", model)]
+                        for name, server in order if round_ % 2 == 0 else order[::-1]:
+                            print(f"  workers {workers}, batch {batch}, round {round_ + 1}: {name}", flush=True)
+                            runs[name].append(measure(server, bodies, args))
+                        if workers == args.workers[0]:
+                            print(f"  batch {batch}, round {round_ + 1}: SavedModel in-process", flush=True)
+                            runs["in-process"].append(measure_in_process(in_process, arrays, args))
+                    for name, each in runs.items():
+                        errors = [r for r in each if r["errors"]]
+                        if errors:
+                            sys.exit(f"{name}: {errors[0]['errors']} errors, e.g. {errors[0]['first_error']}")
 
-                def median(name, key):
-                    return statistics.median(r[key] for r in runs[name])
+                    def median(name, key):
+                        return statistics.median(r[key] for r in runs[name])
 
-                for name, label in (("floor", "floor (returns its input)"), ("model", model_uri)):
-                    rps = median(name, "rps")
-                    rows.append(
-                        (batch, label, rps, rps * batch, median(name, "p50"), median(name, "p99"),
-                         median(name, "cpu_ms"), rps / median("floor", "rps"),
-                         ", ".join(f"{r['rps']:.0f}" for r in runs[name]))
-                    )  # fmt: skip
+                    labels = [("floor", "floor (returns its input)"), ("model", model_uri)]
+                    if runs["in-process"]:
+                        labels.append(("in-process", "SavedModel in-process (no HTTP)"))
+                    for name, label in labels:
+                        rps = median(name, "rps")
+                        rows.append(
+                            ("–" if name == "in-process" else workers, batch, label, rps, rps * batch,
+                             median(name, "p50"), median(name, "p99"), median(name, "cpu_ms"),
+                             rps / median("floor", "rps"),
+                             ", ".join(f"{r['rps']:.0f}" for r in runs[name]))
+                        )  # fmt: skip
 
+    server = "kg serve" if args.server == "kg" else "mlflow models serve --env-manager local"
     print(
-        f"\nmlflow models serve --env-manager local --workers {args.workers}; "
-        f"{args.requests} requests per round from {args.clients} concurrent clients, "
-        f"{args.rounds} rounds, floor and model alternating (median shown); "
+        f"\n{server}; {args.requests} requests per round from {args.clients} concurrent "
+        f"clients, {args.rounds} rounds, floor and model alternating (median shown); "
         f"{os.cpu_count()} cores, {platform.machine()}, mlflow {mlflow.__version__}, "
         f"keras {importlib.metadata.version('keras')} "
         f"({os.environ.get('KERAS_BACKEND', 'tensorflow')} backend)\n"
     )
     head = (
-        "batch", "server", "req/s", "rows/s", "p50 ms", "p99 ms", "server CPU ms/req",
+        "workers", "batch", "server", "req/s", "rows/s", "p50 ms", "p99 ms", "CPU ms/req",
         "req/s vs floor", "req/s per round",
     )  # fmt: skip
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
-    for batch, label, rps, rows_s, p50, p99, cpu, ratio, each in rows:
+    for workers, batch, label, rps, rows_s, p50, p99, cpu, ratio, each in rows:
         print(
-            f"| {batch} | {label} | {rps:.0f} | {rows_s:.0f} | {p50:.1f} | {p99:.1f} "
+            f"| {workers} | {batch} | {label} | {rps:.0f} | {rows_s:.0f} | {p50:.1f} | {p99:.1f} "
             f"| {cpu:.2f} | {ratio:.2f}x | {each} |"
         )
 

@@ -89,7 +89,8 @@ def _fail(command, error):
     type=click.FloatRange(min=0, min_open=True),
     default=8.0,
     show_default=True,
-    help="Largest request body; a bigger one is answered 413 without being read.",
+    help="Largest request body (8 MB: about 350,000 rows of 2 features, 12,000 "
+    "of 64); a bigger one is answered 413, dropped unparsed.",
 )
 @click.option(
     "--timeout",
