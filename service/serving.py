@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import warnings
 
 import numpy as np
 
@@ -122,12 +123,15 @@ def _wrap_saved_model(saved_model, target):
             [mlflow.types.TensorSpec(np.dtype("float32"), (-1, int(output.shape[-1])))]
         ),
     )
-    mlflow.pyfunc.save_model(
-        str(target),
-        python_model=mlflow_model.SavedModelModel(),
-        artifacts={"saved_model": str(saved_model)},
-        signature=signature,
-    )
+    with warnings.catch_warnings():
+        # No input example, deliberately (as for the registered models).
+        warnings.filterwarnings("ignore", message=".*input example was not provided")
+        mlflow.pyfunc.save_model(
+            str(target),
+            python_model=mlflow_model.SavedModelModel(),
+            artifacts={"saved_model": str(saved_model)},
+            signature=signature,
+        )
     return str(target)
 
 
