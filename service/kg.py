@@ -12,6 +12,7 @@ on stderr, no traceback); 130 interrupted; `kg train` as kg-train.
 Another command joins the group with one line: `main.add_command(command)`.
 """
 
+import os
 import sys
 
 import click
@@ -37,10 +38,10 @@ def main():
     """Train, compare, serve and query keras-gelu models tracked in MLflow.
 
     \b
-    The workflow, runnable from a clone (seconds each, CPU):
+    The workflow, runnable from a clone on a CPU (a minute at most each):
       kg train --config configs/tiny.yaml            # sweep, register tiny-relu/-gelu
       kg models                                      # versions, aliases, metrics
-      kg predict models:/tiny-gelu@champion --input points.csv
+      printf 'x,y\\n0.5,-0.2\\n' | kg predict models:/tiny-gelu@champion --input -
       kg serve models:/tiny-gelu@champion            # http://127.0.0.1:5001
       curl -X POST 127.0.0.1:5001/invocations -H 'Content-Type: application/json' \\
            -d '{"inputs": [[0.5, -0.2]]}'
@@ -165,15 +166,20 @@ def predict(model_uri, input_path, output_format, tracking_uri):
 
     \b
     Examples:
-      kg predict models:/tiny-gelu@champion --input points.csv
+      printf 'x,y\\n0.5,-0.2\\n' | kg predict models:/tiny-gelu@champion --input -
       kg predict models:/tiny-gelu@champion --input request.json --format json
       echo '{"inputs": [[0.5, -0.2]]}' | kg predict models:/tiny-gelu/1 --input -
       kg predict exports/tiny-gelu/1 --input x.npy
     """
     from kg_service import serving
+    from kg_service.cli import _native_stderr_to_file
 
+    # TensorFlow's C++ start-up lines would bury a script's stderr; kept in
+    # a file, printed only if kg predict fails (as kg-train does).
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
-        output = serving.predict(model_uri, input_path, tracking_uri=tracking_uri)
+        with _native_stderr_to_file(enabled=True):
+            output = serving.predict(model_uri, input_path, tracking_uri=tracking_uri)
         click.echo(serving.format_predictions(output, output_format), nl=False)
     except ServiceError as error:
         _fail("predict", error)

@@ -29,7 +29,6 @@ or the model's own `checked_input`) is MLflow's answer, unchanged.
 
 import io
 import json
-import logging
 import os
 
 import mlflow.pyfunc
@@ -39,8 +38,6 @@ MODEL_PATH_ENV = "KG_SERVE_MODEL_PATH"  # as kg_service.serving sets them
 MAX_BYTES_ENV = "KG_SERVE_MAX_REQUEST_BYTES"
 MESSAGE_LIMIT = 2000
 DRAIN_FACTOR = 16  # an oversized body is read and dropped up to 16x the limit
-
-_log = logging.getLogger("kg_service.scoring_app")
 
 
 class Guard:
@@ -91,7 +88,13 @@ class Guard:
                 return await _answer(send, 400, problem)
             scope = {**scope, "headers": _replace_content_type(scope["headers"])}
 
+        replayed = []
+
         async def replay():
+            # The body once; then what the client does next (a disconnect).
+            if replayed:
+                return await receive()
+            replayed.append(True)
             return {"type": "http.request", "body": body, "more_body": False}
 
         started = {}
@@ -171,10 +174,20 @@ def csv_rows(text):
     Raises:
         ValueError: naming what is wrong with the CSV.
     """
+    import warnings
+
     import pandas as pd
 
     try:
-        frame = pd.read_csv(io.StringIO(text) if isinstance(text, str) else io.BytesIO(text))
+        # A row longer than the header: pandas would take its first field
+        # as the row's index (or, index_col=False, drop the rest with a
+        # warning); either way the wrong features. An error here.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(
+                io.StringIO(text) if isinstance(text, str) else io.BytesIO(text),
+                index_col=False,
+            )
     except Exception as error:  # pandas raises many kinds for bad CSV
         raise ValueError(
             f"cannot read it as CSV ({type(error).__name__}: {error}); expected a "

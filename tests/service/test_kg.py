@@ -259,6 +259,7 @@ TEN_MB = json.dumps({"inputs": [[0.1234567, 0.7654321]] * 420_000})
         ('{"inputs": [[0.5, -0.2]', "application/json", 400, "valid JSON"),
         ('[[0.5, -0.2]]', "application/json", 400, "must be a JSON dictionary"),
         ("x,y\n", "text/csv", 400, "no data rows"),
+        ("x,y\n0.5,-0.2,3\n", "text/csv", 400, "does not match length of data"),
         (TEN_MB, "application/json", 413, "over this server's limit of 8000000 bytes"),
         ("{" + "x" * 5_000_000, "application/json", 400, "more characters cut"),
         ('{"inputs": [[0.5, -0.2]]}', "text/plain", 415, "Got 'text/plain'"),
@@ -266,7 +267,7 @@ TEN_MB = json.dumps({"inputs": [[0.1234567, 0.7654321]] * 420_000})
     ],
     ids=[
         "wrong-width", "strings", "nan", "inf", "empty-inputs", "empty-instances",
-        "empty-dataframe", "invalid-json", "a-list", "csv-header-only", "10MB",
+        "empty-dataframe", "invalid-json", "a-list", "csv-header-only", "csv-row-too-long", "10MB",
         "5MB-invalid-json", "text-plain", "no-content-type",
     ],
 )  # fmt: skip
