@@ -265,17 +265,8 @@ def load_in_process(function, inputs, requests, clients):
 def measure_in_process(function, inputs, args):
     load_in_process(function, inputs, args.warmup, args.clients)
     cpu = time.process_time()
-    seconds, latencies, _ = load_in_process(function, inputs, args.requests, args.clients)
-    cpu = time.process_time() - cpu
-    ms = np.asarray(latencies) * 1e3
-    return {
-        "rps": args.requests / seconds,
-        "cpu_ms": cpu / args.requests * 1e3,
-        "p50": float(np.percentile(ms, 50)),
-        "p99": float(np.percentile(ms, 99)),
-        "errors": 0,
-        "first_error": None,
-    }
+    seconds, latencies, errors = load_in_process(function, inputs, args.requests, args.clients)
+    return summary(seconds, latencies, errors, time.process_time() - cpu, args.requests)
 
 
 def saved_model_function(path):
@@ -297,11 +288,14 @@ def measure(server, bodies, args):
     load(server.port, bodies, args.warmup, args.clients)
     cpu = cpu_seconds(server.pid)
     seconds, latencies, errors = load(server.port, bodies, args.requests, args.clients)
-    cpu = cpu_seconds(server.pid) - cpu
+    return summary(seconds, latencies, errors, cpu_seconds(server.pid) - cpu, args.requests)
+
+
+def summary(seconds, latencies, errors, cpu, requests):
     ms = np.asarray(latencies) * 1e3
     return {
-        "rps": args.requests / seconds,
-        "cpu_ms": cpu / args.requests * 1e3,
+        "rps": requests / seconds,
+        "cpu_ms": cpu / requests * 1e3,
         "p50": float(np.percentile(ms, 50)),
         "p99": float(np.percentile(ms, 99)),
         "errors": len(errors),
