@@ -216,8 +216,32 @@ def _tensorflow_mirrored(device_cfg):
 def _tensorflow_multi_worker(device_cfg):
     import tensorflow as tf
 
+    class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
+        """TensorFlow's, with `reduce` as Keras 3.15's `fit` calls it.
+
+        `fit` reduces its first (x, y) batch in one call, to find the input
+        shapes, where TF 2.21's MultiWorkerMirroredStrategy takes a single
+        value only ("Attempt to convert a value (PerReplica...) to a
+        Tensor", keras-team/keras#20585): each value is reduced on its own,
+        in the same order on every worker. And each step's logs (scalars)
+        are averaged with `axis=0`, which a scalar does not have ("Invalid
+        reduction dimension 0 for input with 0 dimensions",
+        tensorflow/tensorflow#72388): a scalar is averaged across the
+        replicas as is.
+        """
+
+        def reduce(self, reduce_op, value, axis=None):
+            parent = super(MultiWorkerMirroredStrategy, self)
+
+            def one(v):
+                local = self.experimental_local_results(v)[0]
+                scalar = axis is not None and local.shape.rank == 0
+                return parent.reduce(reduce_op, v, None if scalar else axis)
+
+            return tf.nest.map_structure(one, value)
+
     try:
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        strategy = MultiWorkerMirroredStrategy()
     except RuntimeError as error:  # the runtime started before the strategy
         raise ServiceError(
             f"device.distribution: multi_worker: TensorFlow refused to start the "

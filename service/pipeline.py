@@ -113,6 +113,9 @@ def run(config, quiet=False, echo=print, store=None, resume=None):
             marking the sweep KILLED; finished members stay in the store.
     """
     started = time.monotonic()
+    role = process_role(config, resume)
+    if not role.chief:
+        return run_worker(config, role, echo)
     from kg_service.progress import SweepProgress  # heavy imports: a real run
 
     progress = SweepProgress(quiet=quiet)
@@ -148,6 +151,51 @@ def run(config, quiet=False, echo=print, store=None, resume=None):
         pre.out_dir,
         pre.tracking_uri,
         time.monotonic() - started,
+    )
+    return 0
+
+
+def process_role(config, resume=None):
+    """This process's `distribution.Role`; only the chief goes on to the
+    store and the output folders.
+
+    Raises:
+        ServiceError: for a distribution the backend does not run, a bad
+            TF_CONFIG, or `--resume` of a multi-worker sweep (the workers
+            would not know which members the chief's store holds).
+    """
+    import keras
+
+    from kg_service import distribution
+
+    role = distribution.role(config.device, keras.backend.backend())
+    if resume is not None and config.device.distribution == "multi_worker":
+        raise ServiceError(
+            f"--resume {resume} with device.distribution: multi_worker: the workers "
+            "do not read the tracking store, so they cannot skip the members it "
+            "holds. Resume on one machine (--set device.distribution=mirrored or "
+            "none); the members already logged are kept."
+        )
+    return role
+
+
+def run_worker(config, role, echo=print):
+    """A non-chief process of a `multi_worker` sweep.
+
+    It trains every member in lockstep with the chief (each step's
+    gradients are all-reduced across the processes) and exits; the chief
+    tracks, reports, registers and exports. It opens no tracking store and
+    writes no file.
+    """
+    from kg_service import tasks
+    from kg_service import train as train_lib
+
+    train_lib.describe_device(config.device)
+    task = tasks.get(config.data.dataset)
+    results = train_lib.train_sweep(task, task.load(config.data), config)
+    echo(
+        f"kg-train: {role}: trained {len(results)} members in lockstep with the "
+        "chief, which tracks, registers and exports them."
     )
     return 0
 
