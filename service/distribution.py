@@ -330,3 +330,34 @@ def replicas(device_cfg):
     """How many replicas share each batch (1 for `distribution: none`)."""
     made = engine(device_cfg)
     return 1 if made is None else made.replicas
+
+
+def check_batches(device_cfg, batches):
+    """Raises unless every batch splits evenly where the engine needs it.
+
+    JAX's DataParallel shards each batch into equal parts, one per device
+    (an uneven one fails deep in XLA: "IndivisibleError"); tf.distribute
+    gives the last replicas a smaller slice, so any size trains there.
+
+    Args:
+        device_cfg: A `kg_service.config.DeviceConfig`.
+        batches: `{what: size}` of every batch the model sees, e.g.
+            `{"training.batch_size": 32, "the test split": 60}`.
+
+    Raises:
+        ServiceError: naming each size that does not divide.
+    """
+    import keras
+
+    if device_cfg.distribution == "none" or keras.backend.backend() != "jax":
+        return
+    n = replicas(device_cfg)
+    uneven = [f"{what} ({size})" for what, size in batches.items() if size % n]
+    if uneven:
+        raise ServiceError(
+            f"device.distribution: {device_cfg.distribution} on JAX splits every batch "
+            f"into {n} equal parts, one per device, but {', '.join(uneven)} "
+            f"{'is' if len(uneven) == 1 else 'are'} not a multiple of {n}. Pick "
+            "training.batch_size and data.n_samples so that they are (the dry run "
+            "shows the split sizes), or train on TensorFlow, which splits any batch."
+        )

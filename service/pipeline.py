@@ -207,7 +207,8 @@ def preflight(config, store=None, resume=None):
     config, and loads the members it already holds.
 
     Raises:
-        ServiceError: for an unavailable device, an unusable tracking
+        ServiceError: for an unavailable device or batches its
+            distribution cannot split, an unusable tracking
             store, missing export prerequisites, or an export folder the
             registry's next version would overwrite; for a report or
             export folder that is (or runs through) a file or cannot be
@@ -215,6 +216,7 @@ def preflight(config, store=None, resume=None):
             store's files and server before MLflow opens it.
     """
     from kg_service import destinations
+    from kg_service import distribution
 
     # Absolute: MLflow caches stores by URI, so a relative sqlite path
     # would keep pointing at the first working directory's file.
@@ -231,6 +233,7 @@ def preflight(config, store=None, resume=None):
     device = train_lib.describe_device(config.device)
     task = tasks.get(config.data.dataset)
     dataset = task.load(config.data)
+    distribution.check_batches(config.device, train_lib.batch_sizes(dataset, config.training))
     if config.export.enabled:
         export_lib.check_can_export()
     if store is None:

@@ -359,6 +359,19 @@ class _MemberHistory(keras.callbacks.Callback):
 # --- The sweep. ------------------------------------------------------------
 
 
+def batch_sizes(dataset, training_cfg):
+    """`{what: size}` of every batch a stacked model sees: training steps
+    (the last one partial, if any), the per-epoch evaluation of the training
+    and validation splits, and the test split."""
+    n_train = len(dataset.y_train)
+    sizes = {"training.batch_size": min(training_cfg.batch_size, n_train)}
+    if n_train % training_cfg.batch_size:
+        sizes["the last training batch"] = n_train % training_cfg.batch_size
+    sizes["the training + validation splits"] = n_train + len(dataset.y_val)
+    sizes["the test split"] = len(dataset.y_test)
+    return sizes
+
+
 def train_sweep(task, dataset, config, progress=None, done=None, on_trained=None):
     """Trains every (activation, seed) member of `config` on `dataset`.
 
@@ -390,10 +403,11 @@ def train_sweep(task, dataset, config, progress=None, done=None, on_trained=None
         config order within each.
 
     Raises:
-        ServiceError: for an unavailable device or an unknown optimizer
-            or block.
+        ServiceError: for an unavailable device, an unknown optimizer
+            or block, or batches the distribution cannot split.
     """
     describe_device(config.device)
+    distribution.check_batches(config.device, batch_sizes(dataset, config.training))
     seeds = tuple(int(seed) for seed in config.seeds)
     total = len(config.activations) * len(seeds)
     done = dict(done or {})
