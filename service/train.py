@@ -284,32 +284,6 @@ def _on_tf_distribute(config):
     )
 
 
-def _tf_dataset(batches):
-    """`batches` as a tf.data.Dataset, in the same order.
-
-    Keras 3.15's `fit` under MultiWorkerMirroredStrategy fails on a
-    PyDataset (its first batch reaches `strategy.reduce` as numpy arrays:
-    "Attempt to convert a value (PerReplica...)", keras-team/keras#20585);
-    a tf.data.Dataset is split the TensorFlow way: each global batch
-    rebatched into one slice per replica, and each worker keeps its own.
-    """
-    import tensorflow as tf
-
-    x, y = batches[0]
-    spec = (
-        tf.TensorSpec((None,) + x.shape[1:], tf.as_dtype(x.dtype)),
-        tf.TensorSpec((None,) + y.shape[1:], tf.as_dtype(y.dtype)),
-    )
-
-    def generate():
-        index = 0
-        while True:
-            yield batches[index]
-            index += 1
-
-    return tf.data.Dataset.from_generator(generate, output_signature=spec)
-
-
 def predict(model, x):
     """The model's outputs for all of `x` as one batch, as numpy.
 
@@ -512,7 +486,7 @@ def train_activation(task, dataset, config, activation, seeds, report):
             steps_per_execution=1 if _on_tf_distribute(config) else batches.steps,
         )
         stacked.fit(
-            _tf_dataset(batches) if _on_tf_distribute(config) else batches,
+            batches,
             epochs=training.epochs,
             steps_per_epoch=batches.steps,
             callbacks=[recorder],
