@@ -336,28 +336,45 @@ def check_batches(device_cfg, batches):
     """Raises unless every batch splits evenly where the engine needs it.
 
     JAX's DataParallel shards each batch into equal parts, one per device
-    (an uneven one fails deep in XLA: "IndivisibleError"); tf.distribute
-    gives the last replicas a smaller slice, so any size trains there.
+    (an uneven one fails deep in XLA: "IndivisibleError"). tf.distribute
+    gives the replicas unequal slices of an uneven batch, but Keras 3.15's
+    `fit` averages its first batch across the replicas to find the input
+    shapes, which fails on unequal ones ("Inputs to operation AddN ...
+    must have the same size and shape"): there the full training batch
+    must divide, and a last partial batch may not.
 
     Args:
         device_cfg: A `kg_service.config.DeviceConfig`.
-        batches: `{what: size}` of every batch the model sees, e.g.
-            `{"training.batch_size": 32, "the test split": 60}`.
+        batches: `{what: size}` of every batch the model sees, the full
+            training batch first, e.g. `train.batch_sizes(...)`.
 
     Raises:
         ServiceError: naming each size that does not divide.
     """
     import keras
 
-    if device_cfg.distribution == "none" or keras.backend.backend() != "jax":
+    if device_cfg.distribution == "none":
         return
+    backend = keras.backend.backend()
+    if backend != "jax":
+        batches = dict(list(batches.items())[:1])
     n = replicas(device_cfg)
     uneven = [f"{what} ({size})" for what, size in batches.items() if size % n]
-    if uneven:
+    if not uneven:
+        return
+    verb = "is" if len(uneven) == 1 else "are"
+    if backend == "jax":
         raise ServiceError(
             f"device.distribution: {device_cfg.distribution} on JAX splits every batch "
-            f"into {n} equal parts, one per device, but {', '.join(uneven)} "
-            f"{'is' if len(uneven) == 1 else 'are'} not a multiple of {n}. Pick "
-            "training.batch_size and data.n_samples so that they are (the dry run "
-            "shows the split sizes), or train on TensorFlow, which splits any batch."
+            f"into {n} equal parts, one per device, but {', '.join(uneven)} {verb} not a "
+            f"multiple of {n}. Pick training.batch_size and data.n_samples so that they "
+            "are (the dry run shows the split sizes), or train on TensorFlow, which "
+            "splits any batch but the first."
         )
+    (size,) = batches.values()
+    raise ServiceError(
+        f"device.distribution: {device_cfg.distribution} splits each training batch "
+        f"across {n} replicas, and Keras needs the first one in equal slices, but "
+        f"{uneven[0]} is not a multiple of {n}. Set training.batch_size to a multiple "
+        f"of {n}, e.g. --set training.batch_size={n * max(1, round(size / n))}."
+    )

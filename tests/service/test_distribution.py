@@ -226,36 +226,63 @@ def test_jax_data_parallel_over_two_host_devices_trains_the_weights_of_one():
 
 
 UNEVEN = textwrap.dedent("""
-    import sys
+    import os, sys
     sys.path.insert(0, sys.argv[1])
+    if os.environ["KERAS_BACKEND"] == "tensorflow":
+        import tensorflow as tf
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from kg_service import distribution
     from kg_service.config import DeviceConfig
     from kg_service.errors import ServiceError
-    try:
-        distribution.check_batches(
-            DeviceConfig(distribution="mirrored"),
-            {"training.batch_size": 32, "the last training batch": 25},
-        )
-    except ServiceError as error:
-        print(error)
+    for batches in (
+        {"training.batch_size": 32, "the last training batch": 25},
+        {"training.batch_size": 25, "the test split": 60},
+    ):
+        try:
+            distribution.check_batches(DeviceConfig(distribution="mirrored"), batches)
+            print("ok")
+        except ServiceError as error:
+            print(error)
     """)
 
 
-def test_jax_refuses_batches_that_do_not_split_evenly_before_training():
-    pytest.importorskip("jax")
+@pytest.mark.parametrize(
+    "backend, expected",
+    [
+        ("jax", [
+            "device.distribution: mirrored on JAX splits every batch into 2 equal parts, "
+            "one per device, but the last training batch (25) is not a multiple of 2. Pick "
+            "training.batch_size and data.n_samples so that they are (the dry run shows "
+            "the split sizes), or train on TensorFlow, which splits any batch but the "
+            "first.",
+            "device.distribution: mirrored on JAX splits every batch into 2 equal parts, "
+            "one per device, but training.batch_size (25) is not a multiple of 2. Pick "
+            "training.batch_size and data.n_samples so that they are (the dry run shows "
+            "the split sizes), or train on TensorFlow, which splits any batch but the "
+            "first.",
+        ]),
+        ("tensorflow", [
+            "ok",  # a last partial batch splits unevenly, and trains
+            "device.distribution: mirrored splits each training batch across 2 replicas, "
+            "and Keras needs the first one in equal slices, but training.batch_size (25) "
+            "is not a multiple of 2. Set training.batch_size to a multiple of 2, e.g. "
+            "--set training.batch_size=24.",
+        ]),
+    ],
+)
+def test_batches_the_engine_cannot_split_are_refused_before_training(backend, expected):
+    pytest.importorskip("jax" if backend == "jax" else "tensorflow")
     proc = subprocess.run(
         [sys.executable, "-c", UNEVEN, str(REPO)],
-        env={**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
+        env={**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu",
+             "TF_CPP_MIN_LOG_LEVEL": "2",
              "XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip() == (
-        "device.distribution: mirrored on JAX splits every batch into 2 equal parts, "
-        "one per device, but the last training batch (25) is not a multiple of 2. Pick "
-        "training.batch_size and data.n_samples so that they are (the dry run shows the "
-        "split sizes), or train on TensorFlow, which splits any batch."
-    )
+    assert proc.stdout.strip().splitlines() == expected
 
 
 def test_multi_worker_trains_in_two_processes_and_only_the_chief_tracks(
