@@ -164,9 +164,13 @@ def process_role(config, resume=None):
             TF_CONFIG, or `--resume` of a multi-worker sweep (the workers
             would not know which members the chief's store holds).
     """
-    import keras
-
     from kg_service import distribution
+
+    if config.device.distribution == "none":
+        # No backend to ask: preflight's cheap checks still come before
+        # TensorFlow's start-up.
+        return distribution.Role()
+    import keras
 
     role = distribution.role(config.device, keras.backend.backend())
     if resume is not None and config.device.distribution == "multi_worker":
