@@ -143,10 +143,10 @@ def test_resume_of_a_multi_worker_sweep_is_refused(tmp_path, monkeypatch):
 
 # --- The engines, for real, on two CPU devices. ------------------------------
 
-# Trains configs/tiny.yaml with each distribution named in argv[3] in turn,
-# in one process (TensorFlow: on two logical CPU devices, configured before
-# TensorFlow starts); prints each one's replicas, weights and histories.
-TRAIN = textwrap.dedent("""
+# Two devices for the backend of the script it starts: TensorFlow's CPU
+# split in two logical devices before TensorFlow starts; JAX's two host
+# devices come from XLA_FLAGS (`_python`).
+TWO_DEVICES = textwrap.dedent("""
     import json, os, sys
     sys.path.insert(0, sys.argv[1])
     if os.environ["KERAS_BACKEND"] == "tensorflow":
@@ -154,6 +154,11 @@ TRAIN = textwrap.dedent("""
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    """)
+
+# Trains configs/tiny.yaml with each distribution named in argv[3] in turn,
+# in one process; prints each one's replicas, weights and histories.
+TRAIN = TWO_DEVICES + textwrap.dedent("""
     from kg_service import tasks, train
     from kg_service.config import load_config
 
@@ -178,16 +183,28 @@ TRAIN = textwrap.dedent("""
     """)
 
 
-def _train(backend, kinds, **env):
+def _python(script, backend, *args):
+    """Runs `script` on `backend` with two CPU devices; returns its stdout."""
     proc = subprocess.run(
-        [sys.executable, "-c", TRAIN, str(REPO), str(TINY), ",".join(kinds)],
-        env={**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2", **env},
+        [sys.executable, "-c", script, str(REPO), *args],
+        env={
+            **os.environ,
+            "KERAS_BACKEND": backend,
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "JAX_PLATFORMS": "cpu",
+            "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        },
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return proc.stdout
+
+
+def _train(backend, kinds):
+    out = _python(TRAIN, backend, str(TINY), ",".join(kinds))
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def _assert_same_members(members, reference):
@@ -215,24 +232,12 @@ def test_mirrored_over_two_cpu_devices_trains_the_weights_of_one(tensorflow_runs
 
 def test_jax_data_parallel_over_two_host_devices_trains_the_weights_of_one():
     pytest.importorskip("jax")
-    runs = _train(
-        "jax",
-        ["none", "mirrored"],
-        JAX_PLATFORMS="cpu",
-        XLA_FLAGS="--xla_force_host_platform_device_count=2",
-    )
+    runs = _train("jax", ["none", "mirrored"])
     assert (runs["none"]["replicas"], runs["mirrored"]["replicas"]) == (1, 2)
     _assert_same_members(runs["mirrored"]["members"], runs["none"]["members"])
 
 
-UNEVEN = textwrap.dedent("""
-    import os, sys
-    sys.path.insert(0, sys.argv[1])
-    if os.environ["KERAS_BACKEND"] == "tensorflow":
-        import tensorflow as tf
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+UNEVEN = TWO_DEVICES + textwrap.dedent("""
     from kg_service import distribution
     from kg_service.config import DeviceConfig
     from kg_service.errors import ServiceError
@@ -274,15 +279,7 @@ UNEVEN = textwrap.dedent("""
 )
 def test_batches_the_engine_cannot_split_are_refused_before_training(backend, expected):
     pytest.importorskip("jax" if backend == "jax" else "tensorflow")
-    proc = subprocess.run(
-        [sys.executable, "-c", UNEVEN, str(REPO)],
-        env={**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu",
-             "TF_CPP_MIN_LOG_LEVEL": "2",
-             "XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
-        capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip().splitlines() == expected
+    assert _python(UNEVEN, backend).strip().splitlines() == expected
 
 
 def test_multi_worker_trains_in_two_processes_and_only_the_chief_tracks(
