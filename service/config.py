@@ -271,6 +271,16 @@ def _names_valid(registry, info):
     return registry
 
 
+def _devices_need_mirrored(device):
+    if device.devices is not None and device.distribution != "mirrored":
+        _fail(at=("devices",), message=(
+            f"devices lists the devices of distribution: mirrored, but distribution is "
+            f"{_show(device.distribution)}. Set device.distribution to mirrored, or remove "
+            "device.devices."
+        ))
+    return device
+
+
 def _defaults_if_null(section):
     return {} if section is None else section  # `data:` with every key commented out
 
@@ -318,6 +328,11 @@ _Seeds = Annotated[
     ),
     AfterValidator(_distinct),
     BeforeValidator(_seed_count),
+]
+_DeviceNames = Annotated[
+    tuple[_Text, ...],
+    Field(min_length=1, description='a non-empty list of device names, e.g. ["/gpu:0", "/gpu:1"]'),
+    AfterValidator(_distinct),
 ]
 _S = TypeVar("_S")
 _Section = Annotated[_S, BeforeValidator(_defaults_if_null)]
@@ -409,6 +424,17 @@ class DeviceConfig:
     type: Literal["auto", "cpu", "gpu"] = "auto"
     mixed_precision: Optional[Literal["mixed_float16", "mixed_bfloat16"]] = None  # float32
     xla: _Bool = False  # jit_compile the training step
+    # Data-parallel training on the backend's own engine (docs/distribution.md):
+    # none; mirrored, one process over this machine's devices
+    # (tf.distribute.MirroredStrategy, keras.distribution.DataParallel on
+    # JAX); multi_worker, one process per machine (TensorFlow:
+    # MultiWorkerMirroredStrategy from TF_CONFIG). training.batch_size is
+    # the global batch, split across the replicas.
+    distribution: Literal["none", "mirrored", "multi_worker"] = "none"
+    # mirrored only: the devices to replicate over, as the backend names them
+    # ("/gpu:0" on TensorFlow, "gpu:0" on JAX); null: every GPU, else every
+    # CPU device the backend sees.
+    devices: Optional[_DeviceNames] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -427,7 +453,9 @@ class Config:
     tracking: _Section[TrackingConfig] = TrackingConfig()
     registry: Annotated[_Section[RegistryConfig], AfterValidator(_names_valid)] = RegistryConfig()
     export: _Section[ExportConfig] = ExportConfig()
-    device: _Section[DeviceConfig] = DeviceConfig()
+    device: Annotated[_Section[DeviceConfig], AfterValidator(_devices_need_mirrored)] = (
+        DeviceConfig()
+    )
     # The YAML file it came from: set by load_config, not a key.
     source: SkipJsonSchema[Annotated[Optional[str], BeforeValidator(_not_a_key)]] = None
 
@@ -589,7 +617,10 @@ def _setting(path):
     the items, a section is its definition (with its "properties")."""
     schema = node = _json_schema()
     for part in path:
-        node = node["items"] if isinstance(part, int) else node["properties"][part]
+        if isinstance(part, int):
+            node = _without_null(node)[0]["items"]  # an optional list's item
+        else:
+            node = node["properties"][part]
         if "$ref" in node:
             node = schema["$defs"][node["$ref"].rsplit("/", 1)[-1]]
     return node
@@ -929,6 +960,13 @@ def _seeds_text(seeds):
     return ", ".join(str(s) for s in seeds)
 
 
+def _distribution_text(device):
+    if device.distribution == "none":
+        return ""
+    over = f" over {', '.join(device.devices)}" if device.devices else ""
+    return f", data-parallel {device.distribution}{over} (global batch split across replicas)"
+
+
 def describe_plan(config, environ=None):
     """What a run of `config` would do, as the lines `--dry-run` prints."""
     data, model, training = config.data, config.model, config.training
@@ -1014,7 +1052,8 @@ def _plan(config, rows, environ):
         ("activations", activations),
         ("seeds", f"{_seeds_text(config.seeds)} ({n_seeds} seeds)"),
         ("members", f"{n_act} activations x {n_seeds} seeds = {n_act * n_seeds} training runs"),
-        ("device", f"{device.type}, {precision}, XLA {'on' if device.xla else 'off'}"),
+        ("device", f"{device.type}, {precision}, XLA {'on' if device.xla else 'off'}"
+                   + _distribution_text(device)),
         ("tracking", f"{uri} ({origin}), {_retry_text(config.tracking.retry_seconds)}"),
         ("registry", registry),
         ("export", export),

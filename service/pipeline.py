@@ -122,6 +122,9 @@ def run(config, quiet=False, echo=print, store=None, resume=None):
             in the store yet are kept in `spool`, for `--resume`.
     """
     started = time.monotonic()
+    role = process_role(config, resume)
+    if not role.chief:
+        return run_worker(config, role, echo)
     from kg_service.progress import SweepProgress  # heavy imports: a real run
 
     progress = SweepProgress(quiet=quiet)
@@ -165,6 +168,55 @@ def run(config, quiet=False, echo=print, store=None, resume=None):
     return 0
 
 
+def process_role(config, resume=None):
+    """This process's `distribution.Role`; only the chief goes on to the
+    store and the output folders.
+
+    Raises:
+        ServiceError: for a distribution the backend does not run, a bad
+            TF_CONFIG, or `--resume` of a multi-worker sweep (the workers
+            would not know which members the chief's store holds).
+    """
+    from kg_service import distribution
+
+    if config.device.distribution == "none":
+        # No backend to ask: preflight's cheap checks still come before
+        # TensorFlow's start-up.
+        return distribution.Role()
+    import keras
+
+    role = distribution.role(config.device, keras.backend.backend())
+    if resume is not None and config.device.distribution == "multi_worker":
+        raise ServiceError(
+            f"--resume {resume} with device.distribution: multi_worker: the workers "
+            "do not read the tracking store, so they cannot skip the members it "
+            "holds. Resume on one machine (--set device.distribution=mirrored or "
+            "none); the members already logged are kept."
+        )
+    return role
+
+
+def run_worker(config, role, echo=print):
+    """A non-chief process of a `multi_worker` sweep.
+
+    It trains every member in lockstep with the chief (each step's
+    gradients are all-reduced across the processes) and exits; the chief
+    tracks, reports, registers and exports. It opens no tracking store and
+    writes no file.
+    """
+    from kg_service import tasks
+    from kg_service import train as train_lib
+
+    train_lib.describe_device(config.device)
+    task = tasks.get(config.data.dataset)
+    results = train_lib.train_sweep(task, task.load(config.data), config)
+    echo(
+        f"kg-train: {role}: trained {len(results)} members in lockstep with the "
+        "chief, which tracks, registers and exports them."
+    )
+    return 0
+
+
 def preflight(config, store=None, resume=None):
     """Loads the data and checks every outside dependency before training.
 
@@ -172,7 +224,8 @@ def preflight(config, store=None, resume=None):
     config, and loads the members it already holds.
 
     Raises:
-        ServiceError: for an unavailable device, an unusable tracking
+        ServiceError: for an unavailable device or batches its
+            distribution cannot split, an unusable tracking
             store, missing export prerequisites, or an export folder the
             registry's next version would overwrite; for a report or
             export folder that is (or runs through) a file or cannot be
@@ -180,6 +233,7 @@ def preflight(config, store=None, resume=None):
             store's files and server before MLflow opens it.
     """
     from kg_service import destinations
+    from kg_service import distribution
 
     # Absolute: MLflow caches stores by URI, so a relative sqlite path
     # would keep pointing at the first working directory's file.
@@ -196,6 +250,7 @@ def preflight(config, store=None, resume=None):
     device = train_lib.describe_device(config.device)
     task = tasks.get(config.data.dataset)
     dataset = task.load(config.data)
+    distribution.check_batches(config.device, train_lib.batch_sizes(dataset, config.training))
     if config.export.enabled:
         export_lib.check_can_export()
     if store is None:

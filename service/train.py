@@ -23,6 +23,7 @@ import keras
 import numpy as np
 
 from kg_service import catalog
+from kg_service import distribution
 from kg_service.errors import ServiceError
 from kg_service.models import stack_model
 from kg_service.models import stack_weights
@@ -122,10 +123,14 @@ def describe_device(device_cfg):
 
     Returns:
         A dict: `device` ("cpu" or "gpu"), `device_name`, `backend` (the
-        Keras backend), `mixed_precision` (policy name or None) and `xla`.
+        Keras backend), `mixed_precision` (policy name or None), `xla`,
+        `distribution` and `replicas` (how many devices share each batch;
+        `kg_service.distribution` makes its engine here, once the GPUs
+        are hidden or not).
 
     Raises:
-        ServiceError: for `type: gpu` when the backend sees no GPU.
+        ServiceError: for `type: gpu` when the backend sees no GPU; for a
+            distribution the backend does not run.
 
     Example:
 
@@ -149,6 +154,8 @@ def describe_device(device_cfg):
         "backend": backend,
         "mixed_precision": device_cfg.mixed_precision,
         "xla": bool(device_cfg.xla),
+        "distribution": device_cfg.distribution,
+        "replicas": distribution.replicas(device_cfg),
     }
 
 
@@ -275,6 +282,31 @@ class _MemberBatches(keras.utils.PyDataset):
         return self.x[rows], self.y[rows]
 
 
+def _on_tf_distribute(config):
+    return (
+        config.device.distribution != "none" and keras.backend.backend() == "tensorflow"
+    )
+
+
+def predict(model, x):
+    """The model's outputs for all of `x` as one batch, as numpy.
+
+    `predict_on_batch` is the fast path (one compiled call). Under a
+    tf.distribute strategy Keras 3.15 hands its whole batch to every
+    replica and concatenates their outputs (N x replicas rows), and
+    `predict` re-creates its distributed input each call (1 to 3 s per
+    call, against 16 ms per training step, 2 logical CPUs); a plain call
+    reads the replicas' (identical) weights and needs no collective, so
+    every worker gets the same outputs on its own.
+    """
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        if tf.distribute.has_strategy():
+            return keras.ops.convert_to_numpy(model(x, training=False))
+    return model.predict_on_batch(x)
+
+
 class _MemberHistory(keras.callbacks.Callback):
     """Per epoch: each member's loss and accuracy on train and validation.
 
@@ -293,7 +325,7 @@ class _MemberHistory(keras.callbacks.Callback):
         self.history = {key: [] for key in HISTORY_KEYS}
 
     def on_epoch_end(self, epoch, logs=None):
-        probs = self.model.predict_on_batch(self.x_eval)
+        probs = predict(self.model, self.x_eval)
         loss, accuracy = member_metrics(probs[: self.n_train], self.y_train)
         val_loss, val_accuracy = member_metrics(
             probs[self.n_train :], self.y_val
@@ -306,6 +338,19 @@ class _MemberHistory(keras.callbacks.Callback):
 
 
 # --- The sweep. ------------------------------------------------------------
+
+
+def batch_sizes(dataset, training_cfg):
+    """`{what: size}` of every batch a stacked model sees: training steps
+    (the last one partial, if any), the per-epoch evaluation of the training
+    and validation splits, and the test split."""
+    n_train = len(dataset.y_train)
+    sizes = {"training.batch_size": min(training_cfg.batch_size, n_train)}
+    if n_train % training_cfg.batch_size:
+        sizes["the last training batch"] = n_train % training_cfg.batch_size
+    sizes["the training + validation splits"] = n_train + len(dataset.y_val)
+    sizes["the test split"] = len(dataset.y_test)
+    return sizes
 
 
 def train_sweep(task, dataset, config, progress=None, done=None, on_trained=None):
@@ -339,10 +384,11 @@ def train_sweep(task, dataset, config, progress=None, done=None, on_trained=None
         config order within each.
 
     Raises:
-        ServiceError: for an unavailable device or an unknown optimizer
-            or block.
+        ServiceError: for an unavailable device, an unknown optimizer
+            or block, or batches the distribution cannot split.
     """
     describe_device(config.device)
+    distribution.check_batches(config.device, batch_sizes(dataset, config.training))
     seeds = tuple(int(seed) for seed in config.seeds)
     total = len(config.activations) * len(seeds)
     done = dict(done or {})
@@ -419,36 +465,43 @@ def train_activation(task, dataset, config, activation, seeds, report):
                     config.model, activation, dataset, name=f"{activation}_seed{seed}"
                 )
             )
-        stacked = stack_model(plain_models[0], members)
-    stack_weights(stacked, plain_models)
+        # Only the stacked model is data-parallel: the plain models stay
+        # ordinary one-device models, for tracking and export.
+        with distribution.scope(config.device):
+            stacked = stack_model(plain_models[0], members)
 
-    batches = _MemberBatches(
-        dataset.x_train, dataset.y_train, seeds, training.batch_size
-    )
-    recorder = _MemberHistory(dataset, members, report)
-    # One fit() for all epochs and one compiled call per epoch: of
-    # train_on_batch per step, fit() per epoch and this, measured the
-    # fastest on TensorFlow (2.9 vs 3.4 and 4.6 ms/step, 10 members of
-    # 64-64 GELU, CPU) and on JAX (1.07 vs 2.1 and 1.1 ms/step).
-    stacked.compile(
-        optimizer=make_optimizer(training),
-        loss=_members_loss(members),
-        jit_compile=True if config.device.xla else "auto",
-        steps_per_execution=batches.steps,
-    )
-    stacked.fit(
-        batches,
-        epochs=training.epochs,
-        steps_per_epoch=batches.steps,
-        callbacks=[recorder],
-        shuffle=False,
-        verbose=0,
-    )
-    seconds = time.perf_counter() - start
+    with distribution.scope(config.device):
+        stack_weights(stacked, plain_models)
+        batches = _MemberBatches(
+            dataset.x_train, dataset.y_train, seeds, training.batch_size
+        )
+        recorder = _MemberHistory(dataset, members, report)
+        # One fit() for all epochs and one compiled call per epoch: of
+        # train_on_batch per step, fit() per epoch and this, measured the
+        # fastest on TensorFlow (2.9 vs 3.4 and 4.6 ms/step, 10 members of
+        # 64-64 GELU, CPU) and on JAX (1.07 vs 2.1 and 1.1 ms/step). Under
+        # a tf.distribute strategy Keras 3.15 / TF 2.21 fail a
+        # multi-step execution ("You must feed a value for placeholder
+        # tensor" in multi_step_on_iterator): one step per call there.
+        stacked.compile(
+            optimizer=make_optimizer(training),
+            loss=_members_loss(members),
+            jit_compile=True if config.device.xla else "auto",
+            steps_per_execution=1 if _on_tf_distribute(config) else batches.steps,
+        )
+        stacked.fit(
+            batches,
+            epochs=training.epochs,
+            steps_per_epoch=batches.steps,
+            callbacks=[recorder],
+            shuffle=False,
+            verbose=0,
+        )
+        seconds = time.perf_counter() - start
 
-    test_loss, test_accuracy = member_metrics(
-        stacked.predict_on_batch(_tile(dataset.x_test, members)), dataset.y_test
-    )
+        test_loss, test_accuracy = member_metrics(
+            predict(stacked, _tile(dataset.x_test, members)), dataset.y_test
+        )
     unstack_weights(stacked, plain_models)
 
     results = []

@@ -656,3 +656,50 @@ def test_loading_and_describing_a_config_imports_neither_keras_nor_tensorflow():
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+# --- device.distribution (docs/distribution.md). ------------------------------
+
+
+def test_distribution_is_validated_with_the_closest_name(tmp_path):
+    message = error_of(tmp_path, "device:\n  distribution: mirored\n")
+    assert message == (
+        f"config file {tmp_path / 'sweep.yaml'}: device.distribution (line 2): got "
+        '"mirored" (a string); expected one of "none", "mirrored", "multi_worker". '
+        'Did you mean "mirrored"?'
+    )
+
+
+def test_distribution_and_its_devices_are_set_from_the_command_line(tmp_path):
+    path = write(tmp_path, "experiment: x\n")
+    config = load_config(
+        path, ["device.distribution=mirrored", "device.devices=[/gpu:0, /gpu:1]"]
+    )
+    assert config.device.distribution == "mirrored"
+    assert config.device.devices == ("/gpu:0", "/gpu:1")
+    assert load_config(path).device.distribution == "none"
+    plan = describe_plan(config)
+    assert "data-parallel mirrored over /gpu:0, /gpu:1 (global batch split" in plan
+
+
+def test_devices_need_distribution_mirrored(tmp_path):
+    message = error_of(tmp_path, "device:\n  devices: [/gpu:0]\n")
+    assert "device.devices (line 2): devices lists the devices of distribution: " in message
+    assert 'but distribution is "none". Set device.distribution to mirrored' in message
+
+
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("device.devices=[/gpu:0,/gpu:0]", 'device.devices[1] (--set device.devices=[/gpu:0,/gpu:0]): '
+         'got "/gpu:0" (a string); expected distinct values; "/gpu:0" appears twice.'),
+        ("device.devices=[]", "expected a non-empty list."),
+        ("device.devices=/gpu:0", 'expected a non-empty list of device names, e.g. '
+         '["/gpu:0", "/gpu:1"] or null.'),
+    ],
+)
+def test_bad_device_lists_are_one_clear_line(tmp_path, override, expected):
+    message = error_of(
+        tmp_path, "device:\n  distribution: mirrored\n", [override]
+    )
+    assert message.endswith(expected), message
