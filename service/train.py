@@ -304,7 +304,9 @@ class _MemberHistory(keras.callbacks.Callback):
 # --- The sweep. ------------------------------------------------------------
 
 
-def train_sweep(task, dataset, config, progress=None, done=None, on_trained=None):
+def train_sweep(
+    task, dataset, config, progress=None, done=None, on_trained=None, members=None
+):
     """Trains every (activation, seed) member of `config` on `dataset`.
 
     Each activation's seeds go to `task.train` together; for the
@@ -323,6 +325,9 @@ def train_sweep(task, dataset, config, progress=None, done=None, on_trained=None
             `MemberResult`s as soon as each activation's missing seeds
             have trained, so they reach the tracking store before the
             next activation starts.
+        members: Optional (activation, seed) pairs to train (a shard's
+            slice); default: every pair of the config. The others are
+            neither trained nor returned.
         progress: Optional callable, called once per epoch per activation
             with a dict: `activation`, `epoch`, `epochs`, `members_done`
             (members of the activations before this one), `group_size`
@@ -331,20 +336,22 @@ def train_sweep(task, dataset, config, progress=None, done=None, on_trained=None
             the task's selection metric).
 
     Returns:
-        A list of `MemberResult`, activations in config order, seeds in
-        config order within each.
+        A list of `MemberResult` (of `members`, if given), activations in
+        config order, seeds in config order within each.
 
     Raises:
         ServiceError: for an unavailable device or an unknown optimizer
             or block.
     """
     describe_device(config.device)
-    seeds = tuple(int(seed) for seed in config.seeds)
-    total = len(config.activations) * len(seeds)
+    grid = [(a, int(s)) for a in config.activations for s in config.seeds]
+    wanted = set(grid if members is None else members)
+    total = len(wanted)
     done = dict(done or {})
     results = []
     with _quiet_retracing_warnings():
         for activation in config.activations:
+            seeds = tuple(s for a, s in grid if a == activation and (a, s) in wanted)
             missing = tuple(s for s in seeds if (activation, s) not in done)
             finished = len(results) + len(seeds) - len(missing)
 
