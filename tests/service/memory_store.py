@@ -7,6 +7,7 @@ import itertools
 import json
 
 from kg_service.tracking import TrackingStore
+from kg_service.tracking import param_text
 
 
 class MemoryStore(TrackingStore):
@@ -24,7 +25,7 @@ class MemoryStore(TrackingStore):
         run_id = f"run-{next(self._ids)}"
         self.runs[run_id] = dict(
             name=name,
-            params=copy.deepcopy(params),
+            params={k: param_text(v) for k, v in params.items()},  # text, as MLflow
             tags=dict(tags),
             metrics={},
             status="RUNNING",

@@ -248,3 +248,51 @@ def test_two_shards_make_the_single_machine_sweep_registered_once_and_kg_report_
     assert twice.returncode == 2 and "registered already" in twice.stderr
     for name in ("tiny-relu-smoke", "tiny-gelu-smoke"):
         assert len(client.search_model_versions(f"name='{name}'")) == 1
+
+
+# --- The tracking seam: shards and kg report on an in-memory store. -----------
+
+
+def test_shards_and_kg_report_run_on_another_tracking_store_without_mlflow(
+    tmp_path, monkeypatch
+):
+    """run_shard and report_sweep talk to the TrackingStore interface only:
+    three shards of a 2 x 2 grid (the third with nothing to train) make one
+    sweep, registered once, by the job that completed it; report_sweep then
+    gives the same statistics, and refuses a second registration."""
+    from kg_service import pipeline
+    from tests.service.memory_store import MemoryStore
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "tiny.yaml"
+    path.write_text(
+        "experiment: in-memory\nactivations: [relu, gelu]\nseeds: 2\n"
+        "data: {n_samples: 200}\nmodel: {hidden_units: [4]}\n"
+        "training: {epochs: 2}\nexport: {enabled: false}\n"
+    )
+    store = MemoryStore()
+    config = load_config(str(path))
+    said = []
+    for index in (3, 1, 2):
+        shard = shards.Shard(index, 3)
+        assert pipeline.run_shard(config, shard, quiet=True, echo=said.append, store=store) == 0
+    assert len(store.find_sweeps()) == 1
+    (parent_id,) = store.find_sweeps(shards.sweep_id(config))
+    parent = store.runs[parent_id]
+    assert parent["status"] == "FINISHED"
+    assert parent["params"][pipeline.REGISTRAR].startswith("kg-train --shard 2/3")
+    assert [len(v) for v in store.models.values()] == [1, 1]
+    table = said[said.index("") + 1]
+
+    said.clear()
+    assert pipeline.report_sweep(
+        "in-memory", f"sqlite:///{tmp_path}/unused.db", output_dir="rebuilt",
+        quiet=True, echo=said.append, store=store,
+    ) == 0
+    assert said[said.index("") + 1] == table
+    with pytest.raises(ServiceError, match="registered already"):
+        pipeline.report_sweep(
+            "in-memory", f"sqlite:///{tmp_path}/unused.db", register=True,
+            quiet=True, echo=said.append, store=store,
+        )
+    assert [len(v) for v in store.models.values()] == [1, 1]
