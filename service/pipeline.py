@@ -219,6 +219,12 @@ def run_shard(config, shard, sweep_id=None, quiet=False, echo=print, store=None)
                 f"--experiment {config.experiment} --sweep-id {sweep_id} --register)."
             )
             return 0
+        # Claimed on the sweep's earliest parent run, read again now: should
+        # two jobs have kept different parents at the start (see
+        # `TrackingStore.join_sweep`), both claim on the same run here.
+        sweep_run_id, _ = pre.store.join_sweep(
+            config.experiment, {}, {}, sweep_id
+        )
         token = registrar_token(f"kg-train --shard {shard}")
         if not pre.store.claim(sweep_run_id, REGISTRAR, token):
             _, params, status = pre.store.sweep_info(sweep_run_id)
