@@ -199,7 +199,9 @@ def run_shard(config, shard, sweep_id=None, quiet=False, echo=print, store=None)
         if created:
             pre.store.log_dict(sweep_run_id, dict(pre.resolved), "config.json")
         else:
-            _check_same_settings(f"--sweep-id {sweep_id}", pre.store, sweep_run_id, pre.params)
+            _check_same_settings(
+                f"--sweep-id {sweep_id}", pre.store, sweep_run_id, sweep_params(config, pre)
+            )
         held = pre.store.member_keys(sweep_run_id)
         mine = shards.members(config, shard)
         todo = tuple(key for key in mine if key not in held)
@@ -211,7 +213,7 @@ def run_shard(config, shard, sweep_id=None, quiet=False, echo=print, store=None)
         train(config, pre, sweep_run_id, progress, members=todo)
         progress.close()
         held = pre.store.member_keys(sweep_run_id)
-        if len(held) < total:
+        if any(key not in held for key in shards.grid(config)):
             echo(
                 f"Shard {shard} done in {time.monotonic() - started:.0f} s; the "
                 f"sweep holds {len(held)} of {total} members. The job that "
@@ -379,8 +381,10 @@ def stored_members(config, pre, sweep_run_id):
     Raises:
         ServiceError: if some member is not there yet.
     """
+    from kg_service import shards
+
     stored = pre.store.finished_members(sweep_run_id)
-    grid = [(a, s) for a in config.activations for s in config.seeds]
+    grid = shards.grid(config)
     missing = [key for key in grid if key not in stored]
     if missing:
         shown = ", ".join(f"{a} seed {s}" for a, s in missing[:5])

@@ -171,10 +171,16 @@ def members(config, shard):
     >>> members(Config(activations=("relu", "gelu"), seeds=(0, 1, 2)), Shard(2, 2))
     (('gelu', 0), ('gelu', 1), ('gelu', 2))
     """
-    grid = [(a, s) for a in config.activations for s in config.seeds]
-    start = (shard.index - 1) * len(grid) // shard.count
-    end = shard.index * len(grid) // shard.count
-    return tuple(grid[start:end])
+    keys = grid(config)
+    start = (shard.index - 1) * len(keys) // shard.count
+    end = shard.index * len(keys) // shard.count
+    return tuple(keys[start:end])
+
+
+def grid(config):
+    """Every (activation, seed) member of a sweep: activation-major, in
+    config order, seeds in config order within each."""
+    return [(a, s) for a in config.activations for s in config.seeds]
 
 
 def check_sweep_id(value):

@@ -23,6 +23,7 @@ import keras
 import numpy as np
 
 from kg_service import catalog
+from kg_service import shards
 from kg_service.errors import ServiceError
 from kg_service.models import stack_model
 from kg_service.models import stack_weights
@@ -344,7 +345,7 @@ def train_sweep(
             or block.
     """
     describe_device(config.device)
-    grid = [(a, int(s)) for a in config.activations for s in config.seeds]
+    grid = shards.grid(config)
     wanted = set(grid if members is None else members)
     total = len(wanted)
     done = dict(done or {})

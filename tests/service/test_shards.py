@@ -11,6 +11,7 @@
   registers, once; a restarted shard trains nothing.
 """
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -283,6 +284,12 @@ def test_shards_and_kg_report_run_on_another_tracking_store_without_mlflow(
     assert parent["params"][pipeline.REGISTRAR].startswith("kg-train --shard 2/3")
     assert [len(v) for v in store.models.values()] == [1, 1]
     table = said[said.index("") + 1]
+    # Another grid under the same sweep id is refused before it trains.
+    with pytest.raises(ServiceError, match=r"seeds: was \[0, 1\], now \[0, 1, 2\]"):
+        pipeline.run_shard(
+            dataclasses.replace(config, seeds=(0, 1, 2)), shards.Shard(1, 2),
+            shards.sweep_id(config), quiet=True, echo=said.append, store=store,
+        )
 
     said.clear()
     assert pipeline.report_sweep(
