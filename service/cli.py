@@ -16,6 +16,9 @@ keeps its traceback.
 The pipeline contract:
 
     kg_service.pipeline.run(config, *, quiet, echo, resume) -> int
+    kg_service.pipeline.run_shard(config, shard, sweep_id, *, quiet, echo) -> int
+
+(`run_shard` for --shard/--sweep-id: one job's share of a sharded sweep.)
 
 `config` is a validated `kg_service.config.Config` (`tracking.uri` and
 `output_dir` already carry `--tracking-uri`/`--output-dir`; use
@@ -93,6 +96,25 @@ EXIT_INTERRUPTED = 130
     "(id printed at start) does not hold yet, log those kept locally, then "
     "compare, export and register as usual.",
 )
+@click.option(
+    "--shard",
+    metavar="I/N",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    help="Train only shard I of N (1-based) of the activation x seed grid into one "
+    "sweep shared through the tracking store; the job that completes the sweep "
+    "registers it. Alone (no value): I and N from a Kubernetes Indexed Job "
+    "(JOB_COMPLETION_INDEX, KG_SHARD_COUNT) or a Slurm array "
+    "(SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT). Restarting a shard resumes it.",
+)
+@click.option(
+    "--sweep-id",
+    metavar="ID",
+    help="The sharded sweep to join (default: derived from the config, so jobs "
+    "started with the same config share one sweep); a new ID runs the same "
+    "config again as a new sweep. Alone: --shard 1/1.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Log lines instead of the progress display.")
 @click.option(
     "-v",
@@ -110,6 +132,8 @@ def main(
     output_dir,
     smoke,
     resume,
+    shard,
+    sweep_id,
     quiet,
     verbose,
 ):
@@ -122,14 +146,18 @@ def main(
       kg-train --config configs/moons.yaml --smoke
       kg-train --config configs/tiny.yaml --tracking-uri sqlite:///smoke.db
       kg-train --config configs/moons.yaml --set seeds=3 --set training.epochs=20
+      kg-train --config configs/moons.yaml --shard 2/4 --tracking-uri http://mlflow:5000
     """
     try:
+        shard = _shard(shard, sweep_id, resume)
         config = load_config(config_path, overrides)
         config = _apply_flags(config, tracking_uri=tracking_uri, output_dir=output_dir)
         if smoke:
             config = smoke_sizes(config)
         if dry_run:
             click.echo(describe_plan(config))
+            if shard is not None:
+                click.echo(_shard_plan(config, shard, sweep_id))
             if verbose:
                 click.echo("\nresolved config:\n" + _config_yaml(config))
             return
@@ -141,9 +169,14 @@ def main(
             from kg_service import pipeline  # TensorFlow, MLflow: only for a real run
 
             with _sigterm_as_interrupt():
-                code = pipeline.run(
-                    config, quiet=quiet, echo=click.echo, resume=resume
-                )
+                if shard is None:
+                    code = pipeline.run(
+                        config, quiet=quiet, echo=click.echo, resume=resume
+                    )
+                else:
+                    code = pipeline.run_shard(
+                        config, shard, sweep_id, quiet=quiet, echo=click.echo
+                    )
     except SweepInterrupted as error:
         click.echo(f"\nkg-train: {error}", err=True)
         ctx.exit(error.exit_code)
@@ -170,6 +203,34 @@ def _sigterm_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _shard(text, sweep_id, resume):
+    """The `Shard` of --shard/--sweep-id (None: a whole sweep)."""
+    from kg_service import shards
+
+    if sweep_id is not None:
+        shards.check_sweep_id(sweep_id)
+    if text is None and sweep_id is None:
+        return None
+    if resume is not None:
+        raise ServiceError(
+            f"--resume takes a whole sweep's run id; --shard and --sweep-id join "
+            f"a sharded sweep, which resumes by itself when a shard restarts. "
+            f"Use one or the other."
+        )
+    return shards.parse(text) if text is not None else shards.Shard(1, 1, "--sweep-id")
+
+
+def _shard_plan(config, shard, sweep_id):
+    from kg_service import shards
+
+    mine = shards.members(config, shard)
+    listed = ", ".join(f"{a}/{s}" for a, s in mine) or "none (more shards than members)"
+    return (
+        f"  {'shard':<12} {shard} (from {shard.origin}) of sweep "
+        f"{sweep_id or shards.sweep_id(config)}: {len(mine)} members: {listed}"
+    )
 
 
 def _apply_flags(config, *, tracking_uri, output_dir):

@@ -909,6 +909,17 @@ def config_to_dict(config):
     return _SCHEMA.dump_python(config, mode="json", exclude={"source"}, warnings=False)
 
 
+def flatten(tree, prefix=""):
+    """`{"a": {"b": 1}}` -> `{"a.b": 1}`: a resolved config as key paths."""
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def resolve_tracking_uri(config, environ=None):
     """The MLflow tracking URI a run uses.
 

@@ -332,6 +332,20 @@ def replicas(device_cfg):
     return 1 if made is None else made.replicas
 
 
+def check_language_model(task):
+    """Raises for a task that trains without the distribution engines.
+
+    The `python_code` language model trains its members one after another
+    with a plain `fit` (`kg_service.language`), not in a strategy scope.
+    """
+    if task.serving == "language_model":
+        raise ServiceError(
+            f"device.distribution: the {task.name} task trains on one device; "
+            f"data-parallel training covers the classification tasks. Set "
+            f"device.distribution: none."
+        )
+
+
 def check_batches(device_cfg, batches):
     """Raises unless every batch splits evenly where the engine needs it.
 

@@ -18,6 +18,7 @@ import sys
 import click
 
 from kg_service.cli import main as train_command
+from kg_service.report_cli import report as report_command
 from kg_service.errors import ServiceError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -52,6 +53,7 @@ def main():
 
 
 main.add_command(train_command, name="train")
+main.add_command(report_command, name="report")
 
 
 def _fail(command, error):

@@ -30,6 +30,7 @@ from typing import Optional
 
 from kg_service import config as config_lib
 from kg_service import spool
+from kg_service.config import flatten
 from kg_service.errors import ServiceError
 from kg_service.errors import StoreUnavailable
 from kg_service.errors import SweepInterrupted
@@ -134,8 +135,8 @@ def run(config, quiet=False, echo=print, store=None, resume=None):
     try:
         with pre.store.sweep_run(
             config.experiment,
-            {**pre.params, "activations": list(config.activations), "seeds": list(config.seeds)},
-            {**pre.tags, "kg.role": "sweep"},
+            sweep_params(config, pre),
+            {"kg.resumed": "true"} if resume else {**pre.tags, "kg.role": "sweep"},
             resume=resume,
         ) as sweep_run_id:
             echo(
@@ -146,9 +147,10 @@ def run(config, quiet=False, echo=print, store=None, resume=None):
             if not resume:
                 pre.store.log_dict(sweep_run_id, dict(pre.resolved), "config.json")
             trained = train(config, pre, sweep_run_id, progress, logged)
-            compared = compare(config, pre, trained)
-            exported = export(config, pre, compared, progress)
-            registered = register(config, pre, compared, trained.tracked, exported, progress)
+            # Never refused here (one process, a sweep not finished yet);
+            # recorded so that `kg report --register` cannot register it again.
+            pre.store.claim(sweep_run_id, REGISTRAR, registrar_token("kg-train"))
+            compared, registered = conclude(config, pre, trained, progress)
             progress.close()
     except KeyboardInterrupt:
         progress.close()
@@ -215,6 +217,264 @@ def run_worker(config, role, echo=print):
         "chief, which tracks, registers and exports them."
     )
     return 0
+
+
+def run_shard(config, shard, sweep_id=None, quiet=False, echo=print, store=None):
+    """Runs one job's share of a sharded sweep; returns the exit code (0).
+
+    Joins the sweep `sweep_id` (default: `shards.sweep_id(config)`, the
+    same for every job started with this config) in the tracking store,
+    opening its parent run if this job is the first, and trains the
+    members of `shards.members(config, shard)` that the store does not
+    hold yet: a restarted job resumes, and no member is trained twice.
+    The job that, when it ends, finds every member of the grid in the
+    store claims the sweep (`TrackingStore.claim`, a write-once param
+    that exactly one job wins) and compares, exports and registers, as a
+    single-machine sweep does; the others end after their share.
+
+    Args:
+        config: A validated `kg_service.config.Config`; every job of a
+            sweep runs the same one (outputs' places aside).
+        shard: A `kg_service.shards.Shard`.
+        sweep_id: The sweep's id, or None to derive it from the config.
+        quiet, echo, store: as for `run`.
+
+    Raises:
+        ServiceError: as `run`'s pre-flight, or when `sweep_id` names a
+            sweep of different settings.
+        SweepInterrupted: on SIGINT/SIGTERM; the sweep is left running for
+            the other jobs, this job's finished members stay.
+    """
+    from kg_service import shards
+    from kg_service.progress import SweepProgress
+
+    started = time.monotonic()
+    sweep_id = sweep_id or shards.sweep_id(config)
+    pre = preflight(config, store)
+    progress = SweepProgress(quiet=quiet)
+    total = len(config.activations) * len(config.seeds)
+    sweep_run_id = None
+    try:
+        sweep_run_id, created = pre.store.join_sweep(
+            config.experiment,
+            sweep_params(config, pre),
+            {**pre.tags, "kg.role": "sweep", "kg.shards": shard.count},
+            sweep_id,
+        )
+        if created:
+            pre.store.log_dict(sweep_run_id, dict(pre.resolved), "config.json")
+        else:
+            _check_same_settings(
+                f"--sweep-id {sweep_id}", pre.store, sweep_run_id, sweep_params(config, pre)
+            )
+        held = pre.store.member_keys(sweep_run_id)
+        mine = shards.members(config, shard)
+        todo = tuple(key for key in mine if key not in held)
+        echo(
+            f"Sweep {sweep_id} (run {sweep_run_id}), shard {shard}: "
+            f"{len(todo)} of its {len(mine)} members to train; the store "
+            f"holds {len(held)} of {total}"
+        )
+        train(config, pre, sweep_run_id, progress, members=todo)
+        progress.close()
+        held = pre.store.member_keys(sweep_run_id)
+        if any(key not in held for key in shards.grid(config)):
+            echo(
+                f"Shard {shard} done in {time.monotonic() - started:.0f} s; the "
+                f"sweep holds {len(held)} of {total} members. The job that "
+                f"completes it compares and registers (or: kg report "
+                f"--experiment {config.experiment} --sweep-id {sweep_id} --register)."
+            )
+            return 0
+        # Claimed on the sweep's earliest parent run, read again now: should
+        # two jobs have kept different parents at the start (see
+        # `TrackingStore.join_sweep`), both claim on the same run here.
+        sweep_run_id, _ = pre.store.join_sweep(
+            config.experiment, {}, {}, sweep_id
+        )
+        token = registrar_token(f"kg-train --shard {shard}")
+        if not pre.store.claim(sweep_run_id, REGISTRAR, token):
+            _, params, status = pre.store.sweep_info(sweep_run_id)
+            echo(
+                f"Shard {shard} done in {time.monotonic() - started:.0f} s; the "
+                f"sweep is complete, and compared and registered by "
+                f"{params.get(REGISTRAR)} (sweep run {status}). To run this "
+                f"config again as a new sweep, pass a new --sweep-id."
+            )
+            return 0
+        compared, registered = finish(
+            config, pre, stored_members(config, pre, sweep_run_id), progress
+        )
+    except KeyboardInterrupt:
+        progress.close()
+        raise SweepInterrupted(
+            f"interrupted. Shard {shard}'s finished members are in the "
+            f"tracking store (sweep {sweep_id}"
+            + (f", run {sweep_run_id}" if sweep_run_id else "")
+            + "); start the same command again to train the rest.",
+            sweep_run_id,
+        ) from None
+    print_summary(
+        echo, config, compared, registered, pre.out_dir, pre.tracking_uri,
+        time.monotonic() - started,
+    )
+    return 0
+
+
+# The write-once param on a sweep's parent run that names the process
+# that compares and registers it: exactly one claim succeeds.
+REGISTRAR = "kg.registered_by"
+
+
+def registrar_token(what):
+    """A claim value unique to this process: what, host, pid, random."""
+    import socket
+    import uuid
+
+    return f"{what} on {socket.gethostname()} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
+
+
+def sweep_params(config, pre):
+    return {**pre.params, "activations": list(config.activations), "seeds": list(config.seeds)}
+
+
+def finish(config, pre, trained, progress):
+    """Compares, exports and registers a sweep whose members are all in
+    the store (`stored_members`), and marks its parent run FINISHED
+    (FAILED on an error). The caller holds the sweep's `REGISTRAR` claim.
+
+    Returns:
+        `(Compared, Registered)`.
+    """
+    with pre.store.sweep_run(
+        config.experiment, {}, {}, resume=trained.tracked.sweep_run_id
+    ):
+        return conclude(config, pre, trained, progress)
+
+
+def report_sweep(
+    experiment, tracking_uri, sweep_id=None, register=False, output_dir=None,
+    quiet=False, echo=print, store=None,
+):
+    """`kg report`: a sweep's report, rebuilt from the tracking store alone.
+
+    The sweep's config comes from its parent run's `config.json`, its
+    members (metrics and models) from their runs; the data is generated
+    again from the config. The same `compare` stage and report writer as
+    a single-machine sweep make the report; with `register`, the same
+    `finish` as the last shard's exports and registers it, once: the
+    sweep's `REGISTRAR` claim refuses a second registration.
+
+    Args:
+        experiment: The MLflow experiment.
+        tracking_uri: The tracking store.
+        sweep_id: A sharded sweep's id, or any sweep's parent run id;
+            default: the experiment's newest sweep.
+        register: Also export and register the champions.
+        output_dir: Where the report goes; default: the sweep's config's.
+
+    Raises:
+        ServiceError: for a missing experiment or sweep, a sweep with
+            members missing, or one registered already.
+    """
+    import json
+    import tempfile
+
+    from kg_service import tracking
+    from kg_service.progress import SweepProgress
+
+    started = time.monotonic()
+    tracking_uri = absolute_uri(tracking_uri)
+    if store is None:
+        store = tracking.Tracker(tracking_uri, experiment, create=False)
+    found = store.find_sweeps(sweep_id)
+    if not found:
+        raise ServiceError(
+            f"experiment {experiment!r} holds no kg-train sweep"
+            + (f" with sweep id or run id {sweep_id!r}" if sweep_id else "")
+            + f" in {tracking_uri}."
+        )
+    sweep_run_id = found[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp, "config.json")
+        path.write_text(json.dumps(store.load_dict(sweep_run_id, "config.json")))
+        config = config_lib.load_config(path)
+    tracking_cfg = dataclasses.replace(config.tracking, uri=tracking_uri)
+    config = dataclasses.replace(
+        config,
+        tracking=tracking_cfg,
+        output_dir=output_dir or config.output_dir,
+        source=f"config.json of sweep run {sweep_run_id}",
+    )
+    if not register:
+        config = dataclasses.replace(
+            config, registry=dataclasses.replace(config.registry, enabled=False)
+        )
+    pre = preflight(config, store)
+    if register and REGISTRAR in store.sweep_info(sweep_run_id)[1]:
+        _refuse_registration(store, sweep_run_id)
+    progress = SweepProgress(quiet=quiet)
+    trained = stored_members(config, pre, sweep_run_id)
+    registered = Registered(models=())
+    if register:
+        if not store.claim(sweep_run_id, REGISTRAR, registrar_token("kg report")):
+            _refuse_registration(store, sweep_run_id)
+        compared, registered = finish(config, pre, trained, progress)
+    else:
+        compared = compare(config, pre, trained)
+    progress.close()
+    print_summary(
+        echo, config, compared, registered, pre.out_dir, pre.tracking_uri,
+        time.monotonic() - started,
+    )
+    return 0
+
+
+def _refuse_registration(store, sweep_run_id):
+    _, params, status = store.sweep_info(sweep_run_id)
+    raise ServiceError(
+        f"sweep run {sweep_run_id} is registered already or being "
+        f"registered (status {status}; {REGISTRAR}: {params.get(REGISTRAR)}). "
+        f"If that process died before it finished, finish the sweep with: "
+        f"kg-train --config <its config> --resume {sweep_run_id}"
+    )
+
+
+def stored_members(config, pre, sweep_run_id):
+    """Every member of the sweep, from the tracking store, as `Trained`.
+
+    Raises:
+        ServiceError: if some member is not there yet.
+    """
+    from kg_service import shards
+
+    stored = pre.store.finished_members(sweep_run_id)
+    grid = shards.grid(config)
+    missing = [key for key in grid if key not in stored]
+    if missing:
+        shown = ", ".join(f"{a} seed {s}" for a, s in missing[:5])
+        raise ServiceError(
+            f"sweep run {sweep_run_id} holds {len(grid) - len(missing)} of its "
+            f"{len(grid)} members; missing: {shown}"
+            + (" ..." if len(missing) > 5 else "")
+            + ". Run (or restart) the shards that train them first."
+        )
+    return Trained(
+        results=tuple(stored[key][1] for key in grid),
+        tracked=Tracked(
+            sweep_run_id=sweep_run_id,
+            run_ids={key: stored[key][0] for key in grid},
+        ),
+    )
+
+
+def conclude(config, pre, trained, progress):
+    """compare -> record -> export -> register; returns `(Compared, Registered)`."""
+    compared = compare(config, pre, trained)
+    record(pre, compared)
+    exported = export(config, pre, compared, progress)
+    registered = register(config, pre, compared, trained.tracked, exported, progress)
+    return compared, registered
 
 
 def preflight(config, store=None, resume=None):
@@ -303,9 +563,10 @@ def preflight(config, store=None, resume=None):
     )
 
 
-def train(config, pre, sweep_run_id, progress, logged=None):
-    """Trains every member the store does not hold yet, tracking each
-    activation's members as soon as they finish (`track`).
+def train(config, pre, sweep_run_id, progress, logged=None, members=None):
+    """Trains every member the store does not hold yet (of `members`, if
+    given: a shard's), tracking each activation's members as soon as they
+    finish (`track`).
 
     Members an earlier try kept locally (`pre.spooled`) are logged first,
     not trained again. `logged`, if given, is updated with each member's
@@ -341,6 +602,7 @@ def train(config, pre, sweep_run_id, progress, logged=None):
             **pre.spooled,
         },
         on_trained=on_trained,
+        members=members,
     )
     progress.close()
     return Trained(
@@ -369,31 +631,38 @@ def track(pre, results, progress, run_ids, logged=None):
 def _check_resumable(config, store, run_id, params):
     """Raises a ServiceError unless `run_id` is an unfinished sweep of
     this experiment with these settings."""
-    experiment, logged, status = store.sweep_info(run_id)
+    experiment, _, _ = store.sweep_info(run_id)
     if experiment != config.experiment:
         raise ServiceError(
             f"--resume {run_id}: that sweep belongs to experiment "
             f"{experiment!r}, this config to {config.experiment!r}."
         )
-    # Settings that change what a member is must match; where its outputs
-    # go may differ.
-    free = ("output_dir", "tracking.", "export.dir")
-    changed = [
-        f"{key}: was {logged[key]}, now {value}"
-        for key, value in sorted(params.items())
-        if key in logged
-        and not key.startswith(free)
-        and logged[key] != store_param(value)
-    ]
-    if changed:
-        raise ServiceError(
-            f"--resume {run_id}: this config differs from the sweep's: "
-            f"{'; '.join(changed)}. Resume with the config it started with."
-        )
+    status = _check_same_settings(f"--resume {run_id}", store, run_id, params)
     if status == "FINISHED":
         raise ServiceError(
             f"--resume {run_id}: that sweep finished already; nothing to resume."
         )
+
+
+def _check_same_settings(flag, store, run_id, params):
+    """Raises a ServiceError unless the sweep `run_id` was logged with
+    `params` (where its outputs go aside); returns its status."""
+    from kg_service.shards import FREE_KEYS
+
+    _, logged, status = store.sweep_info(run_id)
+    changed = [
+        f"{key}: was {logged[key]}, now {value}"
+        for key, value in sorted(params.items())
+        if key in logged
+        and not key.startswith(FREE_KEYS)
+        and logged[key] != store_param(value)
+    ]
+    if changed:
+        raise ServiceError(
+            f"{flag}: this config differs from the sweep's: "
+            f"{'; '.join(changed)}. Run it with the config the sweep started with."
+        )
+    return status
 
 
 def store_param(value):
@@ -462,8 +731,9 @@ def resume_command(config, sweep_run_id):
 
 
 def compare(config, pre, trained):
-    """Statistics over seeds on the task's metric, the report, and each
-    activation's champion (by the task's selection metric)."""
+    """Statistics over seeds on the task's metric, the report files, and
+    each activation's champion (by the task's selection metric). Writes
+    nothing to the tracking store (`record` does)."""
     from kg_service import report
     from kg_service import stats
 
@@ -495,9 +765,6 @@ def compare(config, pre, trained):
         figures=pre.task.figures,
         failed=failed,
     )
-    pre.store.log_summary(
-        stats.flat_metrics(summary), {"winner": summary.winner.activation}, report_paths
-    )
     champions = {
         s.activation: best_member(summary, ok, s.activation)
         for s in summary.activations
@@ -507,6 +774,17 @@ def compare(config, pre, trained):
         report_paths=tuple(report_paths),
         champions=champions,
         failed=failed,
+    )
+
+
+def record(pre, compared):
+    """The summary's metrics, the winner and the report on the sweep's run."""
+    from kg_service import stats
+
+    pre.store.log_summary(
+        stats.flat_metrics(compared.summary),
+        {"winner": compared.summary.winner.activation},
+        compared.report_paths,
     )
 
 
@@ -621,14 +899,6 @@ def registry_description(summary, activation, member, config, dataset):
     )
 
 
-def flatten(tree, prefix=""):
-    flat = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def git_commit():

@@ -143,7 +143,7 @@ class TrackingStore(abc.ABC):
     """What the pipeline needs of a tracking store and model registry.
 
     The pipeline talks only to this interface. `Tracker` (MLflow) is the
-    implementation a sweep uses; another backend implements these nine
+    implementation a sweep uses; another backend implements these
     methods (MLflow's as the reference). `tests/service/memory_store.py` is an in-memory one that runs
     a whole sweep, which keeps this seam honest.
     """
@@ -164,6 +164,31 @@ class TrackingStore(abc.ABC):
         """`{(activation, seed): (run id, MemberResult)}` of the members
         already logged under the sweep (finished or diverged), with their
         trained models: what a resumed sweep does not train again."""
+
+    @abc.abstractmethod
+    def join_sweep(self, run_name, params, tags, sweep_id):
+        """Finds the parent run of the sharded sweep `sweep_id` in this
+        experiment, or opens it; returns `(run id, created)`. Leaves its
+        status alone (other jobs of the sweep may be running)."""
+
+    @abc.abstractmethod
+    def find_sweeps(self, sweep_id=None):
+        """Parent run ids of this experiment's sweeps, newest first; with
+        `sweep_id`, of that sharded sweep (or the sweep with that run id)."""
+
+    @abc.abstractmethod
+    def member_keys(self, sweep_run_id):
+        """`{(activation, seed): run id}` of the members `finished_members`
+        would return, without loading their models."""
+
+    @abc.abstractmethod
+    def claim(self, run_id, key, value):
+        """Records `value` under `key` on the run unless a value is there
+        already; True if the run now holds `value` (this caller won)."""
+
+    @abc.abstractmethod
+    def load_dict(self, run_id, artifact_file):
+        """The JSON artifact `log_dict` stored, as plain data."""
 
     @abc.abstractmethod
     def log_dict(self, run_id, data, artifact_file):
@@ -201,9 +226,10 @@ class Tracker(TrackingStore):
     Args:
         tracking_uri: e.g. `sqlite:///mlflow.db` or `http://host:5000`.
         experiment: MLflow experiment name (created if missing).
+        create: False: a missing experiment is a ServiceError instead.
     """
 
-    def __init__(self, tracking_uri, experiment, retry_seconds=120.0):
+    def __init__(self, tracking_uri, experiment, retry_seconds=120.0, create=True):
         self.mlflow = _mlflow()
         self.tracking_uri = tracking_uri
         self.retry_seconds = retry_seconds
@@ -223,12 +249,17 @@ class Tracker(TrackingStore):
                 # first use: do it here, under the lock.
                 self.client.search_registered_models(max_results=1)
                 found = self.client.get_experiment_by_name(experiment)
+                if found is None and not create:
+                    names = [e.name for e in self.client.search_experiments()]
+                    raise _NoExperiment(experiment, names)
                 self.experiment_id = (
                     found.experiment_id
                     if found
                     else self.client.create_experiment(experiment)
                 )
                 artifacts = self.client.get_experiment(self.experiment_id).artifact_location
+        except _NoExperiment as missing:
+            raise ServiceError(str(missing)) from None
         except Exception as error:  # connection refused, bad URI, bad DB
             raise ServiceError(_store_problem(tracking_uri, error)) from None
         artifacts_dir = destinations.local_store_path(artifacts)
@@ -242,6 +273,7 @@ class Tracker(TrackingStore):
         self.mlflow.set_tracking_uri(tracking_uri)
         self.mlflow.set_registry_uri(tracking_uri)
         self.parent_run_id = None
+        self._sweep_ids = {}  # parent run id -> its kg.sweep_id tag
 
     def _retried(self, doing, operation, retry=True):
         """Runs `operation()` (one idempotent store operation), retrying it
@@ -301,7 +333,8 @@ class Tracker(TrackingStore):
 
     @contextlib.contextmanager
     def sweep_run(self, run_name, params, tags, resume=None):
-        """Opens the parent run of a sweep (or reopens `resume`, a run id);
+        """Opens the parent run of a sweep (or reopens `resume`, a run id,
+        and sets `tags` on it; `params` are the first opening's);
         marks it FAILED on an error, KILLED on an interrupt."""
         if resume is None:
             run = self._retried(
@@ -320,7 +353,8 @@ class Tracker(TrackingStore):
 
             def reopen():
                 self.client.update_run(resume, status="RUNNING")
-                self.client.set_tag(resume, "kg.resumed", "true")
+                for key, value in _strings(tags).items():
+                    self.client.set_tag(resume, key, value)
 
             self._retried("reopening the sweep's run", reopen)
         status = "FAILED"
@@ -357,6 +391,75 @@ class Tracker(TrackingStore):
                 f"({_reason(error)}); it stays RUNNING, and --resume takes it."
             )
 
+    def join_sweep(self, run_name, params, tags, sweep_id):
+        """The parent run of sharded sweep `sweep_id`, found or created.
+
+        Jobs that start at once may each create one: each then reads the
+        sweep's parent runs back and keeps the earliest (start time, then
+        run id), deleting its own if that is not it. Whatever parent a
+        job's members name, they carry the `kg.sweep_id` tag, by which the
+        sweep's members are found (`member_keys`, `finished_members`).
+
+        Returns:
+            `(run id, created)`: created is True if this call made it.
+        """
+        found = self._sweep_parents(sweep_id)
+        mine = None
+        if not found:
+            mine = self.client.create_run(
+                self.experiment_id,
+                run_name=run_name,
+                tags=_strings({**tags, "kg.sweep_id": sweep_id}),
+            ).info.run_id
+            self._log_params(mine, params)
+            found = self._sweep_parents(sweep_id)
+        first = found[0].info.run_id
+        if mine is not None and mine != first:
+            self.client.delete_run(mine)
+        self.parent_run_id = first
+        return first, mine == first
+
+    def find_sweeps(self, sweep_id=None):
+        """Parent run ids of this experiment's sweeps, newest first."""
+        runs = self._sweep_parents()
+        if sweep_id is not None:
+            runs = [
+                r for r in runs
+                if sweep_id in (r.data.tags.get("kg.sweep_id"), r.info.run_id)
+            ]
+        return [r.info.run_id for r in reversed(runs)]
+
+    def _sweep_parents(self, sweep_id=None):
+        """Sweep parent runs, oldest first (start time, then run id)."""
+        query = "tags.`kg.role` = 'sweep'"
+        if sweep_id is not None:
+            query += f" and tags.`kg.sweep_id` = '{sweep_id}'"
+        runs = self.client.search_runs(
+            [self.experiment_id], filter_string=query, max_results=10000
+        )
+        return sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id))
+
+    def claim(self, run_id, key, value):
+        """A write-once claim: MLflow params cannot change once logged.
+
+        In a SQL store (sqlite, PostgreSQL behind `mlflow server`) the
+        param's primary key (run, key) lets exactly one insert commit; the
+        others fail ("Changing param values is not allowed"). Read back
+        either way: a request that committed but whose answer was lost
+        still counts as won.
+        """
+        try:
+            self.client.log_param(run_id, key, value)
+        except self.mlflow.exceptions.MlflowException:
+            pass  # another value came first
+        return self.client.get_run(run_id).data.params.get(key) == value
+
+    def load_dict(self, run_id, artifact_file):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = self.client.download_artifacts(run_id, artifact_file, tmp)
+            with open(path) as f:
+                return json.load(f)
+
     def log_member(self, result, params, tags):
         """Logs one (activation, seed) member as a child run; returns its id.
 
@@ -385,6 +488,7 @@ class Tracker(TrackingStore):
             tags=_strings(
                 {
                     "mlflow.parentRunId": self.parent_run_id,
+                    "kg.sweep_id": self._sweep_id(),
                     "activation": result.activation,
                     "seed": result.seed,
                     **tags,
@@ -472,17 +576,9 @@ class Tracker(TrackingStore):
         import keras_gelu  # noqa: F401 -- registers its layers for loading
         from kg_service.results import MemberResult
 
-        runs = self.client.search_runs(
-            [self.experiment_id],
-            filter_string=f"tags.mlflow.parentRunId = '{sweep_run_id}'",
-            max_results=10000,
-        )
         found = {}
-        for run in runs:
+        for key, run in self._member_runs(sweep_run_id).items():
             tags, metrics = run.data.tags, run.data.metrics
-            if run.info.status not in ("FINISHED", "FAILED") or "seed" not in tags:
-                continue
-            key = (tags["activation"], int(tags["seed"]))
             history, final = {}, {}
             for name in sorted(metrics):
                 points = sorted(
@@ -518,6 +614,39 @@ class Tracker(TrackingStore):
             )
             found[key] = (run.info.run_id, found[key])
         return found
+
+    def member_keys(self, sweep_run_id):
+        return {key: run.info.run_id for key, run in self._member_runs(sweep_run_id).items()}
+
+    def _member_runs(self, sweep_run_id):
+        """`{(activation, seed): run}` of the sweep's finished or diverged
+        members: by the `kg.sweep_id` tag for a sharded sweep (its jobs'
+        members), else as the parent run's children. Should a member be
+        there twice, the earliest run counts."""
+        sweep_id = self.client.get_run(sweep_run_id).data.tags.get("kg.sweep_id")
+        query = (
+            f"tags.`kg.sweep_id` = '{sweep_id}'"
+            if sweep_id
+            else f"tags.mlflow.parentRunId = '{sweep_run_id}'"
+        )
+        runs = self.client.search_runs(
+            [self.experiment_id], filter_string=query, max_results=10000
+        )
+        found = {}
+        for run in sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id)):
+            tags = run.data.tags
+            if run.info.status not in ("FINISHED", "FAILED") or "seed" not in tags:
+                continue
+            found.setdefault((tags["activation"], int(tags["seed"])), run)
+        return found
+
+    def _sweep_id(self):
+        """The parent's `kg.sweep_id` tag (sharded sweeps), else None."""
+        if self.parent_run_id not in self._sweep_ids:
+            self._sweep_ids[self.parent_run_id] = self.client.get_run(
+                self.parent_run_id
+            ).data.tags.get("kg.sweep_id")
+        return self._sweep_ids[self.parent_run_id]
 
     def log_summary(self, metrics, tags, artifact_paths):
         """Summary metrics, tags and report files on the parent run."""
@@ -720,6 +849,19 @@ SERVING = {
     "classifier": ("mlflow_model.py", _classifier_signature, ()),
     "language_model": ("mlflow_lm.py", _language_model_signature, ("lm_layers.py",)),
 }
+
+
+class _NoExperiment(Exception):
+    def __init__(self, name, names):
+        import difflib
+
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        known = ", ".join(repr(n) for n in sorted(names)) or "none"
+        super().__init__(
+            f"--experiment {name!r}: no such experiment in the tracking store "
+            f"(it has: {known}).{hint}"
+        )
 
 
 @contextlib.contextmanager

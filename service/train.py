@@ -24,6 +24,7 @@ import numpy as np
 
 from kg_service import catalog
 from kg_service import distribution
+from kg_service import shards
 from kg_service.errors import ServiceError
 from kg_service.models import stack_model
 from kg_service.models import stack_weights
@@ -353,7 +354,9 @@ def batch_sizes(dataset, training_cfg):
     return sizes
 
 
-def train_sweep(task, dataset, config, progress=None, done=None, on_trained=None):
+def train_sweep(
+    task, dataset, config, progress=None, done=None, on_trained=None, members=None
+):
     """Trains every (activation, seed) member of `config` on `dataset`.
 
     Each activation's seeds go to `task.train` together; for the
@@ -372,6 +375,9 @@ def train_sweep(task, dataset, config, progress=None, done=None, on_trained=None
             `MemberResult`s as soon as each activation's missing seeds
             have trained, so they reach the tracking store before the
             next activation starts.
+        members: Optional (activation, seed) pairs to train (a shard's
+            slice); default: every pair of the config. The others are
+            neither trained nor returned.
         progress: Optional callable, called once per epoch per activation
             with a dict: `activation`, `epoch`, `epochs`, `members_done`
             (members of the activations before this one), `group_size`
@@ -380,21 +386,25 @@ def train_sweep(task, dataset, config, progress=None, done=None, on_trained=None
             the task's selection metric).
 
     Returns:
-        A list of `MemberResult`, activations in config order, seeds in
-        config order within each.
+        A list of `MemberResult` (of `members`, if given), activations in
+        config order, seeds in config order within each.
 
     Raises:
         ServiceError: for an unavailable device, an unknown optimizer
             or block, or batches the distribution cannot split.
     """
     describe_device(config.device)
-    distribution.check_batches(config.device, batch_sizes(dataset, config.training))
-    seeds = tuple(int(seed) for seed in config.seeds)
-    total = len(config.activations) * len(seeds)
+    if config.device.distribution != "none":
+        distribution.check_language_model(task)
+        distribution.check_batches(config.device, batch_sizes(dataset, config.training))
+    grid = shards.grid(config)
+    wanted = set(grid if members is None else members)
+    total = len(wanted)
     done = dict(done or {})
     results = []
     with _quiet_retracing_warnings():
         for activation in config.activations:
+            seeds = tuple(s for a, s in grid if a == activation and (a, s) in wanted)
             missing = tuple(s for s in seeds if (activation, s) not in done)
             finished = len(results) + len(seeds) - len(missing)
 

@@ -7,6 +7,7 @@ import itertools
 import json
 
 from kg_service.tracking import TrackingStore
+from kg_service.tracking import param_text
 
 
 class MemoryStore(TrackingStore):
@@ -24,7 +25,7 @@ class MemoryStore(TrackingStore):
         run_id = f"run-{next(self._ids)}"
         self.runs[run_id] = dict(
             name=name,
-            params=copy.deepcopy(params),
+            params={k: param_text(v) for k, v in params.items()},  # text, as MLflow
             tags=dict(tags),
             metrics={},
             status="RUNNING",
@@ -38,6 +39,7 @@ class MemoryStore(TrackingStore):
             self.parent_run_id = self._new_run(run_name, params, tags)
         else:
             self.parent_run_id = resume
+            self.runs[resume]["tags"].update(tags)
         self.runs[self.parent_run_id]["status"] = "RUNNING"
         status = "FAILED"
         try:
@@ -49,6 +51,31 @@ class MemoryStore(TrackingStore):
         finally:
             self.runs[self.parent_run_id]["status"] = status
 
+    def join_sweep(self, run_name, params, tags, sweep_id):
+        found = self.find_sweeps(sweep_id)
+        created = not found
+        if created:
+            found = [self._new_run(run_name, params, {**tags, "kg.sweep_id": sweep_id})]
+        self.parent_run_id = found[-1]
+        return self.parent_run_id, created
+
+    def find_sweeps(self, sweep_id=None):
+        return [
+            run_id
+            for run_id, run in reversed(self.runs.items())
+            if run["tags"].get("kg.role") == "sweep"
+            and sweep_id in (None, run_id, run["tags"].get("kg.sweep_id"))
+        ]
+
+    def member_keys(self, sweep_run_id):
+        return {key: run_id for key, (run_id, _) in self.finished_members(sweep_run_id).items()}
+
+    def claim(self, run_id, key, value):
+        return self.runs[run_id]["params"].setdefault(key, value) == value
+
+    def load_dict(self, run_id, artifact_file):
+        return copy.deepcopy(self.artifacts[(run_id, artifact_file)])
+
     def log_dict(self, run_id, data, artifact_file):
         self.artifacts[(run_id, artifact_file)] = json.loads(json.dumps(data))
 
@@ -56,7 +83,12 @@ class MemoryStore(TrackingStore):
         run_id = self._new_run(
             f"{result.activation}-seed{result.seed}",
             {**params, "activation": result.activation, "seed": result.seed},
-            {**tags, "activation": result.activation, "seed": result.seed},
+            {
+                **tags,
+                "activation": result.activation,
+                "seed": result.seed,
+                "kg.sweep_id": self.runs[self.parent_run_id]["tags"].get("kg.sweep_id"),
+            },
             parent=self.parent_run_id,
         )
         run = self.runs[run_id]
@@ -72,10 +104,13 @@ class MemoryStore(TrackingStore):
         return run["name"], run["params"], run["status"]
 
     def finished_members(self, sweep_run_id):
+        sweep_id = self.runs[sweep_run_id]["tags"].get("kg.sweep_id")
         return {
             (r["result"].activation, r["result"].seed): (run_id, r["result"])
             for run_id, r in self.runs.items()
-            if r["parent"] == sweep_run_id and r["status"] in ("FINISHED", "FAILED")
+            if "result" in r
+            and (r["tags"]["kg.sweep_id"] == sweep_id if sweep_id else r["parent"] == sweep_run_id)
+            and r["status"] in ("FINISHED", "FAILED")
         }
 
     def log_summary(self, metrics, tags, artifact_paths):
