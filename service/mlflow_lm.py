@@ -23,6 +23,7 @@ os.environ.setdefault(
 )
 
 import gc  # noqa: E402
+from typing import Any  # noqa: E402
 
 import mlflow.pyfunc  # noqa: E402
 import numpy as np  # noqa: E402
@@ -56,7 +57,9 @@ class KerasGeluLanguageModel(mlflow.pyfunc.PythonModel):
         self.forward(np.zeros((1, self.context), dtype="int32"))  # compile now
         gc.freeze()  # see mlflow_model.py: no full-collection pauses per request
 
-    def predict(self, context, model_input, params=None):
+    # `Any`: no type-hint validation or conversion by MLflow (the signature
+    # given at log time stays the model's), and no "Add type hints" warning.
+    def predict(self, context, model_input: Any, params=None) -> Any:
         prompts = checked_prompts(model_input)
         new_tokens = checked_new_tokens((params or {}).get("max_new_tokens"))
         import pandas as pd

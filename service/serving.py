@@ -70,6 +70,11 @@ def local_model(model_uri, tracking_uri=None):
         return
     uri = config_lib.tracking_uri_for(tracking_uri)
     mlflow = _mlflow()
+    # models:/ URIs resolve through MLflow's process-wide registry URI
+    # (its ModelsArtifactRepository drops the registry_uri argument), so
+    # --tracking-uri must set it, not only pass it.
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
     with tempfile.TemporaryDirectory(prefix="kg-model-") as tmp:
         try:
             local = mlflow.artifacts.download_artifacts(
