@@ -493,7 +493,6 @@ def preflight(config, store=None, resume=None):
             store's files and server before MLflow opens it.
     """
     from kg_service import destinations
-    from kg_service import distribution
 
     # Absolute: MLflow caches stores by URI, so a relative sqlite path
     # would keep pointing at the first working directory's file.
@@ -510,7 +509,7 @@ def preflight(config, store=None, resume=None):
     device = train_lib.describe_device(config.device)
     task = tasks.get(config.data.dataset)
     dataset = task.load(config.data)
-    distribution.check_batches(config.device, train_lib.batch_sizes(dataset, config.training))
+    train_lib.check_distribution(task, dataset, config)
     if config.export.enabled:
         export_lib.check_can_export()
     if store is None:

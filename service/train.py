@@ -341,6 +341,15 @@ class _MemberHistory(keras.callbacks.Callback):
 # --- The sweep. ------------------------------------------------------------
 
 
+def check_distribution(task, dataset, config):
+    """Raises a ServiceError, before any training, for a task or batches
+    that `device.distribution` cannot run (nothing to check for none)."""
+    if config.device.distribution == "none":
+        return
+    distribution.check_language_model(task)
+    distribution.check_batches(config.device, batch_sizes(dataset, config.training))
+
+
 def batch_sizes(dataset, training_cfg):
     """`{what: size}` of every batch a stacked model sees: training steps
     (the last one partial, if any), the per-epoch evaluation of the training
@@ -394,9 +403,7 @@ def train_sweep(
             or block, or batches the distribution cannot split.
     """
     describe_device(config.device)
-    if config.device.distribution != "none":
-        distribution.check_language_model(task)
-        distribution.check_batches(config.device, batch_sizes(dataset, config.training))
+    check_distribution(task, dataset, config)
     grid = shards.grid(config)
     wanted = set(grid if members is None else members)
     total = len(wanted)
