@@ -37,9 +37,10 @@ import keras_gelu
 from kg_service import lm_layers
 from kg_service.results import MemberResult
 
-# Validation windows evaluated after each epoch (a fixed subset of the
-# split, the same for every member); the test split is evaluated whole.
-ENTROPY_BATCH = 8  # validation windows the attention entropy is averaged over
+# The first validation windows, the same for every member and epoch, that
+# the attention entropy is averaged over (data.eval_windows sets how many
+# windows the validation loss uses; the test split is evaluated whole).
+ENTROPY_BATCH = 8
 QUARTERS = 4
 
 
