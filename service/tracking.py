@@ -593,7 +593,10 @@ class Tracker(TrackingStore):
                 path = self.client.download_artifacts(
                     run.info.run_id, f"member/{MEMBER_MODEL}", tmp
                 )
-                model = keras.saving.load_model(path)
+                # compile=False: the report and the registry need the weights
+                # only; restoring the optimizer printed Keras' "Skipping variable
+                # loading for optimizer" once per member.
+                model = keras.saving.load_model(path, compile=False)
             epoch = tags.get("failure.epoch")
             found[key] = MemberResult(
                 activation=key[0],
