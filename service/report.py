@@ -18,6 +18,7 @@ import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from kg_service import tasks
 from kg_service import wording
@@ -556,8 +557,7 @@ def _learning_curves(summary, results, colors, threshold=None, panels=None):
         if key == "val_accuracy" and threshold is not None:
             ax.axhline(threshold, color="0.4", linestyle="--", linewidth=0.9,
                        label=f"threshold {threshold:g}")
-        if key.endswith("perplexity"):
-            ax.set_yscale("log")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no epoch 1.2
         ax.set_xlabel("epoch")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)

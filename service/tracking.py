@@ -574,6 +574,7 @@ class Tracker(TrackingStore):
         import keras
 
         import keras_gelu  # noqa: F401 -- registers its layers for loading
+        from kg_service import lm_layers  # noqa: F401 -- a language model's own layers
         from kg_service.results import MemberResult
 
         found = {}

@@ -382,3 +382,45 @@ def test_decision_boundaries_have_axis_labels(tmp_path):
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
     assert panels and all(ax.get_xlabel() == "feature x" and ax.get_ylabel() == "feature y"
                           for ax in panels)
+
+
+# --- kg report on a real sweep (configs/tiny.yaml --smoke, real processes). ------
+
+
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory):
+    """A tiny smoke sweep by kg-train, then `kg report` of it elsewhere."""
+    import subprocess
+
+    from tests.service import servers
+
+    tmp = tmp_path_factory.mktemp("kg-report")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    tiny = pathlib.Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+
+    def run(*args):
+        done = subprocess.run([os.path.join(servers.VENV_BIN, "python"), *args], cwd=tmp,
+                              env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    run("-m", "kg_service.cli", "--config", str(tiny), "--smoke", "--set",
+        "export.enabled=false", "--tracking-uri", uri, "--output-dir", "sweep", "-q")
+    report_run = run("-m", "kg_service.report_cli", "--experiment", "kg-smoke-smoke",
+                     "--tracking-uri", uri, "--output-dir", "rebuilt", "-q")
+    (swept,) = (tmp / "sweep").rglob("report.md")
+    (again,) = (tmp / "rebuilt").rglob("report.md")
+    return report_run, swept.read_text(), again.read_text()
+
+
+def test_kg_report_prints_no_optimizer_loading_warning(rebuilt):
+    report_run, _, _ = rebuilt
+    assert "Skipping variable loading for optimizer" not in report_run.stdout + report_run.stderr
+
+
+def test_kg_report_shows_the_configuration_the_sweep_ran(rebuilt):
+    _, swept, again = rebuilt
+    assert _config_section(again) == _config_section(swept)
+    assert "output_dir: sweep" in _config_section(again)
+    assert "enabled: true" in _config_section(again)  # registry, as the sweep ran
