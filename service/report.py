@@ -796,6 +796,7 @@ def _leaky_slopes(summary, results, colors):
                 linestyle=styles[k % len(styles)], marker=markers[k % len(markers)],
                 markersize=4, linewidth=1.2, alpha=0.85, label=label)
     ax.axhline(0.01, color="0.5", linestyle="--", linewidth=0.8, label="initial slope 0.01")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epoch")
     ax.set_ylabel("negative slope")
     ax.grid(alpha=0.3)
