@@ -23,10 +23,10 @@ os.environ.setdefault(
 )
 
 import gc  # noqa: E402
-from typing import Any  # noqa: E402
 
 import mlflow.pyfunc  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402 -- mlflow.pyfunc imports it already
 from mlflow.exceptions import MlflowException  # noqa: E402
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE  # noqa: E402
 
@@ -57,13 +57,15 @@ class KerasGeluLanguageModel(mlflow.pyfunc.PythonModel):
         self.forward(np.zeros((1, self.context), dtype="int32"))  # compile now
         gc.freeze()  # see mlflow_model.py: no full-collection pauses per request
 
-    # `Any`: no type-hint validation or conversion by MLflow (the signature
-    # given at log time stays the model's), and no "Add type hints" warning.
-    def predict(self, context, model_input: Any, params=None) -> Any:
+    # `pd.DataFrame`, what the scoring server passes (the logged signature
+    # has one `prompt` column): a hint MLflow infers no schema from (its
+    # type_hints_no_signature_inference), so the signature given at log
+    # time stays the model's, nothing is converted (`checked_prompts` still
+    # takes a list or a string in process), and neither "Add type hints"
+    # nor, as `Any` did, "Type hint ... is not supported" is printed.
+    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         prompts = checked_prompts(model_input)
         new_tokens = checked_new_tokens((params or {}).get("max_new_tokens"))
-        import pandas as pd
-
         continuations, logprobs = generate(self.forward, prompts, self.context, new_tokens)
         return pd.DataFrame(
             {

@@ -395,9 +395,10 @@ def report_sweep(
             + f" in {tracking_uri}."
         )
     sweep_run_id = found[0]
+    ran = store.load_dict(sweep_run_id, "config.json")
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp, "config.json")
-        path.write_text(json.dumps(store.load_dict(sweep_run_id, "config.json")))
+        path.write_text(json.dumps(ran))
         config = config_lib.load_config(path)
     tracking_cfg = dataclasses.replace(config.tracking, uri=tracking_uri)
     config = dataclasses.replace(
@@ -410,7 +411,8 @@ def report_sweep(
         config = dataclasses.replace(
             config, registry=dataclasses.replace(config.registry, enabled=False)
         )
-    pre = preflight(config, store)
+    # The report shows the config the sweep ran, not this rebuild's overrides.
+    pre = dataclasses.replace(preflight(config, store), resolved=ran)
     if register and REGISTRAR in store.sweep_info(sweep_run_id)[1]:
         _refuse_registration(store, sweep_run_id)
     progress = SweepProgress(quiet=quiet)
@@ -763,6 +765,7 @@ def compare(config, pre, trained):
         config=config,
         figures=pre.task.figures,
         failed=failed,
+        resolved=pre.resolved,
     )
     champions = {
         s.activation: best_member(summary, ok, s.activation)

@@ -14,11 +14,15 @@ import math
 import pathlib
 import warnings
 
+import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
+from kg_service import tasks
 from kg_service import wording
+from kg_service.errors import ServiceError
 
 REPORT = "report.md"
 SUMMARY = "summary.json"
@@ -43,10 +47,11 @@ class _FigureContext:
 
 
 def _learning_curves_figure(ctx):
+    panels = _curve_panels(ctx.summary, ctx.results)
     return (
         LEARNING_CURVES,
-        "Validation accuracy and loss per epoch",
-        _learning_curves(ctx.summary, ctx.results, ctx.colors, ctx.threshold),
+        f"{panels[0][1].capitalize()} and {panels[1][1]} per epoch",
+        _learning_curves(ctx.summary, ctx.results, ctx.colors, ctx.threshold, panels),
     )
 
 
@@ -113,6 +118,7 @@ def write_report(
     config=None,
     figures=tuple(FIGURES),
     failed=(),
+    resolved=None,
 ):
     """Writes report.md, summary.json and the figures into `out_dir`.
 
@@ -135,6 +141,10 @@ def write_report(
             section and the learning curves' threshold.
         figures: names of the figures to draw, in `FIGURES` order.
         failed: `MemberResult`s that diverged, listed in the report.
+        resolved: the config as the sweep ran it, as plain data (its
+            logged config.json), for the "Full configuration" section;
+            default: `config`'s. `kg report` passes the stored one, since
+            its own `config` points at the store and output it rebuilds to.
 
     Returns:
         The paths written, report.md first.
@@ -147,7 +157,8 @@ def write_report(
         results=results,
         dataset=dataset,
         colors=_colors(summary),
-        threshold=config.training.convergence_threshold if config is not None else None,
+        threshold=(config.training.convergence_threshold
+                   if config is not None and wording.thresholded(summary) else None),
     )
     unknown = sorted(set(figures) - set(FIGURES))
     if unknown:
@@ -164,7 +175,7 @@ def write_report(
     report_path = out / REPORT
     report_path.write_text(
         render_markdown(summary, results, title=title, dataset=dataset, config=config,
-                        figures=figures, failed=failed)
+                        figures=figures, failed=failed, resolved=resolved)
     )
     return [report_path, summary_path] + [out / name for name, _ in figures]
 
@@ -178,11 +189,12 @@ def per_seed_file(summary):
 
 
 def render_markdown(
-    summary, results, *, title, dataset=None, config=None, figures=(), failed=()
+    summary, results, *, title, dataset=None, config=None, figures=(), failed=(),
+    resolved=None,
 ):
     """The report's Markdown text (pure; `write_report` saves it)."""
     lines = [f"# {title}", ""]
-    lines += _setup(summary, results, dataset, config)
+    lines += _setup(summary, results, dataset, config, resolved)
     lines += ["## Results", "", f"Metric: {wording.metric_note(summary)}.", ""]
     lines += _md_table(*wording.table_rows(summary))
     if failed:
@@ -245,7 +257,7 @@ def _language_model_tables(summary, results):
          "leaky slope"], rows)
 
 
-def _setup(summary, results, dataset, config):
+def _setup(summary, results, dataset, config, resolved=None):
     lines = ["## Setup", ""]
     names = ", ".join(f"{a.activation} (baseline)" if a.activation == summary.baseline
                       else a.activation for a in summary.activations)
@@ -256,11 +268,13 @@ def _setup(summary, results, dataset, config):
         lines.append(data_line)
     lines += _model_io(dataset)
     if config is not None:
-        language = dataset is not None and not hasattr(dataset, "y_train")
+        language = (dataset is not None and not hasattr(dataset, "y_train")) or (
+            config.data.dataset in tasks.names()
+            and _language(tasks.get(config.data.dataset), None))
         lines.append(_model_line(config.model, language))
-        lines.append(_training_line(config.training))
+        lines.append(_training_line(config.training, wording.thresholded(summary), language))
         lines += ["", "<details><summary>Full configuration</summary>", ""]
-        lines += _config_block(config) + ["", "</details>"]
+        lines += _config_block(config, resolved) + ["", "</details>"]
     return lines + [""]
 
 
@@ -302,10 +316,13 @@ def _model_line(m, language=False):
     return text + "."
 
 
-def _training_line(t):
-    return (f"- Training: {t.optimizer} lr {t.learning_rate}, {t.epochs} epochs, batch "
-            f"{t.batch_size}; convergence threshold: validation accuracy ≥ "
-            f"{t.convergence_threshold}.")
+def _training_line(t, threshold=True, language=False):
+    text = f"- Training: {t.optimizer} lr {t.learning_rate}, {t.epochs} epochs, batch {t.batch_size}"
+    if language and t.steps_per_epoch:  # classifiers make one pass per epoch
+        text += f", {t.steps_per_epoch} steps per epoch"
+    if threshold:
+        text += f"; convergence threshold: validation accuracy ≥ {t.convergence_threshold}"
+    return text + "."
 
 
 def _model_io(dataset):
@@ -316,10 +333,61 @@ def _model_io(dataset):
             f"- Model output: {dataset.describe_outputs()}"]
 
 
-def _config_block(config):
+def _language(task, cfg):
+    return task.serving == "language_model"
+
+
+def _classifier(task, cfg):
+    return not _language(task, cfg)
+
+
+def _sampled(task, cfg):  # moons, circles: a generated data set of n_samples
+    return task.sample_splits and not task.fixed_samples
+
+
+# Config keys that only some tasks read (config.py's comments say which):
+# key path -> (task, config dict) -> whether this sweep's task uses it. The
+# report's "Full configuration" shows the keys its task uses, not, for a
+# moons sweep, a corpus size and attention heads nobody set.
+_USED_WHEN = {
+    "data.n_samples": _sampled,
+    "data.noise": _sampled,
+    "data.standardize": _classifier,
+    "data.corpus_bytes": _language,
+    "data.context": _language,
+    "data.eval_windows": _language,
+    "model.block": _classifier,
+    "model.d_model": lambda task, cfg: (
+        _language(task, cfg) or cfg["model"].get("block") == "feedforward"),
+    "model.heads": _language,
+    "model.layer_norm": _language,
+    "model.tie_embeddings": _language,
+    "training.steps_per_epoch": _language,
+    "training.convergence_threshold": _classifier,
+}
+
+
+def used_config(cfg):
+    """`cfg` (a config as plain data) without the keys its task does not read.
+
+    Unchanged when its `data.dataset` names no registered task.
+    """
+    try:
+        task = tasks.get(cfg["data"]["dataset"])
+    except (KeyError, TypeError, ServiceError):
+        return cfg
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in cfg.items()}
+    for path, used in _USED_WHEN.items():
+        section, key = path.split(".")
+        if key in out.get(section, {}) and not used(task, cfg):
+            del out[section][key]
+    return out
+
+
+def _config_block(config, resolved=None):
     from kg_service import config as config_lib
 
-    cfg = config_lib.config_to_dict(config)
+    cfg = used_config(resolved if resolved is not None else config_lib.config_to_dict(config))
     try:  # YAML, as the user writes configs; lists of scalars stay on one line
         import yaml
 
@@ -424,8 +492,8 @@ def _colors(summary):
     return {a.activation: cmap(i % 10) for i, a in enumerate(summary.activations)}
 
 
-def _figure(width, height):
-    fig = Figure(figsize=(width, height), dpi=_DPI)
+def _figure(width, height, layout=None):
+    fig = Figure(figsize=(width, height), dpi=_DPI, layout=layout)
     FigureCanvasAgg(fig)
     return fig
 
@@ -452,11 +520,26 @@ def _stack(results, key):
     return out
 
 
-def _learning_curves(summary, results, colors, threshold=None):
+def _curve_panels(summary, results):
+    """The learning curves' two panels, `(history key, label)`, on the task's
+    own metric: a classifier's validation accuracy (against the convergence
+    threshold) and loss; otherwise (a language model, compared by
+    log-perplexity: its next-byte accuracy says little) validation loss and
+    perplexity.
+    """
+    if wording.thresholded(summary):
+        return (("val_accuracy", "validation accuracy"), ("val_loss", "validation loss"))
+    keys = {k for r in results for k in r.history}
+    if "val_perplexity" in keys:
+        return (("val_loss", "validation loss"), ("val_perplexity", "validation perplexity"))
+    return (("val_loss", "validation loss"), ("loss", "training loss"))
+
+
+def _learning_curves(summary, results, colors, threshold=None, panels=None):
+    panels = panels or _curve_panels(summary, results)
     fig = _figure(11, 4.2)
     axes = fig.subplots(1, 2)
-    for ax, key, label in ((axes[0], "val_accuracy", "validation accuracy"),
-                           (axes[1], "val_loss", "validation loss")):
+    for ax, (key, label) in zip(axes, panels):
         for a in summary.activations:
             members = [r for r in results if r.activation == a.activation]
             values = _stack(members, key)
@@ -474,10 +557,11 @@ def _learning_curves(summary, results, colors, threshold=None):
         if key == "val_accuracy" and threshold is not None:
             ax.axhline(threshold, color="0.4", linestyle="--", linewidth=0.9,
                        label=f"threshold {threshold:g}")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no epoch 1.2
         ax.set_xlabel("epoch")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8, loc="lower right")
+    axes[0].legend(fontsize=8, loc="lower right" if panels[0][0] == "val_accuracy" else "best")
     fig.suptitle("Learning curves: mean over seeds, band = min–max", fontsize=11)
     fig.tight_layout()
     return fig
@@ -586,7 +670,13 @@ def _decision_boundaries(summary, results, dataset):
 
     cols = min(len(panels), 3)
     rows = math.ceil(len(panels) / cols)
-    fig = _figure(4.3 * cols + 0.8, 4.0 * rows)
+    # Panels as tall as the data's aspect makes them (equal axes), laid out
+    # by constrained layout: fixed 4-inch squares with tight_layout left a
+    # wide empty band under the title.
+    ratio = float(np.clip((g1[-1] - g1[0]) / (g0[-1] - g0[0]), 0.4, 2.5))
+    fig = _figure(3.8 * cols + 1.0, (3.1 * ratio + 0.9) * rows + 0.3, layout="constrained")
+    names = tuple(getattr(dataset, "feature_names", ()) or ())
+    xlabel, ylabel = (f"feature {n}" for n in (names if len(names) == 2 else ("1", "2")))
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
     mappable = None
     for ax, (a, r) in zip(axes, panels):
@@ -614,13 +704,14 @@ def _decision_boundaries(summary, results, dataset):
         ax.set_xlim(g0[0], g0[-1])
         ax.set_ylim(g1[0], g1[-1])
         ax.set_aspect("equal", adjustable="box")
+        ax.set_xlabel(xlabel, fontsize=9)
+        ax.set_ylabel(ylabel, fontsize=9)
         ax.tick_params(labelsize=8)
         ax.legend(fontsize=7, loc="lower left", framealpha=0.8)
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     fig.suptitle("Decision boundaries of each activation's best-validation seed, "
                  "test points overlaid", fontsize=11)
-    fig.tight_layout()
     if mappable is not None:
         fig.colorbar(mappable, ax=list(axes[:len(panels)]), shrink=0.8,
                      label="P(class 1)", pad=0.02)
@@ -653,39 +744,65 @@ def _attention_entropy(summary, results):
     if not panels:
         return None
     top = max(np.nanmax(g) for _, _, g in panels)
-    fig = _figure(3.2 * len(panels) + 1, 3.4)
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (name, seed, grid) in zip(axes, panels):
+    # A grid of at most 4 panels a row (one row of 8 was a 27-inch strip),
+    # each sized by its heads and blocks; labels on the outer panels only.
+    blocks, heads = np.max([g.shape for _, _, g in panels], axis=0)
+    cols = min(len(panels), 4)
+    rows = math.ceil(len(panels) / cols)
+    width = max(2.2, 0.45 * heads + 1.0)
+    height = max(2.1, 0.45 * blocks + 0.9)
+    fig = _figure(width * cols + 1.2, height * rows + 0.7, layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for i, (ax, (name, seed, grid)) in enumerate(zip(axes.ravel(), panels)):
         image = ax.imshow(grid, vmin=0, vmax=top, cmap="viridis", aspect="auto")
-        ax.set_title(f"{name}, seed {seed}", fontsize=10)
-        ax.set_xlabel("head")
-        ax.set_ylabel("block")
+        ax.set_title(f"{name}, seed {seed}", fontsize=9)
         ax.set_xticks(range(grid.shape[1]))
         ax.set_yticks(range(grid.shape[0]))
-    fig.colorbar(image, ax=list(axes), shrink=0.85, label="entropy (nats)")
-    fig.suptitle("Attention entropy after training (mean over queries of a fixed "
-                 "validation batch)", fontsize=11)
+        ax.tick_params(labelsize=8)
+        if i // cols == rows - 1 or i + cols >= len(panels):
+            ax.set_xlabel("head", fontsize=9)
+        if i % cols == 0:
+            ax.set_ylabel("block", fontsize=9)
+    for ax in axes.ravel()[len(panels):]:
+        ax.set_visible(False)
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.9, label="entropy (nats)")
+    fig.suptitle("Attention entropy after training, best-validation seeds\n(mean over "
+                 "queries of a fixed validation batch)", fontsize=10)
     return fig
 
 
 def _leaky_slopes(summary, results, colors):
     """Each learnable leaky ReLU block's slope over epochs, every seed."""
-    series = [(r, key, values) for r in results for key, values in r.history.items()
-              if key.startswith("leaky_slope.") and values]
+    series = sorted(
+        (int(key[len("leaky_slope.block"):]), r.seed, r.activation, values)
+        for r in results for key, values in r.history.items()
+        if key.startswith("leaky_slope.block") and values
+    )
     if not series:
         return None
-    fig = _figure(7, 4.2)
+    # Colour: the block; line style and marker: the seed. Lines that
+    # coincide stay told apart by their markers and the legend.
+    block_colors = matplotlib.colormaps["tab10"]
+    seeds = sorted({seed for _, seed, _, _ in series})
+    styles = ["-", "--", ":", "-."]
+    markers = ["o", "s", "^", "D", "v", "P"]
+    several = len({a for _, _, a, _ in series}) > 1
+    fig = _figure(8.5, 4.4, layout="constrained")
     ax = fig.subplots()
-    for r, key, values in series:
-        ax.plot(np.arange(1, len(values) + 1), values, color=colors[r.activation],
-                linewidth=1.0, alpha=0.8)
+    for block, seed, activation, values in series:
+        k = seeds.index(seed)
+        label = f"block {block}, seed {seed}" + (f" ({activation})" if several else "")
+        ax.plot(np.arange(1, len(values) + 1), values, color=block_colors(block % 10),
+                linestyle=styles[k % len(styles)], marker=markers[k % len(markers)],
+                markersize=4, linewidth=1.2, alpha=0.85, label=label)
     ax.axhline(0.01, color="0.5", linestyle="--", linewidth=0.8, label="initial slope 0.01")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epoch")
     ax.set_ylabel("negative slope")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title("Learnable leaky ReLU: slope of each block, every seed", fontsize=11)
-    fig.tight_layout()
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5),
+              ncols=1 + len(series) // 14)
+    ax.set_title("Learnable leaky ReLU: negative slope per block and seed", fontsize=11)
     return fig
 
 

@@ -574,6 +574,7 @@ class Tracker(TrackingStore):
         import keras
 
         import keras_gelu  # noqa: F401 -- registers its layers for loading
+        from kg_service import lm_layers  # noqa: F401 -- a language model's own layers
         from kg_service.results import MemberResult
 
         found = {}
@@ -593,7 +594,10 @@ class Tracker(TrackingStore):
                 path = self.client.download_artifacts(
                     run.info.run_id, f"member/{MEMBER_MODEL}", tmp
                 )
-                model = keras.saving.load_model(path)
+                # compile=False: the report and the registry need the weights
+                # only; restoring the optimizer printed Keras' "Skipping variable
+                # loading for optimizer" once per member.
+                model = keras.saving.load_model(path, compile=False)
             epoch = tags.get("failure.epoch")
             found[key] = MemberResult(
                 activation=key[0],

@@ -177,6 +177,17 @@ def shown(name):
     return Shown(label=label, header=header, kind=kind)
 
 
+def thresholded(summary):
+    """Whether the tables show epochs to the convergence threshold.
+
+    `training.convergence_threshold` is a validation accuracy: it says when
+    a classifier has converged. A sweep that compares another metric (a
+    language model's log-perplexity, whose next-byte accuracy stays far
+    below any such threshold) gets no such column.
+    """
+    return shown(summary.metric.name).kind is _KINDS["accuracy"]
+
+
 def metric_note(summary):
     """'test accuracy, higher is better'."""
     better = "higher" if summary.metric.higher_is_better else "lower"
@@ -331,7 +342,8 @@ def table_rows(summary):
     header = (["activation", "seeds", s.header + (" %" if s.kind.percent else ""),
                f"{summary.confidence:.0%} CI"] + [o.header for o in others]
               + [f"Δ {s.kind.abbrev} vs base", "p (Holm)" if summary.holm else "p"]
-              + [col.header for _, col in stat_cols] + ["epochs to thr"])
+              + [col.header for _, col in stat_cols]
+              + (["epochs to thr"] if thresholded(summary) else []))
     rows = []
     for a in summary.activations:
         row = [a.activation, str(a.n), s.pm(a.estimate, unit=False),
@@ -344,7 +356,9 @@ def table_rows(summary):
             row += [s.diff(c.paired.mean_diff),
                     format_p(c.p_holm) + ("*" if c.significant else "")]
             row += [col.format(c.paired.statistics[name]) for name, col in stat_cols]
-        if a.reached:
+        if not thresholded(summary):
+            pass
+        elif a.reached:
             row.append(f"{a.epochs_to_threshold_median:g} ({a.reached}/{a.n})")
         else:
             row.append(f"– (0/{a.n})")
@@ -366,6 +380,8 @@ def results_caption(summary):
     text += f"; * marks p < {summary.alpha:g}."
     for _, col in _columns(terminal_only=True):
         text += f" {col.header}: {col.meaning}."
+    if not thresholded(summary):
+        return text
     return text + (" Epochs to thr: median first epoch whose validation accuracy reached "
                    "the threshold, over the seeds that reached it (k/n).")
 
@@ -444,15 +460,17 @@ def member_rows(summary, results):
               *(m.name for m in summary.secondary)):
         if m not in names:
             names.append(m)
+    threshold = thresholded(summary)
     header = (["activation", "seed"] + [shown(n).header for n in names]
-              + ["epochs to thr", "train s"])
+              + ["epochs to thr"] * threshold + ["train s"])
     order = {a.activation: i for i, a in enumerate(summary.activations)}
     rows = []
     for r in sorted(results, key=lambda r: (order.get(r.activation, len(order)), r.seed)):
         rows.append([r.activation, str(r.seed)]
                     + [shown(n).number(float(getattr(r, n, math.nan))) for n in names]
-                    + ["–" if r.epochs_to_threshold is None else str(r.epochs_to_threshold),
-                       f"{r.train_seconds:.1f}"])
+                    + ["–" if r.epochs_to_threshold is None else str(r.epochs_to_threshold)]
+                    * threshold
+                    + [f"{r.train_seconds:.1f}"])
     return header, rows
 
 
@@ -464,7 +482,8 @@ def format_table(summary):
     """
     header, rows = table_rows(summary)
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    left = {0, 3, len(header) - 1}  # activation, CI, epochs to threshold
+    threshold = thresholded(summary)
+    left = {0, 3} | ({len(header) - 1} if threshold else set())  # activation, CI, epochs to thr
 
     def line(cells):
         return "  ".join(c.ljust(w) if i in left else c.rjust(w)
@@ -476,7 +495,7 @@ def format_table(summary):
     out += [f"- {v}" for v in verdicts(summary)]
     out.append(f"Metric: {metric_note(summary)}.")
     foot = (f"epochs to thr: median epoch val accuracy first reached the threshold "
-            f"(seeds that reached it / seeds). * p < {summary.alpha:g}")
+            f"(seeds that reached it / seeds). " if threshold else "") + f"* p < {summary.alpha:g}"
     if summary.holm:
         foot += f", Holm-adjusted over {len(summary.comparisons)} comparisons"
     out.append(foot + ".")

@@ -264,3 +264,163 @@ def _approx_tree(value):
     if isinstance(value, float):
         return pytest.approx(value, rel=1e-9, abs=1e-12)
     return value
+
+
+# --- What the report shows for its task (issue 15). ------------------------------
+
+# Keys only a language model reads: a moons report must not list them.
+LM_ONLY_KEYS = ("corpus_bytes", "context", "eval_windows", "heads", "layer_norm",
+                "tie_embeddings", "steps_per_epoch")
+
+
+def _config_section(md):
+    return md.split("<summary>Full configuration</summary>", 1)[1].split("</details>", 1)[0]
+
+
+def test_moons_full_configuration_lists_only_the_keys_its_task_reads(written):
+    _, out, _ = written
+    section = _config_section((out / "report.md").read_text())
+    assert "n_samples: 2000" in section and "convergence_threshold: 0.95" in section
+    for key in LM_ONLY_KEYS + ("d_model",):  # d_model: a dense block has none
+        assert f" {key}:" not in section, key
+
+
+def lm_sweep(seeds=(0, 1, 2), activations=("relu", "gelu", "learnable_leaky_relu"),
+             epochs=3, blocks=2, heads=4):
+    """Language-model members as language.py records them (no models)."""
+    rng = np.random.default_rng(3)
+    out = []
+    for a in activations:
+        for s in seeds:
+            vl = list(np.linspace(4.0, 2.5, epochs) + rng.normal(0, 0.01, epochs))
+            history = {"loss": vl, "val_loss": vl, "val_accuracy": [0.01] * epochs,
+                       "val_perplexity": list(np.exp(vl))}
+            for b in range(blocks):
+                for h in range(heads):
+                    history[f"entropy.block{b}.head{h}"] = [float(rng.uniform(0.5, 3))]
+                if a == "learnable_leaky_relu":
+                    history[f"leaky_slope.block{b}"] = list(0.01 + 0.002 * b
+                                                           + 0.001 * s * np.arange(epochs))
+            for k in range(1, 5):
+                history[f"entropy_quarter{k}"] = [0.25]
+            final = {"test_perplexity": float(np.exp(vl[-1])),
+                     "test_bits_per_byte": vl[-1] / np.log(2)}
+            out.append(MemberResult(a, s, history, vl[-1], 0.01, None, None, 1.0,
+                                    final=final))
+    return out
+
+
+def _lm_summary(results):
+    return stats.summarize(results, "relu", metric="test_loss", higher_is_better=False,
+                           select_by=stats.Metric.of("val_loss", False))
+
+
+def test_language_model_report_has_no_accuracy_threshold(tmp_path):
+    results = lm_sweep()
+    summary = _lm_summary(results)
+    config = Config(activations=("relu", "gelu", "learnable_leaky_relu"), baseline="relu",
+                    data=DataConfig(dataset="python_code"),
+                    training=TrainingConfig(steps_per_epoch=5))
+    paths = report.write_report(summary, results, tmp_path, title="lm", config=config,
+                                figures=("learning_curves", "attention_entropy",
+                                         "leaky_slopes"))
+    md = (tmp_path / "report.md").read_text()
+    assert "epochs to thr" not in md and "Epochs to thr" not in md
+    assert "convergence threshold" not in md and "convergence_threshold" not in md
+    assert "5 steps per epoch" in md
+    section = _config_section(md)
+    for key in LM_ONLY_KEYS + ("d_model",):
+        assert f" {key}:" in section, key
+    assert " n_samples:" not in section and " block:" not in section
+    assert "epochs to thr" not in wording.format_table(summary)
+    assert "Validation loss and validation perplexity per epoch" in md
+    assert {p.name for p in paths} >= {"learning_curves.png", "attention_entropy.png",
+                                       "leaky_slopes.png"}
+
+
+def _png_size(path):
+    data = pathlib.Path(path).read_bytes()
+    assert data[:8] == PNG_MAGIC
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_attention_entropy_of_eight_activations_is_a_grid_not_a_strip(tmp_path):
+    names = ("relu", "gelu", "swish", "glu", "bilinear", "reglu", "geglu", "swiglu")
+    results = lm_sweep(activations=names, seeds=(0, 1))
+    fig = report._attention_entropy(_lm_summary(results), results)
+    fig.savefig(tmp_path / "a.png", dpi=report._DPI)
+    width, height = _png_size(tmp_path / "a.png")
+    # Was 2,926 x 374 (a 7.8:1 strip) for the glu-variants smoke run.
+    assert width <= 1400 and 1 / 3 <= height / width <= 3, (width, height)
+    visible = [ax for ax in fig.axes if ax.get_visible() and ax.get_images()]
+    assert len(visible) == 8
+    # Every panel inside the canvas: no clipped "head" or "block" label.
+    renderer = fig.canvas.get_renderer()
+    for ax in visible:
+        box = ax.get_tightbbox(renderer)
+        assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= width and box.y1 <= height
+
+
+def test_leaky_slopes_label_every_line_by_block_and_seed():
+    results = lm_sweep(seeds=(0, 1))
+    fig = report._leaky_slopes(_lm_summary(results), results, report._colors(
+        _lm_summary(results)))
+    (ax,) = fig.axes
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert {"block 0, seed 0", "block 0, seed 1", "block 1, seed 0",
+            "block 1, seed 1"} <= set(labels)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "block 1, seed 1" in legend
+
+
+def test_decision_boundaries_have_axis_labels(tmp_path):
+    results = sweep()
+    summary = stats.summarize(results, "relu")
+    dataset = fake_dataset(2)
+    dataset.feature_names = ("x", "y")
+    fig = report._decision_boundaries(summary, results, dataset)
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    assert panels and all(ax.get_xlabel() == "feature x" and ax.get_ylabel() == "feature y"
+                          for ax in panels)
+
+
+# --- kg report on a real sweep (configs/tiny.yaml --smoke, real processes). ------
+
+
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory):
+    """A tiny smoke sweep by kg-train, then `kg report` of it elsewhere."""
+    import subprocess
+
+    from tests.service import servers
+
+    tmp = tmp_path_factory.mktemp("kg-report")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    tiny = pathlib.Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+
+    def run(*args):
+        done = subprocess.run([os.path.join(servers.VENV_BIN, "python"), *args], cwd=tmp,
+                              env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    run("-m", "kg_service.cli", "--config", str(tiny), "--smoke", "--set",
+        "export.enabled=false", "--tracking-uri", uri, "--output-dir", "sweep", "-q")
+    report_run = run("-m", "kg_service.report_cli", "--experiment", "kg-smoke-smoke",
+                     "--tracking-uri", uri, "--output-dir", "rebuilt", "-q")
+    (swept,) = (tmp / "sweep").rglob("report.md")
+    (again,) = (tmp / "rebuilt").rglob("report.md")
+    return report_run, swept.read_text(), again.read_text()
+
+
+def test_kg_report_prints_no_optimizer_loading_warning(rebuilt):
+    report_run, _, _ = rebuilt
+    assert "Skipping variable loading for optimizer" not in report_run.stdout + report_run.stderr
+
+
+def test_kg_report_shows_the_configuration_the_sweep_ran(rebuilt):
+    _, swept, again = rebuilt
+    assert _config_section(again) == _config_section(swept)
+    assert "output_dir: sweep" in _config_section(again)
+    assert "enabled: true" in _config_section(again)  # registry, as the sweep ran
