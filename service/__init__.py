@@ -1,1 +1,10 @@
 """kg-train: seeded activation comparisons tracked in MLflow."""
+
+import os
+
+# MLflow >= 3.2 sends usage telemetry (config.mlflow-telemetry.io) unless
+# told not to. Off for every entry point (kg-train, kg, kg serve's server
+# process and the `mlflow models serve` line kg-train prints inherit this
+# environment); a user's own value wins. MLflow reads DO_NOT_TRACK only as
+# "true", so the variable set here is MLflow's own (mlflow/telemetry/utils.py).
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")

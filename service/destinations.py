@@ -22,6 +22,11 @@ from kg_service.errors import ServiceError
 
 # Seconds to wait for a tracking server's first answer.
 SERVER_TIMEOUT = 5
+# Cheap, read-only, and behind every check MLflow's server makes.
+PROBE_PATH = "/api/2.0/mlflow/experiments/search?max_results=1"
+# The start of MLflow's answer to a Host header outside --allowed-hosts
+# (mlflow/server/security_utils.py INVALID_HOST_MSG).
+HOST_CHECK_REFUSAL = "Invalid Host header"
 URI_HELP = (
     "Check --tracking-uri, MLFLOW_TRACKING_URI or tracking.uri in the config "
     "(e.g. sqlite:///mlflow.db for a local file, or http://127.0.0.1:5000 for "
@@ -94,8 +99,9 @@ def check_store(tracking_uri):
 
     A local store (sqlite file, file-store folder) must be writable where
     it is or would be created; an http(s) server must answer within
-    `SERVER_TIMEOUT` seconds (any HTTP status counts: whether it lets
-    us in is for its first real call to say). Unknown schemes are MLflow's
+    `SERVER_TIMEOUT` seconds on a REST endpoint (any HTTP status counts:
+    whether it lets us in is for its first real call to say), except the
+    403 of MLflow's host check, which no credentials can pass. Unknown schemes are MLflow's
     to reject, in `Tracker`.
 
     Raises:
@@ -144,12 +150,17 @@ def _check_database_file(database, uri):
 
 
 def _check_server(uri):
-    url = uri.rstrip("/") + "/health"
+    # A REST endpoint, not /health: MLflow's host check (--allowed-hosts)
+    # exempts /health and /version, so a server that refuses every client's
+    # Host header still looks healthy there.
+    url = uri.rstrip("/") + PROBE_PATH
     try:
         with urllib.request.urlopen(url, timeout=SERVER_TIMEOUT):
             return
-    except urllib.error.HTTPError:
-        return  # something answers
+    except urllib.error.HTTPError as error:
+        if error.code == 403 and HOST_CHECK_REFUSAL in _body(error):
+            raise ServiceError(_host_refused(uri)) from None
+        return  # something answers; whether it lets us in is for MLflow to say
     except (OSError, ValueError, http.client.HTTPException) as error:
         reason = getattr(error, "reason", error)
         if isinstance(reason, ssl.SSLError):
@@ -161,6 +172,27 @@ def _check_server(uri):
             f"({reason}). Start the server (e.g. `mlflow server --host 127.0.0.1 "
             f"--port 5000`) or point kg-train at another store. {URI_HELP}"
         ) from None
+
+
+def _body(error):
+    try:
+        return error.read(2048).decode("utf-8", "replace")
+    except (OSError, http.client.HTTPException):
+        return ""
+
+
+def _host_refused(uri):
+    host = urllib.parse.urlsplit(uri).netloc.rpartition("@")[2]
+    return (
+        f"the MLflow tracking server {uri!r} refuses the Host header {host!r} "
+        f'(HTTP 403 "{HOST_CHECK_REFUSAL}..."): an MLflow server answers only '
+        f"the Host names it was told to trust, by default localhost and "
+        f"private IP addresses, though its /health passes any. Start "
+        f"it with `--allowed-hosts {host}` (comma-separated, `*` wildcards; "
+        f"docker/compose.yaml takes MLFLOW_ALLOWED_HOSTS from docker/.env) or "
+        f"set MLFLOW_SERVER_ALLOWED_HOSTS in its environment; or use an "
+        f"address it trusts. Nothing was written."
+    )
 
 
 def local_store_path(uri):

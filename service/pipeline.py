@@ -955,7 +955,13 @@ def print_summary(echo, config, compared, registered, out_dir, uri, seconds):
     echo(f"Report:     {out_dir / 'report.md'}")
     # The venv's bin first: `mlflow models serve` needs its uvicorn on PATH.
     bin_dir = os.path.dirname(sys.executable)
-    env = f'PATH="{bin_dir}:$PATH" MLFLOW_TRACKING_URI={uri}'
+    # Telemetry as in this process (off unless the user turned it on): the
+    # printed commands run in the user's shell, not under kg_service.
+    telemetry = os.environ.get("MLFLOW_DISABLE_TELEMETRY", "true")
+    env = (
+        f'PATH="{bin_dir}:$PATH" MLFLOW_TRACKING_URI={uri} '
+        f"MLFLOW_DISABLE_TELEMETRY={telemetry}"
+    )
     echo(f"MLflow UI:  {env} mlflow ui --backend-store-uri {uri}")
     if registered.models:
         (shown,) = [

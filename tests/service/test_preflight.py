@@ -114,14 +114,15 @@ def test_server_with_nothing_listening_is_rejected_naming_the_url():
         destinations.check_store(url)
     message = str(caught.value)
     assert f"cannot reach the MLflow tracking server {url!r}" in message
-    assert f"GET {url}/health failed" in message and "refused" in message
+    assert f"GET {url}{destinations.PROBE_PATH} failed" in message and "refused" in message
 
 
-@pytest.mark.parametrize("status", [200, 401, 404, 500])
+@pytest.mark.parametrize("status", [200, 401, 403, 404, 500])
 def test_a_server_that_answers_at_all_passes_the_reachability_check(status):
+    # A 403 other than MLflow's host check (a proxy's, a permission) too.
     with http_server(status) as (url, hits):
         destinations.check_store(url)
-    assert hits == ["/health"]
+    assert hits == [destinations.PROBE_PATH]
 
 
 def test_tracker_on_a_failing_server_gives_up_without_retrying(monkeypatch):
@@ -132,7 +133,9 @@ def test_tracker_on_a_failing_server_gives_up_without_retrying(monkeypatch):
     with http_server(503) as (url, hits):
         with pytest.raises(ServiceError, match="cannot use the MLflow tracking store"):
             tracking.Tracker(url, "x")
-    api_calls = [h for h in hits if h.startswith("/api/")]
+    # The pre-flight's probe, then MLflow's own calls: one, never retried.
+    assert hits[0] == destinations.PROBE_PATH, hits
+    api_calls = [h for h in hits[1:] if h.startswith("/api/")]
     assert len(api_calls) == 1, hits
     assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ
 
