@@ -172,12 +172,17 @@ def _experiment_name(value):
     return value
 
 
-def _name_template(template):
+def _template_fields(template):
+    """[(field, spec, conversion)] of a name template's placeholders."""
     try:
         parsed = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(template)]
     except ValueError:  # an unmatched brace
         parsed = [("", "", "!")]
-    used = [(f, spec, conv) for f, spec, conv in parsed if f is not None]
+    return [(f, spec, conv) for f, spec, conv in parsed if f is not None]
+
+
+def _name_template(template):
+    used = _template_fields(template)
     bad = [f for f, spec, conv in used if f not in MODEL_NAME_FIELDS or spec or conv]
     if bad:
         placeholders = ", ".join("{%s}" % f for f in MODEL_NAME_FIELDS)
@@ -1096,8 +1101,9 @@ def smoke(config):
     the epochs (at most `SMOKE_EPOCHS`) and the seeds (the first
     `SMOKE_SEEDS`); a corpus, its bytes, context, steps and evaluation
     windows. The experiment and registered model names get a
-    `-smoke` suffix, so a smoke run never moves the real models' aliases
-    nor mixes its runs into the real experiment.
+    `-smoke` suffix (once: a model name made from `{experiment}` has it
+    already), so a smoke run never moves the real models' aliases nor
+    mixes its runs into the real experiment.
 
     Example:
 
@@ -1123,9 +1129,11 @@ def smoke(config):
         epochs=min(config.training.epochs, SMOKE_EPOCHS),
         steps_per_epoch=min(config.training.steps_per_epoch or SMOKE_STEPS, SMOKE_STEPS),
     )
-    registry = dataclasses.replace(
-        config.registry, model_name=f"{config.registry.model_name}-smoke"
-    )
+    # A template with {experiment} gets the experiment's suffix already.
+    template = config.registry.model_name
+    if "experiment" not in [field for field, _, _ in _template_fields(template)]:
+        template += "-smoke"
+    registry = dataclasses.replace(config.registry, model_name=template)
     return dataclasses.replace(
         config,
         experiment=f"{config.experiment}-smoke",

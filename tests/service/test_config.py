@@ -703,3 +703,16 @@ def test_bad_device_lists_are_one_clear_line(tmp_path, override, expected):
         tmp_path, "device:\n  distribution: mirrored\n", [override]
     )
     assert message.endswith(expected), message
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_smoke_model_names_carry_the_smoke_suffix_once(path):
+    # revival.yaml's "{experiment}-{activation}" gave
+    # "revival-layernorm-smoke-gelu-smoke" (issue 15).
+    config = config_module.smoke(load_config(path))
+    for activation in config.activations:
+        name = config_module.registered_model_name(config, activation)
+        assert name.count("-smoke") == 1, name
+        assert name.endswith(f"-{activation}-smoke") or name.endswith(
+            f"-smoke-{activation}"
+        ), name
