@@ -923,6 +923,13 @@ def absolute_uri(uri):
     return uri
 
 
+def kg_command():
+    """`kg` as this interpreter's environment installed it: its full path
+    when it sits beside the interpreter (a venv not on PATH), else `kg`."""
+    beside = os.path.join(os.path.dirname(sys.executable), "kg")
+    return shlex.quote(beside) if os.path.exists(beside) else "kg"
+
+
 def print_summary(echo, config, compared, registered, out_dir, uri, seconds):
     from kg_service import wording
 
@@ -959,10 +966,14 @@ def print_summary(echo, config, compared, registered, out_dir, uri, seconds):
             m for m in registered.models if m.activation == summary.winner.activation
         ] or registered.models[:1]
         name, export_path = shown.name, shown.export_path
+        model_uri = f"models:/{name}@{config.registry.alias}"
+        # kg serve answers a bad request (a CSV row too long, a header
+        # only) with a 4xx and a JSON message; plain `mlflow models serve`
+        # answers with a stack trace in the body (issue 15).
+        echo(f"Serve:      {kg_command()} serve {model_uri} --tracking-uri {uri}")
         echo(
-            f"Serve:      {env} mlflow models serve "
-            f"-m models:/{name}@{config.registry.alias} --env-manager local "
-            f"-p 5001"
+            f"  or MLflow's own: {env} mlflow models serve "
+            f"-m {model_uri} --env-manager local -p 5001"
         )
         if export_path is not None:
             base = export_path.parent.resolve()
