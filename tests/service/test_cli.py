@@ -341,3 +341,23 @@ def test_installed_entry_point_exits_2_on_a_bad_config(tmp_path, bad_config):
     )
     assert out.returncode == 2
     assert out.stderr.startswith("kg-train: error: ") and "Traceback" not in out.stderr
+
+
+def test_help_texts_and_readme_say_the_flag_wins_over_the_environment():
+    # Pinned by test_run_output's real run; `kg --help` listed
+    # MLFLOW_TRACKING_URI first and the README put it before tracking.uri
+    # (issue 15).
+    from kg_service import kg
+
+    def words(text):
+        return " ".join(text.split())
+
+    kg_help = words(CliRunner().invoke(kg.main, ["--help"]).output)
+    assert "--tracking-uri, else MLFLOW_TRACKING_URI, else ./mlflow.db" in kg_help
+    assert "wins over tracking.uri and MLFLOW_TRACKING_URI" in words(invoke("--help").output)
+    readme = words((pathlib.Path(__file__).parents[2] / "README.md").read_text())
+    assert "`--tracking-uri`, else `MLFLOW_TRACKING_URI`, else `./mlflow.db`" in readme
+    assert (
+        "`--tracking-uri http://host:5000`, else `tracking.uri` in the config, else "
+        "`MLFLOW_TRACKING_URI`" in readme
+    )
