@@ -588,19 +588,49 @@ def _kind(value):
     return type(value).__name__
 
 
-def _show(value):
-    """A value as the user would write it in YAML."""
+SHOW_LIMIT = 120  # characters of a value an error message shows
+
+
+def _show(value, limit=SHOW_LIMIT):
+    """A value as the user would write it in YAML, cut at `limit` characters.
+
+    The value is walked lazily and the walk stops at the limit: a YAML
+    alias bomb (nine lists of nine aliases of ..., 9**9 strings from a
+    300-byte file) is shown in microseconds, not walked for minutes.
+    """
+    shown, length = [], 0
+    for token in _show_tokens(value):
+        if length + len(token) > limit:
+            shown.append(token[: limit - length] + " ...")
+            break
+        shown.append(token)
+        length += len(token)
+    return "".join(shown)
+
+
+def _show_tokens(value):
+    """`_show`'s pieces, in order, produced as the walk goes."""
     if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace('"', '\\"') + '"'
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_show(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
-    return str(value)
+        yield "null"
+    elif isinstance(value, bool):
+        yield "true" if value else "false"
+    elif isinstance(value, str):
+        yield '"' + value[: SHOW_LIMIT + 1].replace('"', '\\"')
+        yield '"'
+    elif isinstance(value, (list, tuple)):
+        yield "["
+        for i, item in enumerate(value):
+            yield ", " if i else ""
+            yield from _show_tokens(item)
+        yield "]"
+    elif isinstance(value, dict):
+        yield "{"
+        for i, (key, item) in enumerate(value.items()):
+            yield (", " if i else "") + f"{str(key)[: SHOW_LIMIT + 1]}: "
+            yield from _show_tokens(item)
+        yield "}"
+    else:
+        yield str(value)[: SHOW_LIMIT + 1]
 
 
 def _path_text(path):

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 import kg_service as service
 from kg_service import cli
+from kg_service import config as config_module
 from kg_service.config import load_config
 from kg_service.errors import ServiceError
 
@@ -302,6 +303,31 @@ def test_process_with_bad_config_exits_2_one_paragraph_no_traceback(tmp_path, ba
     assert "Traceback" not in out.stderr
     assert "model.dropout (--set model.dropout=1.5)" in out.stderr
     assert list(cwd.iterdir()) == []
+
+
+def billion_laughs(path, where):
+    """A YAML alias bomb: 9 levels of 9 aliases, 9**9 strings from 700 bytes."""
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    path.write_text("\n".join(lines) + "\n" + where + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "where, key",
+    [("activations: *a9", "activations[0]"), ("model:\n  hidden_units: *a9", "model.hidden_units[0]")],
+)
+def test_alias_bomb_under_a_known_key_exits_2_with_an_excerpt(tmp_path, where, key):
+    # The error message printed the whole value: > 90 s and > 1 GB (issue
+    # 15). run_cli's timeout (60 s) bounds the test; no timing assertion.
+    bomb = billion_laughs(tmp_path / "bomb.yaml", where)
+    out = run_cli(["--config", bomb, "--dry-run"], tmp_path)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.startswith(f"kg-train: error: config file {bomb}: ")
+    assert "Traceback" not in out.stderr
+    (line,) = [l for l in out.stderr.splitlines() if l.strip().startswith(f"{key} ")]
+    assert '[[[[[[[[["lol", "lol"' in line and " ... (a list)" in line
+    assert len(out.stderr) < 20 * (config_module.SHOW_LIMIT + 200)
 
 
 def test_process_usage_error_exits_2(tmp_path):
