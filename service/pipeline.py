@@ -499,6 +499,7 @@ def preflight(config, store=None, resume=None):
     tracking_uri = absolute_uri(config_lib.resolve_tracking_uri(config))
     # First, before the heavy imports: a wrong path or a server that is
     # down costs a second, not TensorFlow's start-up.
+    check_memory(config)
     destinations.check_run(config, tracking_uri)
     from kg_service import export as export_lib
     from kg_service import tasks
@@ -559,6 +560,43 @@ def preflight(config, store=None, resume=None):
             "dataset": config.data.dataset,
             **dataset.tags(),
         },
+    )
+
+
+def available_memory():
+    """Bytes of memory this process can use now: the kernel's MemAvailable,
+    within the cgroup's limit (a container); None where neither is known."""
+    found = []
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            found.append(int(pathlib.Path(path).read_text().strip()))
+        except (OSError, ValueError):  # absent, or "max"
+            pass
+    return min(found) if found else None
+
+
+def check_memory(config, available=None):
+    """Raises a ServiceError, before the data is loaded, when a run of
+    `config` needs more memory than the machine has (`available` bytes;
+    default: `available_memory()`, and no check if unknown)."""
+    available = available_memory() if available is None else available
+    needed = config_lib.memory_estimate(config)
+    if available is None or needed <= available:
+        return
+    gib = 2**30
+    raise ServiceError(
+        f"this config needs about {needed / gib:,.1f} GiB of memory (data.n_samples "
+        f"{config.data.n_samples:,}, {len(config.seeds)} seeds evaluated at once, "
+        f"training.batch_size {config.training.batch_size:,}), but this machine has "
+        f"{available / gib:,.1f} GiB available. Lower data.n_samples, the seeds or the "
+        f"batch size (--set data.n_samples=...), or run it on a larger machine."
     )
 
 
