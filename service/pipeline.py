@@ -472,7 +472,7 @@ def conclude(config, pre, trained, progress):
     """compare -> record -> export -> register; returns `(Compared, Registered)`."""
     compared = compare(config, pre, trained)
     record(pre, compared)
-    exported = export(config, pre, compared, progress)
+    exported = export(config, pre, compared, progress, trained.tracked.sweep_run_id)
     registered = register(config, pre, compared, trained.tracked, exported, progress)
     return compared, registered
 
@@ -825,11 +825,12 @@ def record(pre, compared):
     )
 
 
-def export(config, pre, compared, progress):
+def export(config, pre, compared, progress, sweep_run_id=""):
     """Exports and verifies each champion's SavedModel into staging.
 
     Nothing is registered or promoted here; a failed verification discards
-    every staged export and raises.
+    every staged export and raises. Staging folders that an earlier,
+    killed try of the same sweep left are removed first.
     """
     from kg_service import export as export_lib
 
@@ -837,6 +838,9 @@ def export(config, pre, compared, progress):
     if not (config.registry.enabled and config.export.enabled):
         return Exported(staged=staged)
     progress.stage("exporting and verifying SavedModels")
+    if sweep_run_id:
+        for name in pre.model_names.values():
+            export_lib.discard_leftovers(config.export.dir, name, sweep_run_id)
     try:
         for activation, member in compared.champions.items():
             staged[activation] = export_lib.stage(
@@ -845,6 +849,7 @@ def export(config, pre, compared, progress):
                 pre.model_names[activation],
                 pre.dataset.x_test,
                 config.export.tolerance,
+                owner=sweep_run_id,
             )
     except BaseException:  # an interrupt too: nothing half-exported stays
         for item in staged.values():
