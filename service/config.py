@@ -50,6 +50,15 @@ DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 MIN_SPLIT_SAMPLES = 10  # fewer makes validation/test accuracy meaningless
 MAX_SEED = 2**32 - 1  # numpy's seed range
 MAX_SEEDS = 10_000  # a count beyond is a typo: each seed is a training run per activation
+# Sizes beyond these are typos (1e10 samples, 1e12 epochs); what fits in
+# this machine's memory is checked before training (`memory_estimate`).
+MAX_SAMPLES = 100_000_000
+MAX_EPOCHS = 1_000_000
+MAX_BATCH = 1_000_000  # a classifier's batch beyond its split is the split
+MAX_STEPS = 1_000_000
+MAX_WIDTH = 1_000_000
+MAX_CONTEXT = 65_536
+GENERATED_FEATURES = 2  # moons and circles: one (x, y) point per sample
 MODEL_NAME_FIELDS = ("experiment", "dataset", "activation")
 
 
@@ -172,12 +181,17 @@ def _experiment_name(value):
     return value
 
 
-def _name_template(template):
+def _template_fields(template):
+    """[(field, spec, conversion)] of a name template's placeholders."""
     try:
         parsed = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(template)]
     except ValueError:  # an unmatched brace
         parsed = [("", "", "!")]
-    used = [(f, spec, conv) for f, spec, conv in parsed if f is not None]
+    return [(f, spec, conv) for f, spec, conv in parsed if f is not None]
+
+
+def _name_template(template):
+    used = _template_fields(template)
     bad = [f for f, spec, conv in used if f not in MODEL_NAME_FIELDS or spec or conv]
     if bad:
         placeholders = ", ".join("{%s}" % f for f in MODEL_NAME_FIELDS)
@@ -292,9 +306,21 @@ def _not_a_key(value):
 # --- The schema. -------------------------------------------------------------
 
 
-def _integer(**bounds):
-    """An int setting within `bounds` (pydantic Field's gt, ge, lt, le)."""
-    return Annotated[int, Strict(), Field(**bounds)]
+def _integer(most=None, **bounds):
+    """An int setting within `bounds` (pydantic Field's gt, ge, lt, le),
+    and at most `most`: a sanity bound, said apart from the range."""
+    if most is None:
+        return Annotated[int, Strict(), Field(**bounds)]
+    return Annotated[int, Strict(), Field(**bounds), AfterValidator(_at_most(most))]
+
+
+def _at_most(most):
+    def check(value):
+        if value > most:
+            _fail(f"a value <= {most:_} (more is surely a typo)".replace("_", ","))
+        return value
+
+    return check
 
 
 def _number(**bounds):
@@ -311,7 +337,7 @@ _Fraction = _number(gt=0, lt=1)
 _Seed = _integer(ge=0, le=MAX_SEED)
 _Activation = Annotated[_Str, AfterValidator(_activation)]
 _Widths = Annotated[
-    tuple[_integer(gt=0), ...],
+    tuple[_integer(gt=0, most=MAX_WIDTH), ...],
     Field(min_length=1, description="a non-empty list of positive integers, e.g. [64, 64]"),
 ]
 _Activations = Annotated[
@@ -345,7 +371,7 @@ _STRICT = pydantic.ConfigDict(extra="forbid", allow_inf_nan=False)
 class DataConfig:
     __pydantic_config__ = _STRICT
     dataset: Annotated[_Str, AfterValidator(_task_name)] = "moons"  # a name in kg_service.tasks
-    n_samples: _integer(ge=50) = 2000  # moons/circles only; digits has 1797
+    n_samples: _integer(ge=50, most=MAX_SAMPLES) = 2000  # moons/circles only; digits has 1797
     noise: _number(ge=0) = 0.2  # moons/circles only
     test_fraction: _Fraction = 0.2  # held out, used only for the final evaluation
     validation_fraction: _Fraction = 0.2  # of what remains after the test split
@@ -355,8 +381,8 @@ class DataConfig:
     # window length in bytes (the model's context), and the validation
     # windows evaluated after each epoch (the test split is evaluated whole).
     corpus_bytes: _integer(ge=1000) = 2_000_000
-    context: _integer(ge=2) = 128
-    eval_windows: _integer(ge=1) = 64
+    context: _integer(ge=2, most=MAX_CONTEXT) = 128
+    eval_windows: _integer(ge=1, most=MAX_BATCH) = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -367,7 +393,7 @@ class ModelConfig:
     block: Literal[tuple(catalog.BLOCKS)] = "dense"
     # block: feedforward -> Dense(d_model) stem, then one residual
     # keras_gelu.FeedForward(hidden_dim=w, output_dim=d_model) per width w.
-    d_model: _integer(ge=1) = 32
+    d_model: _integer(ge=1, most=MAX_WIDTH) = 32
     match_params: _Bool = False  # gated FFNs at the parameters of plain ones
     # python_code only (a decoder-only transformer, one block per width in
     # hidden_units, each FFN keras_gelu.FeedForward(width, output_dim=d_model)):
@@ -381,11 +407,11 @@ class TrainingConfig:
     __pydantic_config__ = _STRICT
     optimizer: Literal[tuple(catalog.OPTIMIZERS)] = "adam"
     learning_rate: _number(gt=0) = 0.001
-    epochs: _integer(ge=1) = 100
-    batch_size: _integer(ge=1) = 32
+    epochs: _integer(ge=1, most=MAX_EPOCHS) = 100
+    batch_size: _integer(ge=1, most=MAX_BATCH) = 32
     # python_code: training steps per epoch (None: one pass over the
     # training bytes); each step draws batch_size random windows.
-    steps_per_epoch: Optional[_integer(ge=1)] = None
+    steps_per_epoch: Optional[_integer(ge=1, most=MAX_STEPS)] = None
     weight_decay: Optional[_number(ge=0)] = None  # None: the optimizer's default
     # Convergence speed: first epoch whose validation accuracy reaches this.
     convergence_threshold: _number(gt=0, le=1) = 0.95
@@ -583,19 +609,49 @@ def _kind(value):
     return type(value).__name__
 
 
-def _show(value):
-    """A value as the user would write it in YAML."""
+SHOW_LIMIT = 120  # characters of a value an error message shows
+
+
+def _show(value, limit=SHOW_LIMIT):
+    """A value as the user would write it in YAML, cut at `limit` characters.
+
+    The value is walked lazily and the walk stops at the limit: a YAML
+    alias bomb (nine lists of nine aliases of ..., 9**9 strings from a
+    300-byte file) is shown in microseconds, not walked for minutes.
+    """
+    shown, length = [], 0
+    for token in _show_tokens(value):
+        if length + len(token) > limit:
+            shown.append(token[: limit - length] + " ...")
+            break
+        shown.append(token)
+        length += len(token)
+    return "".join(shown)
+
+
+def _show_tokens(value):
+    """`_show`'s pieces, in order, produced as the walk goes."""
     if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace('"', '\\"') + '"'
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_show(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
-    return str(value)
+        yield "null"
+    elif isinstance(value, bool):
+        yield "true" if value else "false"
+    elif isinstance(value, str):
+        yield '"' + value[: SHOW_LIMIT + 1].replace('"', '\\"')
+        yield '"'
+    elif isinstance(value, (list, tuple)):
+        yield "["
+        for i, item in enumerate(value):
+            yield ", " if i else ""
+            yield from _show_tokens(item)
+        yield "]"
+    elif isinstance(value, dict):
+        yield "{"
+        for i, (key, item) in enumerate(value.items()):
+            yield (", " if i else "") + f"{str(key)[: SHOW_LIMIT + 1]}: "
+            yield from _show_tokens(item)
+        yield "}"
+    else:
+        yield str(value)[: SHOW_LIMIT + 1]
 
 
 def _path_text(path):
@@ -693,7 +749,9 @@ def _problem(error):
     else:  # the wrong type
         expected = setting.get("description") or _TYPES[setting["type"]]
         expected += or_null
-        if setting.get("type") == "string" and isinstance(given, bool):
+        if setting.get("type") == "integer" and isinstance(given, str) and _FLOAT_TEXT.fullmatch(given.strip()):
+            hint = f" Write it in digits: {float(given):.0f}." if float(given).is_integer() else ""
+        elif setting.get("type") == "string" and isinstance(given, bool):
             hint = " Quote it to mean text."
         elif setting.get("type") == "string" and isinstance(given, (int, float)):
             hint = f' Quote it to mean text: "{given}".'
@@ -767,6 +825,36 @@ def split_sizes(data):
     test = math.ceil(data.test_fraction * n)
     validation = math.ceil(data.validation_fraction * (n - test))
     return n - test - validation, validation, test
+
+
+def memory_estimate(config):
+    """About how many bytes of memory a run of `config` needs at its peak.
+
+    A classifier: its generated data (float64, with the generator's
+    temporaries), and each epoch's evaluation, a forward pass of every
+    member over the whole training + validation splits at once (float32,
+    the input and the two widest layers). A language model: one epoch's
+    training windows (int64 offsets, int32 inputs and targets) and one
+    batch's logits over 256 bytes. An estimate, within a factor of about
+    two: what it is for is refusing 1e9 samples before numpy fails.
+    """
+    data, model, training = config.data, config.model, config.training
+    task = tasks.get(data.dataset)
+    members = len(config.seeds)
+    widest = sorted(tuple(model.hidden_units) + (model.d_model,))[-2:]
+    if not task.sample_splits:
+        steps = training.steps_per_epoch or max(
+            1, data.corpus_bytes // (data.context * training.batch_size)
+        )
+        windows = steps * training.batch_size * (data.context + 1) * (8 + 4 + 4 + 4)
+        logits = training.batch_size * data.context * 256 * 4 * 3
+        return windows + logits + data.corpus_bytes * 8
+    if task.fixed_samples:
+        return 256 * 2**20  # a bundled set: small
+    train, validation, _ = split_sizes(data)
+    generated = data.n_samples * GENERATED_FEATURES * 8 * 4
+    evaluation = (train + validation) * members * (GENERATED_FEATURES + sum(widest) + 2) * 4
+    return generated + evaluation
 
 
 def registered_model_name(config, activation):
@@ -1096,8 +1184,9 @@ def smoke(config):
     the epochs (at most `SMOKE_EPOCHS`) and the seeds (the first
     `SMOKE_SEEDS`); a corpus, its bytes, context, steps and evaluation
     windows. The experiment and registered model names get a
-    `-smoke` suffix, so a smoke run never moves the real models' aliases
-    nor mixes its runs into the real experiment.
+    `-smoke` suffix (once: a model name made from `{experiment}` has it
+    already), so a smoke run never moves the real models' aliases nor
+    mixes its runs into the real experiment.
 
     Example:
 
@@ -1123,9 +1212,11 @@ def smoke(config):
         epochs=min(config.training.epochs, SMOKE_EPOCHS),
         steps_per_epoch=min(config.training.steps_per_epoch or SMOKE_STEPS, SMOKE_STEPS),
     )
-    registry = dataclasses.replace(
-        config.registry, model_name=f"{config.registry.model_name}-smoke"
-    )
+    # A template with {experiment} gets the experiment's suffix already.
+    template = config.registry.model_name
+    if "experiment" not in [field for field, _, _ in _template_fields(template)]:
+        template += "-smoke"
+    registry = dataclasses.replace(config.registry, model_name=template)
     return dataclasses.replace(
         config,
         experiment=f"{config.experiment}-smoke",

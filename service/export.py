@@ -68,7 +68,23 @@ def version_dir(export_dir, model_name, version):
     return pathlib.Path(export_dir) / model_name / str(version)
 
 
-def stage(model, export_dir, model_name, inputs, tolerance):
+def staging_dir(export_dir, model_name, owner=""):
+    """A new staging folder's path: `.staging-<owner>-<random>`."""
+    prefix = f".staging-{owner}-" if owner else ".staging-"
+    return pathlib.Path(export_dir) / model_name / f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+def discard_leftovers(export_dir, model_name, owner):
+    """Removes the staging folders `owner` (a sweep's run id) left behind
+    when it was killed (kill -9 while exporting or registering); other
+    sweeps' stay, one may be staging now. Returns the paths removed."""
+    removed = sorted((pathlib.Path(export_dir) / model_name).glob(f".staging-{owner}-*"))
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
+    return removed
+
+
+def stage(model, export_dir, model_name, inputs, tolerance, owner=""):
     """Exports `model` to a staging folder and verifies it.
 
     Args:
@@ -79,6 +95,9 @@ def stage(model, export_dir, model_name, inputs, tolerance):
             or int32 token ids for a language model).
         tolerance: Max allowed absolute difference of the predictions
             (widened by `tolerance_for` for half-precision models).
+        owner: Named in the staging folder (the sweep's run id), so that a
+            resumed sweep removes what its killed try left
+            (`discard_leftovers`).
 
     Returns:
         A `StagedExport`.
@@ -90,7 +109,7 @@ def stage(model, export_dir, model_name, inputs, tolerance):
     import tensorflow as tf
 
     tolerance = tolerance_for(model, tolerance)
-    path = pathlib.Path(export_dir) / model_name / f".staging-{uuid.uuid4().hex[:8]}"
+    path = staging_dir(export_dir, model_name, owner)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Plain TF ops in the graph (no nested XLA clusters): any TF Serving
     # build runs it, and it needs nothing from keras_gelu to load.

@@ -47,8 +47,8 @@ def main():
       curl -X POST 127.0.0.1:5001/invocations -H 'Content-Type: application/json' \\
            -d '{"inputs": [[0.5, -0.2]]}'
 
-    Every command reads the same tracking store: MLFLOW_TRACKING_URI, or
-    --tracking-uri, or ./mlflow.db. `kg COMMAND --help` for each.
+    Every command reads the same tracking store: --tracking-uri, else
+    MLFLOW_TRACKING_URI, else ./mlflow.db. `kg COMMAND --help` for each.
     """
 
 

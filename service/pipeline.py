@@ -474,7 +474,7 @@ def conclude(config, pre, trained, progress):
     """compare -> record -> export -> register; returns `(Compared, Registered)`."""
     compared = compare(config, pre, trained)
     record(pre, compared)
-    exported = export(config, pre, compared, progress)
+    exported = export(config, pre, compared, progress, trained.tracked.sweep_run_id)
     registered = register(config, pre, compared, trained.tracked, exported, progress)
     return compared, registered
 
@@ -501,6 +501,7 @@ def preflight(config, store=None, resume=None):
     tracking_uri = absolute_uri(config_lib.resolve_tracking_uri(config))
     # First, before the heavy imports: a wrong path or a server that is
     # down costs a second, not TensorFlow's start-up.
+    check_memory(config)
     destinations.check_run(config, tracking_uri)
     from kg_service import export as export_lib
     from kg_service import tasks
@@ -561,6 +562,43 @@ def preflight(config, store=None, resume=None):
             "dataset": config.data.dataset,
             **dataset.tags(),
         },
+    )
+
+
+def available_memory():
+    """Bytes of memory this process can use now: the kernel's MemAvailable,
+    within the cgroup's limit (a container); None where neither is known."""
+    found = []
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            found.append(int(pathlib.Path(path).read_text().strip()))
+        except (OSError, ValueError):  # absent, or "max"
+            pass
+    return min(found) if found else None
+
+
+def check_memory(config, available=None):
+    """Raises a ServiceError, before the data is loaded, when a run of
+    `config` needs more memory than the machine has (`available` bytes;
+    default: `available_memory()`, and no check if unknown)."""
+    available = available_memory() if available is None else available
+    needed = config_lib.memory_estimate(config)
+    if available is None or needed <= available:
+        return
+    gib = 2**30
+    raise ServiceError(
+        f"this config needs about {needed / gib:,.1f} GiB of memory (data.n_samples "
+        f"{config.data.n_samples:,}, {len(config.seeds)} seeds evaluated at once, "
+        f"training.batch_size {config.training.batch_size:,}), but this machine has "
+        f"{available / gib:,.1f} GiB available. Lower data.n_samples, the seeds or the "
+        f"batch size (--set data.n_samples=...), or run it on a larger machine."
     )
 
 
@@ -790,11 +828,12 @@ def record(pre, compared):
     )
 
 
-def export(config, pre, compared, progress):
+def export(config, pre, compared, progress, sweep_run_id=""):
     """Exports and verifies each champion's SavedModel into staging.
 
     Nothing is registered or promoted here; a failed verification discards
-    every staged export and raises.
+    every staged export and raises. Staging folders that an earlier,
+    killed try of the same sweep left are removed first.
     """
     from kg_service import export as export_lib
 
@@ -802,6 +841,9 @@ def export(config, pre, compared, progress):
     if not (config.registry.enabled and config.export.enabled):
         return Exported(staged=staged)
     progress.stage("exporting and verifying SavedModels")
+    if sweep_run_id:
+        for name in pre.model_names.values():
+            export_lib.discard_leftovers(config.export.dir, name, sweep_run_id)
     try:
         for activation, member in compared.champions.items():
             staged[activation] = export_lib.stage(
@@ -810,6 +852,7 @@ def export(config, pre, compared, progress):
                 pre.model_names[activation],
                 pre.dataset.x_test,
                 config.export.tolerance,
+                owner=sweep_run_id,
             )
     except BaseException:  # an interrupt too: nothing half-exported stays
         for item in staged.values():
@@ -926,6 +969,13 @@ def absolute_uri(uri):
     return uri
 
 
+def kg_command():
+    """`kg` as this interpreter's environment installed it: its full path
+    when it sits beside the interpreter (a venv not on PATH), else `kg`."""
+    beside = os.path.join(os.path.dirname(sys.executable), "kg")
+    return shlex.quote(beside) if os.path.exists(beside) else "kg"
+
+
 def print_summary(echo, config, compared, registered, out_dir, uri, seconds):
     from kg_service import wording
 
@@ -968,10 +1018,14 @@ def print_summary(echo, config, compared, registered, out_dir, uri, seconds):
             m for m in registered.models if m.activation == summary.winner.activation
         ] or registered.models[:1]
         name, export_path = shown.name, shown.export_path
+        model_uri = f"models:/{name}@{config.registry.alias}"
+        # kg serve answers a bad request (a CSV row too long, a header
+        # only) with a 4xx and a JSON message; plain `mlflow models serve`
+        # answers with a stack trace in the body (issue 15).
+        echo(f"Serve:      {kg_command()} serve {model_uri} --tracking-uri {uri}")
         echo(
-            f"Serve:      {env} mlflow models serve "
-            f"-m models:/{name}@{config.registry.alias} --env-manager local "
-            f"-p 5001"
+            f"  or MLflow's own: {env} mlflow models serve "
+            f"-m {model_uri} --env-manager local -p 5001"
         )
         if export_path is not None:
             base = export_path.parent.resolve()

@@ -34,6 +34,10 @@ _METRICS_PER_CALL = 1000  # MLflow's log_batch limit
 _DELIBERATE = re.compile("Add type hints to the `predict`|An input example was not provided")
 _HERE = pathlib.Path(__file__).parent
 MEMBER_MODEL = "model.keras"  # each member's trained model, artifact member/
+# Set on a member's run once everything of it is logged: a run that a kill
+# during registration left RUNNING (registration reopens it to log the
+# served model) still counts as trained, and --resume finishes it.
+LOGGED_TAG = "kg.member_logged"
 # What log_member records once per member (step 0) beside a task's own
 # `MemberResult.final` numbers.
 _MEMBER_FINALS = frozenset(
@@ -526,6 +530,7 @@ class Tracker(TrackingStore):
         if not result.ok:
             self.client.set_tag(run_id, "failure.reason", result.failure)
             self.client.set_tag(run_id, "failure.epoch", str(result.failed_epoch))
+        self.client.set_tag(run_id, LOGGED_TAG, "true")
         self.client.set_terminated(run_id, "FINISHED" if result.ok else "FAILED")
         return run_id
 
@@ -639,8 +644,14 @@ class Tracker(TrackingStore):
         found = {}
         for run in sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id)):
             tags = run.data.tags
-            if run.info.status not in ("FINISHED", "FAILED") or "seed" not in tags:
+            logged = tags.get(LOGGED_TAG) == "true"
+            if run.info.status not in ("FINISHED", "FAILED") and not logged:
                 continue
+            if "seed" not in tags:
+                continue
+            if run.info.status == "RUNNING":  # killed while registering
+                status = "FAILED" if "failure.reason" in tags else "FINISHED"
+                self.client.set_terminated(run.info.run_id, status)
             found.setdefault((tags["activation"], int(tags["seed"])), run)
         return found
 
@@ -752,6 +763,7 @@ class Tracker(TrackingStore):
                 record=True
             ) as caught:
                 warnings.simplefilter("always")
+                _test_pause("register")
                 info = mlflow.pyfunc.log_model(
                     name="model",
                     python_model=str(_HERE / python_model),
@@ -866,6 +878,17 @@ class _NoExperiment(Exception):
             f"--experiment {name!r}: no such experiment in the tracking store "
             f"(it has: {known}).{hint}"
         )
+
+
+def _test_pause(point):
+    """For the kill tests: with KG_TEST_PAUSE=<point>, writes the file
+    KG_TEST_PAUSE_MARKER and waits there until the process is killed, so
+    that a test kills it at a known point, not after a guessed delay."""
+    if os.environ.get("KG_TEST_PAUSE") != point:
+        return
+    pathlib.Path(os.environ["KG_TEST_PAUSE_MARKER"]).write_text(str(os.getpid()))
+    while True:
+        time.sleep(1)
 
 
 @contextlib.contextmanager

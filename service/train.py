@@ -251,14 +251,22 @@ class _MemberBatches(keras.utils.PyDataset):
     `np.random.default_rng(seed_m)` once per epoch, in epoch order. The
     dataset is infinite (`num_batches` None) so that Keras keeps one
     iterator across epochs; tf.data may prefetch ahead, even past the end,
-    but always in order, so epochs are drawn lazily and in sequence.
+    but always in order, so epochs are drawn lazily and in sequence. Keras
+    reads the first batches once more after peeking at them for the tensor
+    spec (two batches, which reach into epoch 1 when one batch holds the
+    whole split): a request for an earlier epoch replays the member's
+    generator from its seed, so every epoch's order stays the same.
+
+    A `batch_size` of the split's size or more gives one batch of the
+    whole split per epoch, as `model.fit` does.
     """
 
     def __init__(self, x, y, seeds, batch_size):
         super().__init__()
-        self.x, self.y, self.batch_size = x, y, batch_size
-        self.steps = -(-len(x) // batch_size)
-        self._rngs = [np.random.default_rng(seed) for seed in seeds]
+        self.x, self.y, self.seeds = x, y, tuple(seeds)
+        self.batch_size = min(batch_size, len(x))
+        self.steps = -(-len(x) // self.batch_size)
+        self._rngs = [np.random.default_rng(seed) for seed in self.seeds]
         self._epoch = -1
         self._order = None  # (N, M): row of example n for member m
 
@@ -268,10 +276,9 @@ class _MemberBatches(keras.utils.PyDataset):
 
     def __getitem__(self, index):
         epoch, step = divmod(index, self.steps)
-        if epoch < self._epoch:
-            raise RuntimeError(
-                f"batch {index} requested after epoch {self._epoch}"
-            )
+        if epoch < self._epoch:  # Keras' re-read after its peek: replay
+            self._rngs = [np.random.default_rng(seed) for seed in self.seeds]
+            self._epoch = -1
         while self._epoch < epoch:
             self._order = np.stack(
                 [rng.permutation(len(self.x)) for rng in self._rngs], axis=1
@@ -355,9 +362,10 @@ def batch_sizes(dataset, training_cfg):
     (the last one partial, if any), the per-epoch evaluation of the training
     and validation splits, and the test split."""
     n_train = len(dataset.y_train)
-    sizes = {"training.batch_size": min(training_cfg.batch_size, n_train)}
-    if n_train % training_cfg.batch_size:
-        sizes["the last training batch"] = n_train % training_cfg.batch_size
+    batch = min(training_cfg.batch_size, n_train)  # larger: the whole split
+    sizes = {"training.batch_size": batch}
+    if n_train % batch:
+        sizes["the last training batch"] = n_train % batch
     sizes["the training + validation splits"] = n_train + len(dataset.y_val)
     sizes["the test split"] = len(dataset.y_test)
     return sizes

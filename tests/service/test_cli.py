@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 import kg_service as service
 from kg_service import cli
+from kg_service import config as config_module
 from kg_service.config import load_config
 from kg_service.errors import ServiceError
 
@@ -304,6 +305,31 @@ def test_process_with_bad_config_exits_2_one_paragraph_no_traceback(tmp_path, ba
     assert list(cwd.iterdir()) == []
 
 
+def billion_laughs(path, where):
+    """A YAML alias bomb: 9 levels of 9 aliases, 9**9 strings from 700 bytes."""
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    path.write_text("\n".join(lines) + "\n" + where + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "where, key",
+    [("activations: *a9", "activations[0]"), ("model:\n  hidden_units: *a9", "model.hidden_units[0]")],
+)
+def test_alias_bomb_under_a_known_key_exits_2_with_an_excerpt(tmp_path, where, key):
+    # The error message printed the whole value: > 90 s and > 1 GB (issue
+    # 15). run_cli's timeout (60 s) bounds the test; no timing assertion.
+    bomb = billion_laughs(tmp_path / "bomb.yaml", where)
+    out = run_cli(["--config", bomb, "--dry-run"], tmp_path)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.startswith(f"kg-train: error: config file {bomb}: ")
+    assert "Traceback" not in out.stderr
+    (line,) = [l for l in out.stderr.splitlines() if l.strip().startswith(f"{key} ")]
+    assert '[[[[[[[[["lol", "lol"' in line and " ... (a list)" in line
+    assert len(out.stderr) < 20 * (config_module.SHOW_LIMIT + 200)
+
+
 def test_process_usage_error_exits_2(tmp_path):
     out = run_cli(["--dry-run"], tmp_path)
     assert out.returncode == 2 and "Missing option '--config'" in out.stderr
@@ -341,3 +367,23 @@ def test_installed_entry_point_exits_2_on_a_bad_config(tmp_path, bad_config):
     )
     assert out.returncode == 2
     assert out.stderr.startswith("kg-train: error: ") and "Traceback" not in out.stderr
+
+
+def test_help_texts_and_readme_say_the_flag_wins_over_the_environment():
+    # Pinned by test_run_output's real run; `kg --help` listed
+    # MLFLOW_TRACKING_URI first and the README put it before tracking.uri
+    # (issue 15).
+    from kg_service import kg
+
+    def words(text):
+        return " ".join(text.split())
+
+    kg_help = words(CliRunner().invoke(kg.main, ["--help"]).output)
+    assert "--tracking-uri, else MLFLOW_TRACKING_URI, else ./mlflow.db" in kg_help
+    assert "wins over tracking.uri and MLFLOW_TRACKING_URI" in words(invoke("--help").output)
+    readme = words((pathlib.Path(__file__).parents[2] / "README.md").read_text())
+    assert "`--tracking-uri`, else `MLFLOW_TRACKING_URI`, else `./mlflow.db`" in readme
+    assert (
+        "`--tracking-uri http://host:5000`, else `tracking.uri` in the config, else "
+        "`MLFLOW_TRACKING_URI`" in readme
+    )

@@ -703,3 +703,33 @@ def test_bad_device_lists_are_one_clear_line(tmp_path, override, expected):
         tmp_path, "device:\n  distribution: mirrored\n", [override]
     )
     assert message.endswith(expected), message
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_smoke_model_names_carry_the_smoke_suffix_once(path):
+    # revival.yaml's "{experiment}-{activation}" gave
+    # "revival-layernorm-smoke-gelu-smoke" (issue 15).
+    config = config_module.smoke(load_config(path))
+    for activation in config.activations:
+        name = config_module.registered_model_name(config, activation)
+        assert name.count("-smoke") == 1, name
+        assert name.endswith(f"-{activation}-smoke") or name.endswith(
+            f"-smoke-{activation}"
+        ), name
+
+
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("data.n_samples=10000000000", "got 10000000000 (an integer); expected a value <= 100,000,000"),
+        ("training.epochs=1000000000000", "expected a value <= 1,000,000 (more is surely a typo)"),
+        ("training.batch_size=1000000000000", "expected a value <= 1,000,000"),
+        ("model.hidden_units=[8,10000000000]", "model.hidden_units[1] (--set"),
+        ("data.n_samples=1e10", 'got "1e10" (a string); expected an integer. Write it in digits: 10000000000.'),
+    ],
+)
+def test_impossible_sizes_are_refused_at_validation(override, expected):
+    # They passed validation; 1e9 samples died in numpy (issue 15).
+    with pytest.raises(ServiceError) as info:
+        load_config(REPO / "configs" / "tiny.yaml", [override])
+    assert expected in str(info.value)

@@ -78,10 +78,10 @@ def test_failed_verification_registers_nothing(tmp_path, monkeypatch):
     config = config_lib.load_config(_write(tmp_path / "tiny.yaml"))
     real_stage = export.stage
 
-    def stage_then_fail_on_gelu(model, export_dir, model_name, inputs, tolerance):
+    def stage_then_fail_on_gelu(model, export_dir, model_name, inputs, tolerance, **kwargs):
         if model_name.endswith("gelu"):
             raise export.ExportVerificationError("injected: export disagrees")
-        return real_stage(model, export_dir, model_name, inputs, tolerance)
+        return real_stage(model, export_dir, model_name, inputs, tolerance, **kwargs)
 
     monkeypatch.setattr(export, "stage", stage_then_fail_on_gelu)
     with pytest.raises(export.ExportVerificationError):

@@ -28,6 +28,8 @@ from tests.service import servers
 from tests.service.test_golden import GOLDEN
 from tests.service.test_golden import _same
 
+TINY = GOLDEN.parents[3] / "configs" / "tiny.yaml"
+
 
 # SGD at learning rate 100 on this data: seeds 1 and 3 overflow to NaN
 # (epochs 2 and 1), the others stay finite (measured).
@@ -236,3 +238,55 @@ def test_two_sweeps_started_at_once_on_one_new_sqlite_store_both_finish(tmp_path
         assert parent.info.status == "FINISHED" and len(members) == 4
         for activation in ("relu", "gelu"):
             assert client.get_model_version_by_alias(f"{name}-{activation}", "champion")
+
+
+def test_resume_after_kill_9_during_registration_finishes_without_retraining(tmp_path):
+    """kill -9 while the champion's model is being logged for registration
+    (its member run reopened, RUNNING) and its SavedModel staged. It was
+    trained again on --resume, its run replaced, and the .staging-*
+    folder stayed (issue 15). The process pauses at that point
+    (KG_TEST_PAUSE, tracking._test_pause) and is killed there."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = ["--config", str(TINY), "--tracking-uri", uri,
+            "--set", "activations=[gelu]", "--set", "seeds=1", "--set", "training.epochs=2"]
+    marker = tmp_path / "paused"
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    process = subprocess.Popen(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *args, "--quiet"], cwd=tmp_path,
+        env={**env, "KG_TEST_PAUSE": "register", "KG_TEST_PAUSE_MARKER": str(marker)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert marker.exists(), process.communicate(timeout=60)[1][-3000:]
+    finally:
+        process.kill()
+        process.communicate(timeout=60)
+
+    client = _client(tmp_path)
+    (parent,), (member,) = _sweep_runs(client, "kg-smoke")
+    assert parent.info.status == "RUNNING" and member.info.status == "RUNNING"
+    losses = [m.value for m in client.get_metric_history(member.info.run_id, "loss")]
+    assert len(losses) == 2
+    assert list((tmp_path / "exports" / "tiny-gelu").glob(".staging-*"))
+
+    resumed = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *args, "--resume", parent.info.run_id,
+         "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed, 1 members already done" in resumed.stdout
+    (parent,), members = _sweep_runs(client, "kg-smoke")
+    assert parent.info.status == "FINISHED"
+    assert [m.info.run_id for m in members] == [member.info.run_id]  # not replaced
+    assert members[0].info.status == "FINISHED"
+    again = [m.value for m in client.get_metric_history(member.info.run_id, "loss")]
+    assert again == losses  # not trained again
+    (version,) = client.search_model_versions("name='tiny-gelu'")
+    assert version.run_id == member.info.run_id
+    assert client.get_model_version_by_alias("tiny-gelu", "champion").version == version.version
+    assert not list((tmp_path / "exports").rglob(".staging-*"))
+    assert (tmp_path / "exports" / "tiny-gelu" / str(version.version) / "saved_model.pb").exists()

@@ -11,6 +11,7 @@ import threading
 
 import pytest
 
+from kg_service import config as config_module
 from kg_service import destinations
 from kg_service.errors import ServiceError
 from tests.service import servers
@@ -167,7 +168,7 @@ def kg_train(cwd, *args):
 @pytest.mark.parametrize(
     "case",
     ["unknown scheme", "nothing listening", "output_dir through a file",
-     "export.dir is a file", "sqlite store under a file"],
+     "export.dir is a file", "sqlite store under a file", "more memory than the machine has"],
 )  # fmt: skip
 def test_kg_train_exits_2_with_one_paragraph_and_writes_nothing(tmp_path, a_file, case):
     cwd = tmp_path / "cwd"
@@ -190,6 +191,12 @@ def test_kg_train_exits_2_with_one_paragraph_and_writes_nothing(tmp_path, a_file
             ["--tracking-uri", f"sqlite:///{a_file}/mlflow.db"],
             f"{a_file} is a file, not a folder",
         ),
+        # 1e8 samples x 10,000 seeds: some 300 TB. A run with 1e9 samples
+        # died in numpy with _ArrayMemoryError's traceback (issue 15).
+        "more memory than the machine has": (
+            ["--set", "data.n_samples=100000000", "--set", "seeds=10000"],
+            "GiB available. Lower data.n_samples",
+        ),
     }[case]
     before = sorted(tmp_path.rglob("*"))
     out = kg_train(cwd, *args)
@@ -199,3 +206,26 @@ def test_kg_train_exits_2_with_one_paragraph_and_writes_nothing(tmp_path, a_file
     assert out.stderr.count("\n") == 1  # one paragraph
     assert "Traceback" not in out.stderr and "Retrying" not in out.stderr
     assert sorted(tmp_path.rglob("*")) == before  # nothing written anywhere
+
+
+def test_memory_check_names_the_need_and_what_the_machine_has():
+    from kg_service import pipeline
+    from kg_service.config import load_config
+
+    config = load_config(TINY, ["data.n_samples=10000000", "seeds=10"])
+    need = config_module.memory_estimate(config)
+    with pytest.raises(ServiceError) as info:
+        pipeline.check_memory(config, available=need - 1)
+    assert f"about {need / 2**30:,.1f} GiB" in str(info.value)
+    assert f"has {(need - 1) / 2**30:,.1f} GiB available" in str(info.value)
+    pipeline.check_memory(config, available=need)  # enough: no error
+
+
+def test_memory_estimate_grows_with_samples_and_seeds_and_tiny_is_small():
+    from kg_service.config import load_config
+
+    tiny = config_module.memory_estimate(load_config(TINY))
+    assert tiny < 2**20
+    more = config_module.memory_estimate(load_config(TINY, ["data.n_samples=3000"]))
+    seeds = config_module.memory_estimate(load_config(TINY, ["seeds=20"]))
+    assert more > tiny and seeds > tiny

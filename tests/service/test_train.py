@@ -126,6 +126,22 @@ def test_each_sweep_member_equals_the_model_trained_alone_with_its_seed(
     )
 
 
+@pytest.mark.parametrize("batch_size", [128, 129, 10**12])
+def test_a_batch_of_the_split_or_larger_is_one_batch_of_the_whole_split(
+    dataset, batch_size
+):
+    # 128 training rows. Keras peeks at two batches for its tensor spec,
+    # which reached into epoch 1 here and failed the sweep (issue 15);
+    # model.fit(batch_size >= n) trains on one batch of all n rows.
+    assert len(dataset.y_train) == 128
+    config = _config("gelu")
+    config = dataclasses.replace(
+        config,
+        training=dataclasses.replace(config.training, batch_size=batch_size),
+    )
+    _assert_members_equal_models_trained_alone(dataset, config)
+
+
 def test_members_equal_models_trained_alone_without_standardization():
     raw = load_dataset(DataConfig(n_samples=200, seed=0, standardize=False))
     assert raw.normalization is None
