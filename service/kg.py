@@ -69,7 +69,7 @@ def _fail(command, error):
     default="127.0.0.1",
     show_default=True,
     help="Address to bind. 0.0.0.0 serves every interface (a container, a "
-    "team server): only behind a firewall or proxy, it has no authentication.",
+    "team server): only with --token-file, or behind a firewall or proxy.",
 )
 @click.option(
     "--port",
@@ -102,7 +102,32 @@ def _fail(command, error):
     show_default=True,
     help="Seconds one request may take before it is answered 504.",
 )
-def serve(model_uri, tracking_uri, host, port, workers, max_request_mb, timeout):
+@click.option(
+    "--client-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="Seconds a client may take to send a request's headers, or the next "
+    "part of its body, before it is answered 408 and disconnected.",
+)
+@click.option(
+    "--token-file",
+    metavar="PATH",
+    envvar="KG_SERVE_TOKEN_FILE",
+    help="Require `Authorization: Bearer <token>` on every route but /ping and "
+    "/health (else 401); the token is the file's first line. Env: "
+    "KG_SERVE_TOKEN_FILE.",
+)
+@click.option(
+    "--expose-docs",
+    is_flag=True,
+    help="Serve FastAPI's /docs, /redoc, /openapi.json and MLflow's /version "
+    "(404 without it).",
+)
+def serve(
+    model_uri, tracking_uri, host, port, workers, max_request_mb, timeout,
+    client_timeout, token_file, expose_docs,
+):  # fmt: skip
     """Serve MODEL over HTTP with MLflow's scoring server until Ctrl-C.
 
     MODEL is models:/NAME@ALIAS, models:/NAME/VERSION, runs:/RUN_ID/model, a
@@ -117,7 +142,7 @@ def serve(model_uri, tracking_uri, host, port, workers, max_request_mb, timeout)
       kg serve models:/tiny-gelu@champion
       kg serve models:/moons-relu@champion --port 8080 --tracking-uri http://mlflow:5000
       kg serve exports/tiny-gelu/1 --port 0
-      kg serve models:/moons-gelu/3 --host 0.0.0.0 --workers 2
+      kg serve models:/moons-gelu/3 --host 0.0.0.0 --workers 2 --token-file token.txt
 
     Ctrl-C or SIGTERM stops the server and its workers.
     """
@@ -132,6 +157,9 @@ def serve(model_uri, tracking_uri, host, port, workers, max_request_mb, timeout)
             workers=workers,
             max_request_bytes=int(max_request_mb * 1e6),
             timeout=timeout,
+            client_timeout=client_timeout,
+            token_file=token_file,
+            expose_docs=expose_docs,
         )
     except ServiceError as error:
         _fail("serve", error)

@@ -83,7 +83,8 @@ def local_model(model_uri, tracking_uri=None):
         except mlflow.exceptions.MlflowException as error:
             raise ServiceError(
                 f"model {model_uri}: not found in the tracking store {uri}: "
-                f"{_first_line(error.message)} {MODEL_URI_HELP}"
+                f"{_first_line(error.message)}{_closest_model(mlflow, uri, model_uri)} "
+                f"{MODEL_URI_HELP}"
             ) from None
         if not (pathlib.Path(local) / "MLmodel").is_file():
             raise ServiceError(
@@ -91,6 +92,25 @@ def local_model(model_uri, tracking_uri=None):
                 f"folder (e.g. runs:/RUN_ID/model). {MODEL_URI_HELP}"
             )
         yield local
+
+
+def _closest_model(mlflow, uri, model_uri):
+    """' Did you mean models:/NAME@...?' for a models:/ URI whose name is
+    not registered but close to one that is (difflib, as config errors)."""
+    import difflib
+    import re
+
+    match = re.match(r"models:/([^/@]+)(.*)", model_uri)
+    if not match:
+        return ""
+    try:
+        client = mlflow.MlflowClient(uri, registry_uri=uri)
+        names = [m.name for m in client.search_registered_models(max_results=1000)]
+    except mlflow.exceptions.MlflowException:
+        return ""
+    name, rest = match.groups()
+    close = difflib.get_close_matches(name, names, n=1) if name not in names else []
+    return f" Did you mean models:/{close[0]}{rest}?" if close else ""
 
 
 def _reason(message):
@@ -105,9 +125,11 @@ def _first_line(text):
 
 def _wrap_saved_model(saved_model, target):
     """Saves a pyfunc model at `target` that serves `saved_model`."""
-    import tensorflow as tf
+    # First: importing it sets TensorFlow's C++ log level (no "failed call
+    # to cuInit" ERROR line on a machine without a GPU) before TF loads.
+    from kg_service import mlflow_model  # noqa: F401
 
-    from kg_service import mlflow_model
+    import tensorflow as tf
 
     mlflow = _mlflow()
     loaded = tf.saved_model.load(str(saved_model))
@@ -131,13 +153,26 @@ def _wrap_saved_model(saved_model, target):
     with warnings.catch_warnings():
         # No input example, deliberately (as for the registered models).
         warnings.filterwarnings("ignore", message=".*input example was not provided")
+        # Models from code, as kg-train registers: a pickled PythonModel
+        # object makes MLflow warn that unpickling may run arbitrary code.
+        code = pathlib.Path(target).parent / "saved_model_code.py"
+        code.write_text(SAVED_MODEL_CODE)
         mlflow.pyfunc.save_model(
             str(target),
-            python_model=mlflow_model.SavedModelModel(),
+            python_model=str(code),
             artifacts={"saved_model": str(saved_model)},
             signature=signature,
         )
     return str(target)
+
+
+SAVED_MODEL_CODE = """\
+import mlflow
+
+from kg_service.mlflow_model import SavedModelModel
+
+mlflow.models.set_model(SavedModelModel())
+"""
 
 
 # --- kg serve. ----------------------------------------------------------------
@@ -244,16 +279,36 @@ class Server:
         self.process.wait()
 
 
-def start(model_uri, *, tracking_uri, host, port, workers, max_request_bytes, timeout):
+def start(
+    model_uri,
+    *,
+    tracking_uri,
+    host,
+    port,
+    workers,
+    max_request_bytes,
+    timeout,
+    client_timeout=10.0,
+    token_file=None,
+    expose_docs=False,
+):
     """Starts uvicorn on `kg_service.scoring_app` for MODEL; returns a `Server`.
 
     Port 0 picks a free one. The model is resolved (downloaded, or a
-    SavedModel wrapped) here, so a wrong MODEL fails before any server
-    starts.
+    SavedModel wrapped) here, so a wrong MODEL (or token file) fails before
+    any server starts. With `token_file`, every route but /ping and /health
+    needs `Authorization: Bearer <its first line>`.
     """
-    from kg_service.scoring_app import MAX_BYTES_ENV
-    from kg_service.scoring_app import MODEL_PATH_ENV
+    from kg_service import scoring_app as app
 
+    if token_file is not None:
+        try:
+            app.read_token(token_file)
+        except ValueError as error:
+            raise ServiceError(
+                f"--token-file {token_file}: {error}; write the token (e.g. "
+                f"`openssl rand -hex 32`) on its first line."
+            ) from None
     cleanup = contextlib.ExitStack()
     try:
         path = cleanup.enter_context(local_model(model_uri, tracking_uri))
@@ -263,13 +318,20 @@ def start(model_uri, *, tracking_uri, host, port, workers, max_request_bytes, ti
             sys.executable, "-m", "uvicorn", "kg_service.scoring_app:app",
             "--host", host, "--port", str(port), "--workers", str(workers),
             "--timeout-graceful-shutdown", str(STOP_GRACE_SECONDS - 2),
+            # uvicorn's h11 protocol with a deadline for request headers.
+            "--http", "kg_service.scoring_app:ClientTimeouts",
         ]  # fmt: skip
         env = {
             **os.environ,
-            MODEL_PATH_ENV: path,
-            MAX_BYTES_ENV: str(max_request_bytes),
+            app.MODEL_PATH_ENV: path,
+            app.MAX_BYTES_ENV: str(max_request_bytes),
+            app.CLIENT_TIMEOUT_ENV: str(client_timeout),
+            app.EXPOSE_DOCS_ENV: "1" if expose_docs else "0",
             "MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT": str(timeout),
         }
+        env.pop(app.TOKEN_FILE_ENV, None)
+        if token_file is not None:
+            env[app.TOKEN_FILE_ENV] = str(pathlib.Path(token_file).resolve())
         process = subprocess.Popen(
             command, env=env, start_new_session=True, preexec_fn=_die_with_parent
         )
@@ -284,8 +346,9 @@ def start(model_uri, *, tracking_uri, host, port, workers, max_request_bytes, ti
 
 def predict(model_uri, input_path, *, tracking_uri=None):
     """MODEL's predictions for the rows of a .csv, .json or .npy file (or
-    stdin, `-`), parsed as MLflow's scoring server parses a request body of
-    that type and computed by the same pyfunc model, with its input checks.
+    stdin, `-`), checked as `kg serve` checks a request (`request_checks`),
+    parsed as MLflow's scoring server parses a request body of that type and
+    computed by the same pyfunc model, with its input checks.
 
     Raises:
         ServiceError: for a file it cannot read or parse, or bad rows.
@@ -296,9 +359,9 @@ def predict(model_uri, input_path, *, tracking_uri=None):
     mlflow = _mlflow()
     with local_model(model_uri, tracking_uri) as path:
         model = mlflow.pyfunc.load_model(path)
-        rows = _parse(content, kind, input_path, model.metadata.get_input_schema())
+        rows, params = _parse(content, kind, input_path, model)
         try:
-            output = model.predict(rows)
+            output = model.predict(rows, params=params)
         except MlflowException as error:
             raise ServiceError(f"model {model_uri}: {_reason(error.message)}") from None
     names = (model.metadata.metadata or {}).get("class_names")
@@ -325,24 +388,47 @@ def _read(path):
         raise ServiceError(f"--input {path}: cannot be read: {error}") from None
 
 
-def _parse(content, kind, shown, schema):
+def _parse(content, kind, shown, model):
+    """`(rows, params)` for the model, or a ServiceError naming the problem."""
     from mlflow.exceptions import MlflowException
     from mlflow.pyfunc import scoring_server
 
+    from kg_service import request_checks
     from kg_service import scoring_app
 
-    if kind == "npy":
-        return content
+    features = scoring_app._features(model)
     try:
+        if kind == "npy":
+            return _matrix(content, features), None
         if kind == "csv":
+            if features is None:
+                return scoring_app.csv_rows(content), None
             # As a matrix: a tensor signature does not take named columns.
-            return scoring_app.csv_rows(content).to_numpy(dtype="float32")
-        data, _ = scoring_server._split_data_and_params(content)
-        return scoring_server.infer_and_parse_data(data, schema)
-    except ValueError as error:  # csv_rows, or text in a number's place
+            return _matrix(scoring_app.csv_matrix(content, features), features), None
+        request = request_checks.decode(content)
+        request_checks.check(request, features, scoring_app.param_names(model))
+        data, params = scoring_server._split_data_and_params(request)
+        return scoring_server.infer_and_parse_data(data, model.metadata.get_input_schema()), params
+    except ValueError as error:  # request_checks, csv_rows, text in a number's place
         raise ServiceError(f"--input {shown}: {error}") from None
     except MlflowException as error:
         raise ServiceError(f"--input {shown}: {_first_line(error.message)}") from None
+
+
+def _matrix(array, features):
+    """A numeric array as the model's float32 rows. Cast as the server casts
+    JSON numbers (float64, numpy's default, and ints): a value beyond
+    float32's range becomes inf, which the model then reports."""
+    from kg_service import request_checks
+
+    if array.dtype.kind not in "iuf":
+        raise request_checks.BadRequest(
+            f"holds {array.dtype} values; features are numbers (float32, or "
+            f"float64/int cast to float32)."
+        )
+    request_checks.check_not_empty(len(array) if array.ndim else 1, features)
+    with np.errstate(over="ignore"):
+        return array.astype("float32")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,7 @@ import io
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -70,7 +71,9 @@ def server(sweep):
     log_path = sweep["cwd"] / "kg-serve.log"
     with open(log_path, "w") as log:
         process = kg_process(
-            ["serve", MODEL, "--tracking-uri", sweep["uri"], "--port", str(port)],
+            # A short client timeout: the slow-client tests wait for it.
+            ["serve", MODEL, "--tracking-uri", sweep["uri"], "--port", str(port),
+             "--client-timeout", "3"],
             sweep["cwd"], stdout=log,
         )  # fmt: skip
     try:
@@ -220,15 +223,33 @@ def test_kg_models_lists_version_alias_activation_seed_metrics_and_savedmodel(sw
         (["predict", "{folder}", "--input", "{x}"], "neither an MLflow model folder"),
         (["serve", "no/such/folder"], "no such file or folder"),
         (["models", "--tracking-uri", " "], "--tracking-uri: got an empty string"),
+        # Issue 15: the same checks as the server's, no traceback.
+        (["predict", MODEL, "--input", "{empty}"], "the batch is empty"),
+        (["predict", MODEL, "--input", "{empty_json}"], "the batch is empty"),
+        (["predict", MODEL, "--input", "{deep}"], "nested too deeply"),
+        (["predict", MODEL, "--input", "{strings}"], "row 0, column 1 is a string"),
+        (["predict", MODEL, "--input", "{params}"], "params: unknown 'temperature'"),
+        (["predict", MODEL, "--input", "{bools}"], "holds bool values"),
+        (["serve", "models:/tiny-gelo@champion"], "Did you mean models:/tiny-gelu@champion?"),
+        (["serve", MODEL, "--token-file", "{missing}"], "--token-file"),
     ],
 )
 def test_mistakes_exit_2_with_one_line(sweep, tmp_path, args, fragment):
     np.save(tmp_path / "x.npy", rows(2))
     np.save(tmp_path / "wide.npy", np.zeros((2, 3), "float32"))
+    np.save(tmp_path / "empty.npy", np.zeros((0, FEATURES), "float32"))
+    np.save(tmp_path / "bools.npy", np.ones((1, FEATURES), bool))
     (tmp_path / "x.txt").write_text("1,2")
+    (tmp_path / "empty.json").write_text('{"inputs": []}')
+    (tmp_path / "deep.json").write_text('{"inputs": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    (tmp_path / "strings.json").write_text('{"inputs": [[0.5, "1e3"]]}')
+    (tmp_path / "params.json").write_text('{"inputs": [[0.5, 1]], "params": {"temperature": 1}}')
     paths = {
         "x": tmp_path / "x.npy", "wide": tmp_path / "wide.npy", "txt": tmp_path / "x.txt",
         "missing": tmp_path / "missing.csv", "folder": tmp_path,
+        "empty": tmp_path / "empty.npy", "bools": tmp_path / "bools.npy",
+        "empty_json": tmp_path / "empty.json", "deep": tmp_path / "deep.json",
+        "strings": tmp_path / "strings.json", "params": tmp_path / "params.json",
     }  # fmt: skip
     args = [a.format(**paths) for a in args]
     if "--tracking-uri" not in args:
@@ -250,7 +271,7 @@ TEN_MB = json.dumps({"inputs": [[0.1234567, 0.7654321]] * 420_000})
     "body, content_type, status, fragment",
     [
         ('{"inputs": [[0.1, 0.2, 0.3]]}', "application/json", 400, "(1, 3) does not match expected shape (-1, 2)"),
-        ('{"inputs": [["a", 0.2]]}', "application/json", 400, "could not convert string to float"),
+        ('{"inputs": [["a", 0.2]]}', "application/json", 400, 'row 0, column 0 is a string ("a")'),
         ('{"inputs": [[NaN, 0.2]]}', "application/json", 400, "got nan in row 0, column 0"),
         ('{"inputs": [[0.1, 0.2], [-Infinity, 0.2]]}', "application/json", 400, "got -inf in row 1, column 0"),
         ('{"inputs": []}', "application/json", 400, "the batch is empty"),
@@ -261,14 +282,30 @@ TEN_MB = json.dumps({"inputs": [[0.1234567, 0.7654321]] * 420_000})
         ("x,y\n", "text/csv", 400, "no data rows"),
         ("x,y\n0.5,-0.2,3\n", "text/csv", 400, "does not match length of data"),
         (TEN_MB, "application/json", 413, "over this server's limit of 8000000 bytes"),
-        ("{" + "x" * 5_000_000, "application/json", 400, "more characters cut"),
+        ("{" + "x" * 5_000_000, "application/json", 400, "not valid JSON (Expecting property name"),
         ('{"inputs": [[0.5, -0.2]]}', "text/plain", 415, "Got 'text/plain'"),
         ('{"inputs": [[0.5, -0.2]]}', None, 415, "no Content-Type header"),
+        # Issue 15: what MLflow's server answered 500, 200 or with the body.
+        ('{"inputs": ' + "[" * 100_000 + "]" * 100_000 + "}", "application/json", 400, "nested too deeply"),
+        ('{"inputs": ' + "[" * 3_000_000 + "]" * 3_000_000 + "}", "application/json", 400, "nested too deeply"),
+        ('{"inputs": [[0.5, 1]], "params": {"a": ' + "[" * 5000 + "]" * 5000 + "}}", "application/json", 400, "nested too deeply"),
+        ('{"inputs": [[0.5, 1]], "params": {"temperature": 0.5}}', "application/json", 400, "params: unknown 'temperature'; this model takes no params"),
+        ('{"inputs": [[0.5, "1e3"]]}', "application/json", 400, "row 0, column 1 is a string"),
+        ('{"inputs": [[true, false]]}', "application/json", 400, "row 0, column 0 is a boolean"),
+        ('{"inputs": ' + "[[[0.5]]]" + "}", "application/json", 400, "row 0, column 0 is a list"),
+        ("x,y\n0.5,inf\n", "text/csv", 400, "got inf in row 0, column 1"),
+        (",".join(f"c{k}" for k in range(30_000)) + "\n" + ",".join(["0.5"] * 30_000) + "\n", "text/csv", 400, "the header row has 30000 columns; this model takes 2 features"),
+        ("x,y\nabc,0.5\n", "text/csv", 400, "column 'x' holds text"),
+        ('{"inputs": [[0.5, -0.2]]}', "application/json; charset=latin-1", 415, "must be UTF-8"),
+        ('{"inputs": [[0.5, -0.2]]}', "application/json; version=2", 415, "unknown parameter 'version'"),
     ],
     ids=[
         "wrong-width", "strings", "nan", "inf", "empty-inputs", "empty-instances",
         "empty-dataframe", "invalid-json", "a-list", "csv-header-only", "csv-row-too-long", "10MB",
         "5MB-invalid-json", "text-plain", "no-content-type",
+        "100k-deep", "3M-deep", "deep-params", "unknown-params", "number-as-string", "booleans",
+        "rows-nested-deeper", "csv-inf", "csv-30000-columns", "csv-text", "charset-latin-1",
+        "unknown-media-parameter",
     ],
 )  # fmt: skip
 def test_bad_request_is_a_4xx_with_a_clear_message_and_the_server_answers_on(
@@ -277,13 +314,158 @@ def test_bad_request_is_a_4xx_with_a_clear_message_and_the_server_answers_on(
     got, answer = post(server["port"], body, content_type)
     assert got == status, answer[:500]
     assert len(answer) < 5000, answer[:500]  # never the request echoed back
-    message = json.loads(answer)["message"] if answer.startswith("{") else answer
+    error = json.loads(answer)  # one JSON shape for every error
+    assert set(error) == {"error_code", "message"}, error
+    message = error["message"]
     assert fragment in message, message
+    assert body[:30] not in message  # not even a short one
     assert "Traceback" not in answer
     x = rows(2)
     got, answer = post(server["port"], json.dumps({"inputs": x.tolist()}))
     assert got == 200
     np.testing.assert_allclose(json.loads(answer)["predictions"], local.predict(x), atol=1e-6)
+
+
+def request(port, method, path, body=None, headers=None):
+    """`(status, headers, body)` of one request to the server."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        connection.request(method, path, body, headers or {})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read().decode()
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize(
+    "content_type", ["APPLICATION/JSON", "application/json; charset=utf-8", "Application/Json;Charset=UTF-8"]
+)
+def test_media_types_are_case_insensitive_and_take_a_charset(server, local, content_type):
+    # RFC 9110 8.3.1: type, subtype and parameter names are case-insensitive.
+    x = rows(2)
+    got, answer = post(server["port"], json.dumps({"inputs": x.tolist()}), content_type)
+    assert got == 200, answer
+    np.testing.assert_allclose(json.loads(answer)["predictions"], local.predict(x), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "method, path, status",
+    [("GET", "/invocations", 405), ("PUT", "/invocations", 405), ("GET", "/nope", 404),
+     ("POST", "/ping", 405), ("GET", "/docs", 404), ("GET", "/openapi.json", 404),
+     ("GET", "/redoc", 404), ("GET", "/version", 404)],
+)  # fmt: skip
+def test_every_error_is_one_json_shape_and_docs_are_off(server, method, path, status):
+    got, headers, answer = request(server["port"], method, path)
+    assert got == status, answer
+    assert headers["content-type"] == "application/json"
+    error = json.loads(answer)
+    assert set(error) == {"error_code", "message"} and error["message"], error
+    if path == "/invocations":
+        assert headers["allow"] == "POST" and "POST" in error["message"]
+
+
+def _connect(port):
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    return sock
+
+
+def _read_until_closed(sock):
+    """All the server sends until it closes the connection (a socket timeout
+    of 60 s, far past the server's 3 s client timeout, fails the test)."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def test_half_sent_headers_are_cut_off_with_408(server, local):
+    sockets = [_connect(server["port"]) for _ in range(20)]
+    try:
+        for sock in sockets:
+            sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Ty")
+        for sock in sockets:
+            answer = _read_until_closed(sock)
+            assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+            assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error_code"] == "BAD_REQUEST"
+    finally:
+        for sock in sockets:
+            sock.close()
+    x = rows(2)
+    got, answer = post(server["port"], json.dumps({"inputs": x.tolist()}))
+    assert got == 200, answer
+
+
+def test_a_silent_connection_is_closed(server):
+    with _connect(server["port"]) as sock:
+        assert _read_until_closed(sock) == b""
+
+
+def test_a_body_that_stops_arriving_is_answered_408(server):
+    with _connect(server["port"]) as sock:
+        sock.sendall(
+            b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{\"inputs\": [[0.5,"
+        )
+        answer = _read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert b"stopped arriving" in answer
+
+
+def test_an_oversized_content_length_is_answered_413_before_the_body(server):
+    with _connect(server["port"]) as sock:
+        sock.sendall(
+            b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 999999999999\r\n\r\n{}"
+        )
+        response = http.client.HTTPResponse(sock)
+        response.begin()  # the body never comes: this is the answer to the header
+        assert response.status == 413
+        assert "999999999999 bytes is over" in json.loads(response.read())["message"]
+        assert _read_until_closed(sock) == b""  # then closed at the client timeout
+
+
+def test_kg_predict_casts_a_float64_npy_as_the_server_casts_json(sweep, tmp_path, local):
+    x = rows(3).astype("float64")  # numpy's default
+    np.save(tmp_path / "x.npy", x)
+    result = run_kg("predict", MODEL, "--input", tmp_path / "x.npy", "--format", "json",
+                    "--tracking-uri", sweep["uri"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    expected = local.predict(x.astype("float32"))
+    np.testing.assert_allclose(json.loads(result.stdout)["predictions"], expected, atol=1e-6)
+
+
+def test_kg_serve_with_a_token_file_requires_the_bearer_token(sweep, tmp_path, local):
+    token = "s3cret-token-for-the-test"
+    (tmp_path / "token").write_text(token + "\n")
+    port = servers.free_port()
+    log_path = sweep["cwd"] / "kg-serve-token.log"
+    env = {**servers.server_env(), "KG_SERVE_TOKEN_FILE": str(tmp_path / "token")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [KG, "serve", MODEL, "--tracking-uri", sweep["uri"], "--port", str(port), "--expose-docs"],
+            cwd=sweep["cwd"], env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+    try:
+        servers.wait_for_http(f"http://127.0.0.1:{port}/ping", process, 300, log_path)
+        x = rows(2)
+        body = json.dumps({"inputs": x.tolist()})
+        json_type = {"Content-Type": "application/json"}
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": token}):
+            for method, path in (("POST", "/invocations"), ("GET", "/docs"), ("GET", "/version")):
+                got, answer_headers, answer = request(port, method, path, body, {**json_type, **headers})
+                assert got == 401, (headers, path, answer)
+                assert answer_headers["www-authenticate"].startswith("Bearer"), answer_headers
+                assert json.loads(answer)["error_code"] == "UNAUTHENTICATED"
+        authorized = {**json_type, "Authorization": f"Bearer {token}"}
+        got, _, answer = request(port, "POST", "/invocations", body, authorized)
+        assert got == 200, answer
+        np.testing.assert_allclose(json.loads(answer)["predictions"], local.predict(x), atol=1e-6)
+        for path in ("/ping", "/health"):  # probes need no token
+            assert request(port, "GET", path)[0] == 200
+        assert request(port, "GET", "/docs", None, authorized)[0] == 200  # --expose-docs
+    finally:
+        servers.stop(process)
 
 
 def test_server_log_has_no_traceback_after_the_bad_requests(server):
@@ -306,7 +488,9 @@ def test_kg_serve_prints_the_url_once_ping_answers(server):
     assert log.index("GET /ping") < log.index(f"at {url} ")
 
 
-def test_kg_serve_of_a_savedmodel_with_workers_stops_its_whole_process_group(sweep, local):
+def test_kg_serve_of_a_savedmodel_with_workers_stops_its_whole_process_group(sweep, local, monkeypatch):
+    # As a user starts it: TensorFlow's log level is the model file's default.
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
     port = servers.free_port()
     log_path = sweep["cwd"] / "kg-serve-savedmodel.log"
     with open(log_path, "w") as log:
@@ -316,6 +500,10 @@ def test_kg_serve_of_a_savedmodel_with_workers_stops_its_whole_process_group(swe
         )  # fmt: skip
     try:
         servers.wait_for_http(f"http://127.0.0.1:{port}/ping", process, 300, log_path)
+        log = log_path.read_text(errors="replace")
+        assert "CloudPickle" not in log  # a models-from-code wrapper, nothing pickled
+        if not os.path.exists("/proc/driver/nvidia/version"):
+            assert "cuInit" not in log
         x = rows(3)
         status, answer = post(port, json.dumps({"inputs": x.tolist()}))
         assert status == 200, answer

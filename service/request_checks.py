@@ -1,0 +1,154 @@
+"""What a scoring request must be: one check for `kg serve` (before MLflow's
+scoring server parses the body) and `kg predict` (before the model runs),
+so that both refuse the same requests with the same words.
+
+Pure: bytes or decoded JSON in, `BadRequest` (a ValueError) out; no MLflow,
+no network. The server answers a `BadRequest` with HTTP 400, `kg predict`
+with exit code 2.
+
+Measured against MLflow 3.17's scoring server, which answers these wrongly:
+a body nested 1,000+ deep is a RecursionError in its decoder (a 500); an
+invalid body is echoed back in the error; strings ("1e3") and booleans are
+cast to float32 and answered 200; unknown `params` are dropped silently.
+"""
+
+import json
+
+FORMATS = ("inputs", "instances", "dataframe_split", "dataframe_records")
+EXAMPLE = '{"inputs": [[...], ...]}'
+
+
+class BadRequest(ValueError):
+    """A request the model cannot take; the message says why and what to send."""
+
+
+def decode(body):
+    """The JSON body as a dict.
+
+    Raises:
+        BadRequest: for a body that is not a JSON object (never echoing it).
+    """
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as error:
+        raise BadRequest(
+            f"the body is not valid JSON ({error.msg} at line {error.lineno}, "
+            f"column {error.colno}); expected {EXAMPLE}."
+        ) from None
+    except UnicodeDecodeError:
+        raise BadRequest(f"the body is not valid JSON (not UTF-8 text); expected {EXAMPLE}.") from None
+    except RecursionError:
+        # Python's decoder recurses once per level and stops near 1,000.
+        raise BadRequest(
+            f"the JSON is nested too deeply (over 900 levels); a request is "
+            f"{EXAMPLE}, 3 levels."
+        ) from None
+    if not isinstance(data, dict):
+        raise BadRequest(
+            f"the body must be a JSON dictionary such as {EXAMPLE}; got a "
+            f"{type(data).__name__}."
+        )
+    return data
+
+
+def check(request, features=None, param_names=()):
+    """Refuses a decoded request the model cannot take.
+
+    Args:
+        request: the decoded JSON body (a dict).
+        features: the width of a numeric model's rows; None for a model that
+            takes other values (the language model's prompt strings).
+        param_names: the `params` the model's signature declares.
+
+    Raises:
+        BadRequest: naming the problem: an empty batch, strings or booleans
+            where features go, rows nested deeper than a matrix, unknown or
+            nested `params`.
+    """
+    _check_params(request.get("params"), tuple(param_names))
+    found = [key for key in FORMATS if key in request]
+    if len(found) != 1:
+        return  # MLflow names the formats it takes
+    rows = _rows(request[found[0]], found[0])
+    if rows is None:
+        return
+    check_not_empty(len(rows), features)
+    if features is not None:
+        check_numbers(rows, found[0])
+
+
+def check_not_empty(rows, features=None):
+    """Refuses a batch of no rows (TF Serving too: "No values in 'instances'
+    array"); MLflow's own words for it name a Python type."""
+    if rows == 0:
+        raise BadRequest(
+            "the batch is empty; send at least one row"
+            + (f" of {features} features" if features else "")
+            + f", e.g. {EXAMPLE}."
+        )
+
+
+def _rows(data, key):
+    if key == "dataframe_split":
+        return data.get("data") if isinstance(data, dict) else None
+    if key == "dataframe_records":
+        if not isinstance(data, list):
+            return None
+        return [list(r.values()) if isinstance(r, dict) else r for r in data]
+    if isinstance(data, dict):  # {"inputs": {"name": [...]}}: one named tensor
+        return next(iter(data.values()), None) if len(data) == 1 else None
+    return data if isinstance(data, list) else None
+
+
+def check_numbers(rows, key="inputs"):
+    """Every row a list of numbers (or one number): strings and booleans are
+    not features, though numpy would read "1e3" and true as floats."""
+    if not isinstance(rows, list):
+        raise BadRequest(f"{key}: expected a list of rows, e.g. {EXAMPLE}.")
+    for i, row in enumerate(rows):
+        values = row if isinstance(row, list) else [row]
+        for j, value in enumerate(values):
+            if type(value) not in (int, float):
+                raise BadRequest(
+                    f"{key}: row {i}, column {j} is {_shown(value)}; every feature "
+                    f"must be a JSON number (strings and booleans are not "
+                    f"features), e.g. {EXAMPLE}."
+                )
+
+
+def _shown(value):
+    if isinstance(value, bool):
+        return f"a boolean ({json.dumps(value)})"
+    if isinstance(value, str):
+        return f"a string ({json.dumps(value[:20])}{'...' if len(value) > 20 else ''})"
+    if isinstance(value, (list, dict)):
+        return f"a {'list' if isinstance(value, list) else 'dictionary'} (rows nest one level: [[...], ...])"
+    return "null" if value is None else type(value).__name__
+
+
+def _check_params(params, names):
+    if params is None:
+        return
+    takes = (
+        f"this model takes {', '.join(repr(n) for n in names)}"
+        if names
+        else "this model takes no params"
+    )
+    if not isinstance(params, dict):
+        raise BadRequest(f"params: expected a dictionary of name: value; {takes}.")
+    unknown = sorted(set(params) - set(names))
+    if unknown:
+        import difflib
+
+        hints = [
+            f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name)
+            for name in unknown
+            for close in [difflib.get_close_matches(name, names, n=1)]
+        ]
+        raise BadRequest(f"params: unknown {', '.join(hints)}; {takes}.")
+    for name, value in params.items():
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, (list, dict)) for v in values):
+            raise BadRequest(
+                f"params: {name!r} is nested; a param is a value or a list of values."
+            )
