@@ -33,8 +33,8 @@ sys.path.insert(0, ROOT)
 def naive_seconds(config):
     import keras
 
-    from kg_service.tasks import load_dataset
-    from kg_service.models import build_model
+    from kg_service.tasks.base import load_dataset
+    from kg_service.tasks.classification.models import build_model
 
     dataset = load_dataset(config.data)
     started = time.perf_counter()
@@ -85,7 +85,7 @@ def main():
     parser.add_argument("--epochs", type=int, help="override the config's epochs")
     args = parser.parse_args()
 
-    from kg_service.config import load_config
+    from kg_service.config.schema import load_config
 
     overrides = []
     if args.seeds:

@@ -7,7 +7,7 @@ scoring server behind kg's request guard; `--server mlflow`: plain
 temporary sqlite store:
 
 - model: the champion of a real (short) `kg-train` sweep on
-  configs/moons.yaml, served through service/mlflow_model.py;
+  configs/moons.yaml, served through service/kg_service/tasks/classification/pyfunc.py;
 - floor: a pyfunc model that returns its input, logged with the same
   float32 tensor signature, so MLflow's request parsing, schema
   enforcement and JSON encoding cost it exactly what they cost the model.

@@ -6,8 +6,8 @@ import copy
 import itertools
 import json
 
-from kg_service.tracking import TrackingStore
-from kg_service.tracking import param_text
+from kg_service.tracking.mlflow_store import TrackingStore
+from kg_service.tracking.mlflow_store import param_text
 
 
 class MemoryStore(TrackingStore):

@@ -50,7 +50,7 @@ def test_ci_editable_install_shows_no_setuptools_editable_notice(tmp_path):
     # The filter is that notice's, not every warning's.
     assert env.get("PYTHONWARNINGS", "").startswith(f"ignore:{NOTICE}")
     imported = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import kg_service.destinations, keras_gelu"],
+        [str(venv / "bin" / "python"), "-c", "import kg_service.tracking.destinations, keras_gelu"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert "No module named 'kg_service'" not in imported.stderr

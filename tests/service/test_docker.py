@@ -218,7 +218,7 @@ def test_serve_image_health_check_asks_ping_on_the_served_port():
 
 
 def test_model_server_command_is_a_valid_kg_serve_command_line(compose):
-    from kg_service import kg
+    from kg_service.cli import main as kg
 
     service = compose["services"]["model-server"]
     command = [re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", part) for part in service["command"]]
@@ -382,7 +382,7 @@ def test_basic_auth_tracking_server_of_compose_admits_only_signed_in_clients(
 ):
     from click.testing import CliRunner
 
-    from kg_service import kg
+    from kg_service.cli import main as kg
 
     uri, _ = stack_server
     username, password = admin(dot_env)
@@ -418,7 +418,7 @@ def test_without_allowed_hosts_the_preflight_names_the_host_check_and_exits_2(
         cwd = tmp_path / "cwd"
         cwd.mkdir()
         result = subprocess.run(
-            [sys.executable, "-m", "kg_service.cli", "--config",
+            [sys.executable, "-m", "kg_service.cli.train", "--config",
              os.path.join(ROOT, "configs", "tiny.yaml"), "--tracking-uri", f"http://127.1:{port}"],
             cwd=cwd, env=servers.server_env(PYTHONPATH=ROOT, MLFLOW_TRACKING_USERNAME=admin(dot_env)[0],
                                             MLFLOW_TRACKING_PASSWORD=admin(dot_env)[1]),

@@ -21,8 +21,9 @@ def test_wheel_top_level_packages_are_distinctive(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert top == {"keras_gelu", "kg_service"}, top
-    assert "kg_service/cli.py" in names and "kg_service/mlflow_model.py" in names
+    for module in ("cli/train.py", "tasks/classification/pyfunc.py", "tasks/language/lm_layers.py"):
+        assert f"kg_service/{module}" in names, module
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "kg-train = kg_service.cli:main" in scripts
-    assert "kg = kg_service.kg:main" in scripts
+    assert "kg-train = kg_service.cli.train:main" in scripts
+    assert "kg = kg_service.cli.main:main" in scripts

@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from tests.service.test_end_to_end import kg_train
+from tests.service.sweep.test_end_to_end import kg_train
 
 CONFIGS = sorted((pathlib.Path(__file__).parents[2] / "configs").glob("*.yaml"))
 

@@ -1,0 +1,1 @@
+"""Seed statistics (numbers), their wording (words), the report and its figures."""

@@ -1,0 +1,565 @@
+"""What the numbers of `kg_service.analysis.stats` say, in words: verdicts, tables, JSON.
+
+`stats` computes; this module phrases. Everything a person reads about a
+sweep's statistics is written here: the verdict lines, the terminal
+table, the one-line comparison in a registered model's description, the
+rows of the report's tables and the sentences summary.json carries. All
+of it follows the compared metric and its direction ("test accuracy,
+higher is better"; "test loss, lower is better").
+
+A new statistic is one function plus its wording: its function in
+`stats.PAIRED_STATISTICS`, and here a `Column` under the same name in
+`STATISTICS`, which says how its value is headed and printed:
+
+    =============  ======================================================
+    name           Column
+    =============  ======================================================
+    "p_wilcoxon"   "Wilcoxon p", `format_p`, its meaning; report only
+    "d_z"          "d_z", `format_d`, its meaning; terminal and report
+    =============  ======================================================
+
+Every entry becomes a column of the report's comparison table, and of
+the terminal table when `terminal` is true.
+
+How a metric is shown comes from `_KINDS`, by the metric's kind (its name
+without "test_"/"val_"): accuracy in percent, differences in percentage
+points; any other kind as a plain number with 4 decimals.
+
+Example:
+
+>>> from kg_service.analysis import stats
+>>> from kg_service.results import MemberResult
+>>> h = {"loss": [0.3], "accuracy": [0.9], "val_loss": [0.3],
+...      "val_accuracy": [0.9]}
+>>> rs = [MemberResult(a, s, h, 0.3, acc, 1)
+...       for a, accs in {"relu": [0.90, 0.91, 0.92],
+...                       "gelu": [0.92, 0.92, 0.95]}.items()
+...       for s, acc in enumerate(accs)]
+>>> summary = stats.summarize(rs, baseline="relu")
+>>> metric_note(summary)
+'test accuracy, higher is better'
+>>> comparison_verdict(summary, summary.comparisons[0])[:40]
+'gelu vs relu: no significant difference '
+"""
+
+import dataclasses
+import math
+from typing import Callable
+
+from kg_service.analysis import stats
+
+
+# --- Numbers as text. ----------------------------------------------------------
+
+
+def format_p(p):
+    if p is None or math.isnan(p):
+        return "n/a"
+    if p < 0.001:
+        return "<0.001"
+    if p < 0.1:
+        return f"{p:.3f}"
+    return f"{p:.2f}"
+
+
+def p_equals(p):
+    s = format_p(p)
+    return s if s.startswith("<") else f"={s}"
+
+
+def format_d(d):
+    if d is None or math.isnan(d):
+        return "n/a"
+    if math.isinf(d):
+        return "+inf" if d > 0 else "-inf"
+    return f"{d:.2f}"
+
+
+def seeds_text(n, word="seed"):
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def significance(p, alpha):
+    if p is None or math.isnan(p):
+        return "untested"
+    return "significant" if p < alpha else "not significant"
+
+
+# --- The statistics' columns: one entry per stats.PAIRED_STATISTICS name. ----
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """How one statistic is headed and printed."""
+
+    header: str
+    format: Callable  # float -> str
+    meaning: str  # the caption's explanation: "<header>: <meaning>."
+    terminal: bool = False  # also a column of the terminal (and results) table
+
+
+STATISTICS = {
+    "p_wilcoxon": Column("Wilcoxon p", format_p, "two-sided Wilcoxon signed-rank test "
+                         "of the paired differences"),
+    "d_z": Column("d_z", format_d, "Cohen's effect size of the paired differences",
+                  terminal=True),
+}
+
+
+def _columns(terminal_only=False):
+    """(name, Column) in `stats.PAIRED_STATISTICS` order."""
+    out = [(name, STATISTICS[name]) for name in stats.PAIRED_STATISTICS]
+    return [(n, c) for n, c in out if c.terminal or not terminal_only]
+
+
+# --- How a metric is shown. ------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Kind:
+    abbrev: str  # in column headers: "test acc", "Δ acc"
+    scale: float = 1.0
+    digits: int = 4
+    percent: bool = False  # values in %, differences in percentage points
+
+
+_KINDS = {"accuracy": _Kind("acc", scale=100.0, digits=2, percent=True)}
+_SPLITS = {"test": ("test", "test"), "val": ("validation", "val")}  # word, abbrev
+
+
+@dataclasses.dataclass(frozen=True)
+class Shown:
+    """One metric's words and number formats."""
+
+    label: str  # "test accuracy", "validation loss"
+    header: str  # a column of values: "test acc", "val loss"
+    kind: _Kind
+
+    def number(self, x):
+        return "n/a" if not math.isfinite(x) else f"{self.kind.scale * x:.{self.kind.digits}f}"
+
+    def value(self, x):
+        """94.29% / 0.2124."""
+        return self.number(x) + ("%" if self.kind.percent and math.isfinite(x) else "")
+
+    def pm(self, e, unit=True):
+        """Mean ± sd: "94.29% ± 0.52" (unit=False: "94.29 ± 0.52")."""
+        mean = self.value(e.mean) if unit else self.number(e.mean)
+        return mean if math.isnan(e.std) else f"{mean} ± {self.number(e.std)}"
+
+    def diff_number(self, d):
+        return "n/a" if not math.isfinite(d) else f"{self.kind.scale * d:+.{self.kind.digits}f}"
+
+    def diff(self, d):
+        """+1.17 pp / +0.0123."""
+        text = self.diff_number(d)
+        return text + " pp" if self.kind.percent and text != "n/a" else text
+
+    def interval(self, lo, hi, sep="–", signed=False):
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            return "n/a"
+        fmt = self.diff_number if signed else self.number
+        return f"{fmt(lo)}{sep}{fmt(hi)}"
+
+    @property
+    def diff_unit(self):
+        return " (pp)" if self.kind.percent else ""
+
+
+def shown(name):
+    """The words and formats of the metric `name` ("test_accuracy", ...)."""
+    m = stats.Metric(name)
+    split = name[: len(name) - len(m.short) - 1] if m.short != name else ""
+    word, abbrev = _SPLITS.get(split, (split, split))
+    kind = _KINDS.get(m.short, _Kind(m.short.replace("_", " ")))
+    label = " ".join(w for w in (word, m.short.replace("_", " ")) if w)
+    header = " ".join(w for w in (abbrev, kind.abbrev) if w)
+    return Shown(label=label, header=header, kind=kind)
+
+
+def thresholded(summary):
+    """Whether the tables show epochs to the convergence threshold.
+
+    `training.convergence_threshold` is a validation accuracy: it says when
+    a classifier has converged. A sweep that compares another metric (a
+    language model's log-perplexity, whose next-byte accuracy stays far
+    below any such threshold) gets no such column.
+    """
+    return shown(summary.metric.name).kind is _KINDS["accuracy"]
+
+
+def metric_note(summary):
+    """'test accuracy, higher is better'."""
+    better = "higher" if summary.metric.higher_is_better else "lower"
+    return f"{shown(summary.metric.name).label}, {better} is better"
+
+
+def ci_text(test, confidence):
+    """'95% CI +0.28 to +2.06' for a paired test, in its metric's units."""
+    if math.isnan(test.ci_low):
+        return f"{confidence:.0%} CI n/a"
+    s = shown(test.metric)
+    return f"{confidence:.0%} CI {s.interval(test.ci_low, test.ci_high, ' to ', True)}"
+
+
+def reached_text(a):
+    return f"{a.reached}/{a.n} reached"
+
+
+# --- Notes: what a degenerate or incomplete test means. -----------------------------
+
+
+def paired_notes(test):
+    """The caveats of one `PairedTest`, as sentences."""
+    notes = []
+    if test.n < 2:
+        notes.append(f"{seeds_text(test.n, 'paired seed')}: a paired test needs at least 2")
+    elif test.test == "Wilcoxon":
+        notes.append("the paired differences are all equal: the t-test is degenerate "
+                     "(t infinite), so the decision uses the Wilcoxon p-value")
+    elif test.std_diff == 0.0 and test.mean_diff == 0.0:
+        notes.append("all paired differences are zero")
+    if test.unpaired:
+        notes.append(f"paired on {test.n + test.non_finite} common seeds; {test.unpaired} "
+                     "seed results without a partner left out")
+    if test.non_finite:
+        notes.append(f"{test.non_finite} seed(s) with a non-finite "
+                     f"{shown(test.metric).label} left out")
+    return tuple(notes)
+
+
+def summary_notes(summary):
+    return tuple(f"{a.activation} has {a.n} seed: no spread or interval"
+                 for a in summary.activations if a.n < 2)
+
+
+def all_notes(summary):
+    """(who, note): the summary's notes (who None), then each comparison's."""
+    out = [(None, n) for n in summary_notes(summary)]
+    for c in summary.comparisons:
+        out += [(f"{c.activation} vs {c.baseline}", n) for n in paired_notes(c.paired)]
+    return out
+
+
+# --- Verdicts. ------------------------------------------------------------------
+
+
+def comparison_verdict(summary, c):
+    """One line: how `c.activation` did against the baseline."""
+    test, name, baseline = c.paired, c.activation, c.baseline
+    s = shown(summary.metric.name)
+    seeds = seeds_text(test.n)
+    if test.n < 2:
+        return (f"{name} vs {baseline}: not tested ({seeds} paired with the "
+                "baseline; a paired test needs at least 2).")
+    ci = ci_text(test, summary.confidence)
+    d_z = f"d_z={format_d(test.statistics['d_z'])}"
+    holm_text = f", Holm p{p_equals(c.p_holm)}" if summary.holm else ""
+    if c.significant:
+        verb = "beats" if c.sign > 0 else "is worse than"
+        return (f"{name} {verb} {baseline} by {s.diff(test.mean_diff)} {s.label} "
+                f"({ci}, {test.test} p{p_equals(test.p_value)}{holm_text}, {d_z}, {seeds})")
+    lead = f"Holm p{p_equals(c.p_holm)}" if summary.holm else f"p{p_equals(test.p_value)}"
+    tail = f", {test.test} p{p_equals(test.p_value)}" if summary.holm else ""
+    return (f"{name} vs {baseline}: no significant difference ({lead}; "
+            f"{s.diff(test.mean_diff)} {s.label}, {ci}{tail}, {d_z}, {seeds})")
+
+
+def winner_verdict(summary):
+    """One line: who won, and whether the lead means anything."""
+    w, baseline = summary.winner, summary.baseline
+    s = shown(summary.metric.name)
+    top = summary.activation(w.activation)
+    if w.runner_up is None:
+        return (f"Only {w.activation} was trained ({s.value(w.mean)} mean {s.label}): "
+                "nothing to compare.")
+    lead = w.lead
+    if baseline in (w.activation, w.runner_up):
+        how = ", Holm-adjusted" if summary.holm else ""
+    else:
+        how = " (unadjusted, post hoc)"
+    text = (f"Winner: {w.activation} ({s.value(w.mean)} mean {s.label} over "
+            f"{seeds_text(top.n)}). Its lead over the runner-up {w.runner_up} ")
+    if lead.n < 2:
+        text += (f"({s.diff(lead.mean_diff)} on {seeds_text(lead.n, 'paired seed')}) cannot "
+                 "be tested: a paired test needs at least 2 seeds.")
+    else:
+        text += (f"({s.diff(lead.mean_diff)}, {ci_text(lead, summary.confidence)}, "
+                 f"{lead.test} p{p_equals(w.lead_p)}{how}, "
+                 f"{seeds_text(lead.n, 'paired seed')}) is ")
+        text += "significant." if w.significant_over_runner_up else (
+            "not significant: the data do not separate them.")
+    if w.significant_over_baseline is not None and w.runner_up != baseline:
+        c = summary.comparison(w.activation)
+        text += (f" Against the baseline {baseline}: {s.diff(c.paired.mean_diff)}, "
+                 f"{significance(c.p_holm, summary.alpha)} "
+                 f"({'Holm p' if summary.holm else 'p'}{p_equals(c.p_holm)}).")
+    return text
+
+
+def verdicts(summary):
+    """The verdict lines: one per comparison, then the winner's."""
+    return tuple(comparison_verdict(summary, c) for c in summary.comparisons) + (
+        winner_verdict(summary),)
+
+
+def comparison_sentence(summary, activation):
+    """One line about `activation` for a registered model's description.
+
+    >>> # comparison_sentence(summary, "gelu")
+    >>> # 'gelu: 97.10% ± 0.42 test accuracy over 10 seeds (best seed 3 by
+    >>> #  validation accuracy). gelu beats relu by +0.85 pp test accuracy (...)'
+    """
+    s = shown(summary.metric.name)
+    a = summary.activation(activation)
+    head = (f"{activation}: {s.pm(a.estimate)} {s.label} over {seeds_text(a.n)} "
+            f"(best seed {a.best_seed} by {shown(summary.select_by.name).label}).")
+    c = summary.comparison(activation)
+    if c is not None:
+        return f"{head} {comparison_verdict(summary, c)}"
+    w = summary.winner
+    if w.runner_up is None:
+        return head
+    label = "Holm p" if summary.holm else "p"
+    if w.activation == activation:
+        return (f"{head} Baseline and winner of the sweep; lead over {w.runner_up} "
+                f"{s.diff(w.lead.mean_diff)}, {significance(w.lead_p, summary.alpha)} "
+                f"({label}{p_equals(w.lead_p)}).")
+    wc = summary.comparison(w.activation)
+    return (f"{head} Baseline of the sweep; winner {w.activation}: "
+            f"{s.diff(wc.paired.mean_diff)} over {activation}, "
+            f"{significance(wc.p_holm, summary.alpha)} ({label}{p_equals(wc.p_holm)}).")
+
+
+# --- Tables: header + rows of strings (terminal and Markdown). --------------------
+
+
+def table_rows(summary):
+    """The results table: one row per activation."""
+    s = shown(summary.metric.name)
+    others = [shown(m.name) for m in summary.secondary]
+    stat_cols = _columns(terminal_only=True)
+    header = (["activation", "seeds", s.header + (" %" if s.kind.percent else ""),
+               f"{summary.confidence:.0%} CI"] + [o.header for o in others]
+              + [f"Δ {s.kind.abbrev} vs base", "p (Holm)" if summary.holm else "p"]
+              + [col.header for _, col in stat_cols]
+              + (["epochs to thr"] if thresholded(summary) else []))
+    rows = []
+    for a in summary.activations:
+        row = [a.activation, str(a.n), s.pm(a.estimate, unit=False),
+               s.interval(a.estimate.ci_low, a.estimate.ci_high)]
+        row += [o.pm(a.secondary[m.name]) for o, m in zip(others, summary.secondary)]
+        c = summary.comparison(a.activation)
+        if a.activation == summary.baseline:
+            row += ["(baseline)", ""] + [""] * len(stat_cols)
+        else:
+            row += [s.diff(c.paired.mean_diff),
+                    format_p(c.p_holm) + ("*" if c.significant else "")]
+            row += [col.format(c.paired.statistics[name]) for name, col in stat_cols]
+        if not thresholded(summary):
+            pass
+        elif a.reached:
+            row.append(f"{a.epochs_to_threshold_median:g} ({a.reached}/{a.n})")
+        else:
+            row.append(f"– (0/{a.n})")
+        rows.append(row)
+    return header, rows
+
+
+def results_caption(summary):
+    """The words under the report's results table."""
+    s = shown(summary.metric.name)
+    percent = " in percent" if s.kind.percent else ""
+    points = ", in percentage points" if s.kind.percent else ""
+    text = (f"{s.label.capitalize()}{percent}, mean ± sd over seeds (sd with n − 1), with a "
+            f"t-based {summary.confidence:.0%} interval of the mean. Δ: mean paired "
+            f"difference from the baseline, seed by seed{points}. p: two-sided paired t-test")
+    if summary.holm:
+        text += (f", Holm-adjusted over the {len(summary.comparisons)} comparisons with "
+                 "the baseline")
+    text += f"; * marks p < {summary.alpha:g}."
+    for _, col in _columns(terminal_only=True):
+        text += f" {col.header}: {col.meaning}."
+    if not thresholded(summary):
+        return text
+    return text + (" Epochs to thr: median first epoch whose validation accuracy reached "
+                   "the threshold, over the seeds that reached it (k/n).")
+
+
+def comparison_rows(summary):
+    """The report's comparison table: every paired test and statistic."""
+    conf = f"{summary.confidence:.0%} CI"
+    s = shown(summary.metric.name)
+    cols = _columns()
+    header = (["vs " + summary.baseline, "seeds", f"Δ {s.kind.abbrev}{s.diff_unit}", conf,
+               "paired t p"] + [col.header for _, col in cols])
+    for m in summary.secondary:
+        o = shown(m.name)
+        header += [f"Δ {o.kind.abbrev}{o.diff_unit}", f"{conf} ({o.kind.abbrev})",
+                   f"p ({o.kind.abbrev})"]
+    rows = []
+    for c in summary.comparisons:
+        t = c.paired
+        row = [c.activation, str(t.n), s.diff_number(t.mean_diff),
+               s.interval(t.ci_low, t.ci_high, " to ", True), format_p(t.p_t)]
+        row += [col.format(t.statistics[name]) for name, col in cols]
+        for m in summary.secondary:
+            o, u = shown(m.name), c.secondary[m.name]
+            row += [o.diff_number(u.mean_diff), o.interval(u.ci_low, u.ci_high, " to ", True),
+                    format_p(u.p_value)]
+        rows.append(row)
+    return header, rows
+
+
+def secondary_note(summary):
+    """'test loss: lower is better; its p-values are not adjusted'."""
+    parts = [f"{shown(m.name).label}: {'higher' if m.higher_is_better else 'lower'} is better"
+             for m in summary.secondary]
+    if not parts:
+        return ""
+    return "; ".join(parts) + ("; its" if len(parts) == 1 else "; their") + (
+        " p-values are not adjusted")
+
+
+def per_seed_rows(summary, results):
+    """The compared metric by seed, with the paired differences from the baseline."""
+    s = shown(summary.metric.name)
+    table = {(r.activation, r.seed): getattr(r, summary.metric.name) for r in results}
+    names = [a.activation for a in summary.activations]
+    best = {a.activation: a.best_seed for a in summary.activations}
+    base = summary.baseline
+    header = ["seed"] + names + [f"{n} − {base}" for n in names if n != base]
+    rows = []
+    for seed in sorted({r.seed for r in results}):
+        row = [str(seed)]
+        for n in names:
+            v = table.get((n, seed))
+            row.append("–" if v is None else s.number(v) + (" ★" if best[n] == seed else ""))
+        for n in names:
+            if n == base:
+                continue
+            v, b = table.get((n, seed)), table.get((base, seed))
+            row.append("–" if v is None or b is None else s.diff_number(v - b))
+        rows.append(row)
+    return header, rows
+
+
+def per_seed_caption(summary):
+    s = shown(summary.metric.name)
+    unit = " (%)" if s.kind.percent else ""
+    return (f"{s.label.capitalize()}{unit} by seed; ★ marks each activation's best seed by "
+            f"final {shown(summary.select_by.name).label} (the one whose model is shown "
+            "and registered). The last columns are the paired differences the tests use"
+            f"{s.diff_unit}.")
+
+
+def member_rows(summary, results):
+    """Every member's final values: selection, validation loss, test metrics."""
+    names = []
+    for m in (summary.select_by.name, "val_loss", summary.metric.name,
+              *(m.name for m in summary.secondary)):
+        if m not in names:
+            names.append(m)
+    threshold = thresholded(summary)
+    header = (["activation", "seed"] + [shown(n).header for n in names]
+              + ["epochs to thr"] * threshold + ["train s"])
+    order = {a.activation: i for i, a in enumerate(summary.activations)}
+    rows = []
+    for r in sorted(results, key=lambda r: (order.get(r.activation, len(order)), r.seed)):
+        rows.append([r.activation, str(r.seed)]
+                    + [shown(n).number(float(getattr(r, n, math.nan))) for n in names]
+                    + ["–" if r.epochs_to_threshold is None else str(r.epochs_to_threshold)]
+                    * threshold
+                    + [f"{r.train_seconds:.1f}"])
+    return header, rows
+
+
+def format_table(summary):
+    """A compact plain-text table of the summary, then the verdict lines.
+
+    Epochs to threshold: median over the seeds that reached it (k/n).
+    `*` marks p < alpha.
+    """
+    header, rows = table_rows(summary)
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    threshold = thresholded(summary)
+    left = {0, 3} | ({len(header) - 1} if threshold else set())  # activation, CI, epochs to thr
+
+    def line(cells):
+        return "  ".join(c.ljust(w) if i in left else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    out = [line(header), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    out.append("")
+    out += [f"- {v}" for v in verdicts(summary)]
+    out.append(f"Metric: {metric_note(summary)}.")
+    foot = (f"epochs to thr: median epoch val accuracy first reached the threshold "
+            f"(seeds that reached it / seeds). " if threshold else "") + f"* p < {summary.alpha:g}"
+    if summary.holm:
+        foot += f", Holm-adjusted over {len(summary.comparisons)} comparisons"
+    out.append(foot + ".")
+    for who, note in all_notes(summary):
+        out.append(f"note ({who}): {note}" if who else f"note: {note}")
+    return "\n".join(out)
+
+
+# --- summary.json: the numbers and their sentences. -----------------------------
+
+
+def summary_json(summary):
+    """What summary.json holds: `stats.summary_to_dict` plus the sentences.
+
+    Adds "notes" and "verdicts" at the top, a "verdict" to each comparison
+    and to the winner, and "notes" to each paired test. Strict JSON types.
+    """
+    d = stats.summary_to_dict(summary)
+    short = summary.metric.short
+
+    def with_notes(test_dict, test):
+        test_dict["notes"] = list(paired_notes(test))
+
+    for c in summary.comparisons:
+        entry = d["comparisons"][c.activation]
+        with_notes(entry[short], c.paired)
+        for m in summary.secondary:
+            with_notes(entry[m.short], c.secondary[m.name])
+        entry["verdict"] = comparison_verdict(summary, c)
+    if summary.winner.lead is not None:
+        with_notes(d["winner"]["lead"], summary.winner.lead)
+    d["winner"]["verdict"] = winner_verdict(summary)
+    head = {k: d.pop(k) for k in ("baseline", "metric", "higher_is_better", "confidence",
+                                  "alpha", "holm")}
+    return {**head, "notes": list(summary_notes(summary)),
+            "verdicts": list(verdicts(summary)), **d}
+
+
+# --- kg models: the registry as a table. ----------------------------------------
+
+
+def versions_table(versions):
+    """`kg models`: one line per registered version (`tracking.RegisteredVersion`)."""
+    if not versions:
+        return "No registered models. `kg train --config configs/tiny.yaml` registers two."
+    header = ["model", "version", "aliases", "activation", "seed", "val acc %",
+              "test acc %", "created (UTC)", "SavedModel"]
+
+    def percent(value):
+        return "–" if value is None else f"{100 * value:.2f}"
+
+    rows = [
+        [v.name, str(v.version), ",".join(f"@{a}" for a in v.aliases) or "–",
+         v.activation or "–", "–" if v.seed is None else str(v.seed),
+         percent(v.val_accuracy), percent(v.test_accuracy),
+         (v.created or "–").replace("+00:00", "").replace("T", " "),
+         v.saved_model or "–"]
+        for v in versions
+    ]
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    numeric = {1, 4, 5, 6}
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])

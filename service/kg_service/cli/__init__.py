@@ -1,0 +1,1 @@
+"""The command line: kg and kg-train, a thin shell over the service."""

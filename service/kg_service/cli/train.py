@@ -1,0 +1,319 @@
+"""kg-train: the command line, a thin shell over config and pipeline.
+
+It reads and validates the config (kg_service.config.schema), applies the flags, and
+hands the `Config` to `kg_service.sweep.pipeline.run`. It imports the pipeline (and
+so TensorFlow and MLflow) only once the config is valid and the run is
+real: `--help`, `--dry-run` and config errors are fast and write nothing.
+
+Exit codes: 0 done; 2 a usage or config error (`ServiceError`, or click's
+own usage errors), printed as one paragraph without a traceback; 75
+(sysexits.h's EX_TEMPFAIL) the tracking store failed mid-sweep and stayed
+down past `tracking.retry_seconds`: what trained is kept, and the message
+gives the `--resume` command for when the store is back; 130 interrupted;
+otherwise what `pipeline.run` returns. Any other exception is a bug and
+keeps its traceback.
+
+The pipeline contract:
+
+    kg_service.sweep.pipeline.run(config, *, quiet, echo, resume) -> int
+    kg_service.sweep.pipeline.run_shard(config, shard, sweep_id, *, quiet, echo) -> int
+
+(`run_shard` for --shard/--sweep-id: one job's share of a sharded sweep.)
+
+`config` is a validated `kg_service.config.schema.Config` (`tracking.uri` and
+`output_dir` already carry `--tracking-uri`/`--output-dir`; use
+`kg_service.config.schema.resolve_tracking_uri(config)` for the URI). `quiet` True
+means no progress display, only log records through `logging` (the CLI
+configures the root logger: INFO when quiet, DEBUG with --verbose, else
+WARNING). `echo(line)` prints one line for the user on stdout (e.g. the
+summary and where the report went). The return value is the exit code
+(None counts as 0). Raise `ServiceError` for anything the user can fix.
+"""
+
+import contextlib
+import dataclasses
+import logging
+import os
+import sys
+import tempfile
+
+import click
+
+from kg_service.config.schema import describe_plan
+from kg_service.config.schema import smoke as smoke_sizes
+from kg_service.config.schema import load_config
+from kg_service.errors import ServiceError
+from kg_service.errors import SweepInterrupted
+
+EXIT_INTERRUPTED = 130
+
+
+@click.command(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    metavar="PATH",
+    help="The sweep's YAML config, e.g. configs/moons.yaml.",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override one config key, value read as YAML; repeatable. "
+    "E.g. --set training.epochs=5 --set activations=[relu,gelu].",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Validate the config, print the plan and exit; trains and writes nothing.",
+)
+@click.option(
+    "--tracking-uri",
+    metavar="URI",
+    help="MLflow tracking URI; wins over tracking.uri and MLFLOW_TRACKING_URI.",
+)
+@click.option(
+    "--output-dir",
+    metavar="DIR",
+    help="Where the report, plots and resolved config go (config: output_dir).",
+)
+@click.option(
+    "--smoke",
+    is_flag=True,
+    help="Try the config in seconds: the same pipeline at tiny sizes (at most "
+    "200 samples, widths 8, 2 epochs, 2 seeds), logged as <experiment>-smoke "
+    "with <model name>-smoke registered models.",
+)
+@click.option(
+    "--resume",
+    metavar="RUN_ID",
+    help="Continue an interrupted sweep of this config (or one stopped by a "
+    "tracking store that went down): train only the members its parent run "
+    "(id printed at start) does not hold yet, log those kept locally, then "
+    "compare, export and register as usual.",
+)
+@click.option(
+    "--shard",
+    metavar="I/N",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    help="Train only shard I of N (1-based) of the activation x seed grid into one "
+    "sweep shared through the tracking store; the job that completes the sweep "
+    "registers it. Alone (no value): I and N from a Kubernetes Indexed Job "
+    "(JOB_COMPLETION_INDEX, KG_SHARD_COUNT) or a Slurm array "
+    "(SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT). Restarting a shard resumes it.",
+)
+@click.option(
+    "--sweep-id",
+    metavar="ID",
+    help="The sharded sweep to join (default: derived from the config, so jobs "
+    "started with the same config share one sweep); a new ID runs the same "
+    "config again as a new sweep. Alone: --shard 1/1.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Log lines instead of the progress display.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Debug logging; with --dry-run, also print the resolved config.",
+)
+@click.pass_context
+def main(
+    ctx,
+    config_path,
+    overrides,
+    dry_run,
+    tracking_uri,
+    output_dir,
+    smoke,
+    resume,
+    shard,
+    sweep_id,
+    quiet,
+    verbose,
+):
+    """Train every activation x seed member of a sweep, compare the activations
+    with paired statistics, and track, register and export it all with MLflow.
+
+    \b
+    Examples:
+      kg-train --config configs/moons.yaml --dry-run
+      kg-train --config configs/moons.yaml --smoke
+      kg-train --config configs/tiny.yaml --tracking-uri sqlite:///smoke.db
+      kg-train --config configs/moons.yaml --set seeds=3 --set training.epochs=20
+      kg-train --config configs/moons.yaml --shard 2/4 --tracking-uri http://mlflow:5000
+    """
+    try:
+        shard = _shard(shard, sweep_id, resume)
+        config = load_config(config_path, overrides)
+        config = _apply_flags(config, tracking_uri=tracking_uri, output_dir=output_dir)
+        if smoke:
+            config = smoke_sizes(config)
+        if dry_run:
+            click.echo(describe_plan(config))
+            if shard is not None:
+                click.echo(_shard_plan(config, shard, sweep_id))
+            if verbose:
+                click.echo("\nresolved config:\n" + _config_yaml(config))
+            return
+        if not verbose:
+            # TensorFlow's C++ start-up chatter would bury the progress display.
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        with _native_stderr_to_file(enabled=not verbose):
+            _configure_logging(quiet=quiet, verbose=verbose)
+            from kg_service.sweep import pipeline  # TensorFlow, MLflow: only for a real run
+
+            with _sigterm_as_interrupt():
+                if shard is None:
+                    code = pipeline.run(
+                        config, quiet=quiet, echo=click.echo, resume=resume
+                    )
+                else:
+                    code = pipeline.run_shard(
+                        config, shard, sweep_id, quiet=quiet, echo=click.echo
+                    )
+    except SweepInterrupted as error:
+        click.echo(f"\nkg-train: {error}", err=True)
+        ctx.exit(error.exit_code)
+    except ServiceError as error:
+        click.echo(f"kg-train: error: {error}", err=True)
+        ctx.exit(getattr(error, "exit_code", 2))
+    except KeyboardInterrupt:
+        click.echo("\nkg-train: interrupted.", err=True)
+        ctx.exit(EXIT_INTERRUPTED)
+    ctx.exit(code or 0)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (a scheduler, `kill`, Kubernetes) stops a sweep like Ctrl-C:
+    the pipeline marks the sweep KILLED and says how to resume."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _shard(text, sweep_id, resume):
+    """The `Shard` of --shard/--sweep-id (None: a whole sweep)."""
+    from kg_service.sweep import shards
+
+    if sweep_id is not None:
+        shards.check_sweep_id(sweep_id)
+    if text is None and sweep_id is None:
+        return None
+    if resume is not None:
+        raise ServiceError(
+            f"--resume takes a whole sweep's run id; --shard and --sweep-id join "
+            f"a sharded sweep, which resumes by itself when a shard restarts. "
+            f"Use one or the other."
+        )
+    return shards.parse(text) if text is not None else shards.Shard(1, 1, "--sweep-id")
+
+
+def _shard_plan(config, shard, sweep_id):
+    from kg_service.sweep import shards
+
+    mine = shards.members(config, shard)
+    listed = ", ".join(f"{a}/{s}" for a, s in mine) or "none (more shards than members)"
+    return (
+        f"  {'shard':<12} {shard} (from {shard.origin}) of sweep "
+        f"{sweep_id or shards.sweep_id(config)}: {len(mine)} members: {listed}"
+    )
+
+
+def _apply_flags(config, *, tracking_uri, output_dir):
+    """Returns `config` with --tracking-uri and --output-dir applied."""
+    if tracking_uri is not None:
+        if not tracking_uri.strip():
+            raise ServiceError(
+                "--tracking-uri: got an empty string; expected an MLflow tracking URI, "
+                "e.g. sqlite:///mlflow.db."
+            )
+        tracking = dataclasses.replace(config.tracking, uri=tracking_uri.strip())
+        config = dataclasses.replace(config, tracking=tracking)
+    if output_dir is not None:
+        if not output_dir.strip():
+            raise ServiceError(
+                "--output-dir: got an empty string; expected a directory, e.g. kg-output."
+            )
+        config = dataclasses.replace(config, output_dir=output_dir)
+    return config
+
+
+def _config_yaml(config):
+    import yaml
+
+    from kg_service.config.schema import config_to_dict
+
+    return yaml.safe_dump(config_to_dict(config), sort_keys=False).rstrip()
+
+
+@contextlib.contextmanager
+def _native_stderr_to_file(enabled):
+    """Sends C++ logs (TensorFlow, XLA, absl) written to fd 2 to a file.
+
+    absl's "I0000 ..." lines ignore TF_CPP_MIN_LOG_LEVEL. Python's own
+    stderr (progress, logging, errors) keeps going to the terminal through a
+    duplicate of the original descriptor. The file is kept, and its path
+    printed, only if the run fails. Off with --verbose, and wherever stderr
+    is not a real file descriptor (e.g. click's test runner).
+    """
+    try:
+        real = enabled and sys.stderr.fileno() == 2
+    except (AttributeError, OSError, ValueError):
+        real = False
+    if not real:
+        yield
+        return
+    sys.stderr.flush()
+    native = tempfile.NamedTemporaryFile(
+        prefix="kg-train-native-", suffix=".log", delete=False
+    )
+    saved_fd = os.dup(2)
+    saved_stderr = sys.stderr
+    os.dup2(native.fileno(), 2)
+    sys.stderr = os.fdopen(os.dup(saved_fd), "w", buffering=1)
+    succeeded = False
+    try:
+        yield
+        succeeded = True
+    except ServiceError:
+        succeeded = True  # a user's mistake: its own message says it all
+        raise
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved_fd, 2)
+        os.close(saved_fd)
+        sys.stderr.close()
+        sys.stderr = saved_stderr
+        native.close()
+        if succeeded:
+            os.unlink(native.name)
+        else:
+            click.echo(f"kg-train: native (C++) log: {native.name}", err=True)
+
+
+def _configure_logging(*, quiet, verbose):
+    level = logging.DEBUG if verbose else logging.INFO if quiet else logging.WARNING
+    logging.basicConfig(
+        force=True,
+        level=level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    main(prog_name="kg-train")

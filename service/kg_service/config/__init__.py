@@ -1,0 +1,1 @@
+"""The sweep configuration: schema, loading (YAML, --set) and the catalog of named choices."""

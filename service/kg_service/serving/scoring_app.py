@@ -1,0 +1,515 @@
+"""The ASGI app `kg serve` runs under uvicorn: MLflow's scoring server,
+behind a guard for what that server gets wrong.
+
+`mlflow.pyfunc.scoring_server.init(model)` is the app `mlflow models
+serve` runs (same routes, parsing, schema checks and answers). Measured
+against it (MLflow 3.17, a kg-train model), and mended here:
+
+- no Content-Type header: its `content_type.split` raises, a 500 with a
+  traceback in the log, and the connection is reset -> 415 naming the
+  types it takes; `APPLICATION/JSON` was a 415 too (media types are
+  case-insensitive, RFC 9110 8.3.1) -> read as application/json;
+- no size limit: a 9.6 MB request of 400,000 rows was read, computed and
+  answered with 17 MB -> a body over KG_SERVE_MAX_REQUEST_BYTES is
+  answered 413 from its Content-Length alone, before it is read (a
+  chunked body: once it passes the limit); uvicorn drops the rest;
+- no timeouts for slow clients: 50 half-sent headers stayed open > 65 s,
+  a body declared and never sent held its request forever -> headers
+  must arrive within KG_SERVE_CLIENT_TIMEOUT seconds (`ClientTimeouts`),
+  and a body's next part too (408, connection closed);
+- bad JSON (nested 1,000+ deep: a 500 from its decoder's RecursionError;
+  invalid: the body echoed in the 400; strings, booleans: cast and
+  answered 200; unknown `params`: ignored) -> `request_checks`, the same
+  check `kg predict` makes;
+- error messages that echo the request: MLflow's "Failed to predict data
+  '<the input>'" prefix dropped, and every message cut to 2,000 characters;
+- CSV bodies: its parser asks a tensor signature for pandas column types
+  and fails (400 "TensorSpec only supports numpy types") for every CSV
+  -> the guard reads the CSV (header row) into JSON, which it parses;
+  a header of the wrong width is refused before any row is read (30,000
+  columns took 24 s to refuse, and stalled /ping: parsing now runs in a
+  thread);
+- errors in four shapes (its JSON, its plain-text 415s and 504, FastAPI's
+  {"detail": ...}) -> every 4xx/5xx is {"error_code": ..., "message": ...};
+- /docs, /redoc, /openapi.json and /version open to all -> 404 unless
+  KG_SERVE_EXPOSE_DOCS; with KG_SERVE_TOKEN_FILE, every route but /ping
+  and /health needs `Authorization: Bearer <token>` (else 401).
+
+Everything else (wrong width, NaN/inf: 400 from the schema check or the
+model's own `checked_input`) is MLflow's answer, unchanged.
+"""
+
+import asyncio
+import csv
+import hmac
+import io
+import json
+import os
+
+import h11
+import mlflow.pyfunc
+from mlflow.pyfunc import scoring_server
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from kg_service.serving import request_checks
+
+MODEL_PATH_ENV = "KG_SERVE_MODEL_PATH"  # as kg_service.serving.server sets them
+MAX_BYTES_ENV = "KG_SERVE_MAX_REQUEST_BYTES"
+CLIENT_TIMEOUT_ENV = "KG_SERVE_CLIENT_TIMEOUT"
+TOKEN_FILE_ENV = "KG_SERVE_TOKEN_FILE"
+EXPOSE_DOCS_ENV = "KG_SERVE_EXPOSE_DOCS"
+DEFAULT_CLIENT_TIMEOUT = 10.0
+MESSAGE_LIMIT = 2000
+# MLflow messages that quote the whole input before saying what is wrong.
+ECHOING = ("Failed to predict data '", "Failed to enforce schema of data '")
+MEDIA_TYPES = ("application/json", "text/csv")
+OPEN_PATHS = ("/ping", "/health")  # a load balancer's probes need no token
+DOCS_PATHS = ("/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/version")
+# MLflow's error codes (mlflow.protos.databricks_pb2), by HTTP status.
+ERROR_CODES = {
+    401: "UNAUTHENTICATED",
+    404: "ENDPOINT_NOT_FOUND",
+    500: "INTERNAL_ERROR",
+    503: "TEMPORARILY_UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+class Guard:
+    """ASGI middleware in front of MLflow's app."""
+
+    def __init__(
+        self,
+        app,
+        max_bytes,
+        features=None,
+        *,
+        param_names=(),
+        token=None,
+        expose_docs=False,
+        client_timeout=DEFAULT_CLIENT_TIMEOUT,
+    ):
+        self.app = app
+        self.max_bytes = max_bytes
+        self.features = features
+        self.param_names = tuple(param_names)
+        self.token = token
+        self.expose_docs = expose_docs
+        self.client_timeout = client_timeout
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope["path"]
+        if self.token is not None and path not in OPEN_PATHS:
+            problem = self._unauthorized(dict(scope["headers"]).get(b"authorization"))
+            if problem:
+                return await _answer(send, 401, problem, _challenge(problem))
+        if path in DOCS_PATHS and not self.expose_docs:
+            return await _answer(
+                send, 404, f"{path} is off; start kg serve with --expose-docs to serve it."
+            )
+        if path == "/invocations":
+            if scope["method"] == "POST":
+                return await self._invocations(scope, receive, send)
+            return await _answer(
+                send,
+                405,
+                f"{scope['method']} /invocations: predictions are POSTed, e.g. "
+                f"curl -X POST .../invocations -H 'Content-Type: application/json' "
+                f"-d '{request_checks.EXAMPLE}'.",
+                [(b"allow", b"POST")],
+            )
+        # FastAPI's 404 and 405 ({"detail": ...}) in our shape.
+        return await self.app(scope, receive, _mended(send, self._mend))
+
+    def _unauthorized(self, header):
+        scheme, _, given = (header or b"").decode("latin-1").partition(" ")
+        if not header or scheme.lower() != "bearer":
+            return "no bearer token; send the header Authorization: Bearer <token>."
+        # Constant time: how much of a guess matches does not show.
+        if not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+            return "the bearer token is not this server's."
+        return None
+
+    async def _invocations(self, scope, receive, send):
+        headers = dict(scope["headers"])
+        media_type, problem = _media_type(headers.get(b"content-type"))
+        if problem:
+            return await _answer(send, 415, problem)
+        length = headers.get(b"content-length")
+        declared = int(length) if length is not None and length.isdigit() else None
+        if declared is not None and declared > self.max_bytes:
+            # Answered unread; uvicorn drops the body as it comes (the
+            # connection stays usable), or closes it at the client timeout.
+            return await _answer(send, 413, self._too_large(declared))
+        body = bytearray()
+        more = True
+        while more:
+            try:
+                message = await asyncio.wait_for(receive(), self.client_timeout)
+            except asyncio.TimeoutError:
+                return await _answer(
+                    send,
+                    408,
+                    f"the request body stopped arriving: nothing for "
+                    f"{self.client_timeout:g} s; send it whole, at once.",
+                    [(b"connection", b"close")],
+                )
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.max_bytes:
+                return await _answer(send, 413, self._too_large(f"over {len(body)}"))
+        body = bytes(body)
+        if media_type == "text/csv":
+            body, problem = await asyncio.to_thread(_csv_as_json, body, self.features)
+        else:
+            problem = await asyncio.to_thread(self._json_problem, body)
+        if problem:
+            return await _answer(send, 400, problem)
+        # MLflow compares media types case-sensitively, and reads CSV wrong.
+        scope = {**scope, "headers": _replace_content_type(scope["headers"])}
+
+        replayed = []
+
+        async def replay():
+            # The body once; then what the client does next (a disconnect).
+            if replayed:
+                return await receive()
+            replayed.append(True)
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, _mended(send, self._mend))
+
+    def _json_problem(self, body):
+        try:
+            request_checks.check(
+                request_checks.decode(body), self.features, self.param_names
+            )
+        except request_checks.BadRequest as error:
+            return f"bad model input: {error}"
+        return None
+
+    def _too_large(self, size):
+        return (
+            f"request body of {size} bytes is over this server's limit of "
+            f"{self.max_bytes} bytes; send fewer rows per request (or start "
+            f"kg serve with a larger --max-request-mb)."
+        )
+
+    def _mend(self, status, answer):
+        """Any error answer as {"error_code": ..., "message": ...}, its
+        message without the echoed input and cut to MESSAGE_LIMIT."""
+        try:
+            error = json.loads(answer)
+        except ValueError:
+            error = answer.decode("utf-8", "replace").strip()
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            code, message = error.get("error_code"), error["message"]
+        elif isinstance(error, dict) and isinstance(error.get("detail"), str):
+            code, message = None, error["detail"]  # FastAPI's
+        else:
+            code, message = None, error if isinstance(error, str) else json.dumps(error)
+        if message.startswith(ECHOING) and "Error: " in message:
+            # "Failed to predict data '<the whole input>'. Error: <why>"
+            message = message.rsplit("Error: ", 1)[1].strip()
+        return _error_body(code or _error_code(status), _cut(message))
+
+
+def _mended(send, mend):
+    """`send`, with an error answer's body rewritten by `mend(status, body)`."""
+    started = {}
+
+    async def wrapped(message):
+        if message["type"] == "http.response.start":
+            if message["status"] < 400:
+                return await send(message)
+            started.update(message, body=b"")
+            return None
+        if not started:
+            return await send(message)
+        started["body"] += message.get("body", b"")
+        if message.get("more_body"):
+            return None
+        text = mend(started["status"], started["body"])
+        headers = [
+            (k, v)
+            for k, v in started.get("headers", [])
+            if k.lower() not in (b"content-length", b"content-type")
+        ]
+        await send(
+            {
+                "type": "http.response.start",
+                "status": started["status"],
+                "headers": headers + _json_headers(text),
+            }
+        )
+        await send({"type": "http.response.body", "body": text})
+
+    return wrapped
+
+
+def _media_type(header):
+    """`(media type, problem)` from a Content-Type header value."""
+    if not header:
+        return None, (
+            "no Content-Type header; send application/json ({\"inputs\": "
+            "[[...], ...]}) or text/csv (a header row, then one row per example)."
+        )
+    value = header.decode("latin-1")
+    media_type, *parameters = (part.strip() for part in value.split(";"))
+    media_type = media_type.lower()
+    if media_type not in MEDIA_TYPES:
+        return None, (
+            f"unsupported Content-Type: Got {value!r}; send application/json "
+            f"({{\"inputs\": [[...], ...]}}) or text/csv (a header row, then one "
+            f"row per example)."
+        )
+    for parameter in filter(None, parameters):
+        name, _, given = parameter.partition("=")
+        name, given = name.strip().lower(), given.strip().strip('"').lower()
+        if name != "charset":
+            return None, f"Content-Type {value!r}: unknown parameter {name!r}; only charset=utf-8 is taken."
+        if given not in ("utf-8", "utf8"):
+            return None, f"Content-Type {value!r}: the body must be UTF-8 (charset=utf-8)."
+    return media_type, None
+
+
+def _error_code(status):
+    return ERROR_CODES.get(status, "BAD_REQUEST" if status < 500 else "INTERNAL_ERROR")
+
+
+def _error_body(code, message):
+    return json.dumps({"error_code": code, "message": message}).encode()
+
+
+def _json_headers(body):
+    return [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+
+
+def _challenge(problem):
+    # RFC 6750 3.1: no error attribute when no credentials were sent.
+    if problem.startswith("no bearer"):
+        return [(b"www-authenticate", b"Bearer")]
+    return [(b"www-authenticate", b'Bearer error="invalid_token"')]
+
+
+def _cut(text):
+    if len(text) <= MESSAGE_LIMIT:
+        return text
+    return f"{text[:MESSAGE_LIMIT]}... ({len(text) - MESSAGE_LIMIT} more characters cut)"
+
+
+def csv_rows(text):
+    """The rows of a CSV text (a header row, then one row per example) as a
+    DataFrame, read without the model's signature: MLflow's own CSV reader
+    asks a tensor signature for pandas column types and fails.
+
+    Raises:
+        ValueError: naming what is wrong with the CSV.
+    """
+    import warnings
+
+    import pandas as pd
+
+    try:
+        # A row longer than the header: pandas would take its first field
+        # as the row's index (or, index_col=False, drop the rest with a
+        # warning); either way the wrong features. An error here.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(
+                io.StringIO(text) if isinstance(text, str) else io.BytesIO(text),
+                index_col=False,
+            )
+    except Exception as error:  # pandas raises many kinds for bad CSV
+        raise ValueError(
+            f"cannot read it as CSV ({type(error).__name__}: {error}); expected a "
+            f"header row, then one row of numbers per example."
+        ) from None
+    if frame.empty:
+        raise ValueError(
+            "the CSV has no data rows: its first line is read as the header "
+            "(column names), then one row of numbers per example."
+        )
+    return frame
+
+
+def csv_width(text):
+    """The number of columns in a CSV text's header row, read alone."""
+    if isinstance(text, bytes):
+        end = text.find(b"\n")
+        text = (text if end < 0 else text[:end]).decode("utf-8", "replace")
+    else:
+        text = text.split("\n", 1)[0]
+    return len(next(csv.reader([text]), []))
+
+
+def csv_matrix(text, features):
+    """A numeric model's CSV rows as a float64 matrix: the header's width is
+    checked before any row is read (a 30,000-column body took pandas 24 s).
+
+    Raises:
+        ValueError: naming what is wrong with the CSV.
+    """
+    width = csv_width(text)
+    if width != features:
+        raise ValueError(
+            f"the header row has {width} column{'s' * (width != 1)}; this model "
+            f"takes {features} features: a header such as "
+            f"{','.join('x%d' % k for k in range(min(features, 4)))}{',...' * (features > 4)}, "
+            f"then one row of {features} numbers per example."
+        )
+    frame = csv_rows(text)
+    for column in frame.columns:
+        if frame[column].dtype.kind not in "iuf":
+            raise ValueError(
+                f"column {column!r} holds text, not numbers (e.g. "
+                f"{str(frame[column].iloc[0])[:20]!r}); every feature must be a number."
+            )
+    return frame.to_numpy(dtype="float64")
+
+
+def _csv_as_json(body, features):
+    """A CSV body as JSON MLflow parses, or a problem."""
+    try:
+        if features is None:  # the language model's prompts: text columns
+            split = csv_rows(body).to_json(orient="split", index=False).encode()
+            return b'{"dataframe_split": ' + split + b"}", None
+        # json.dumps writes inf as Infinity, which MLflow reads back: the
+        # model reports "got inf" (pandas' to_json wrote null: "got nan").
+        return json.dumps({"inputs": csv_matrix(body, features).tolist()}).encode(), None
+    except ValueError as error:
+        return None, f"CSV body: {error}"
+
+
+def _replace_content_type(headers):
+    return [(k, v) for k, v in headers if k.lower() != b"content-type"] + [
+        (b"content-type", b"application/json")
+    ]
+
+
+async def _answer(send, status, message, headers=()):
+    # MLflow's own error body: {"error_code": ..., "message": ...}.
+    body = _error_body(_error_code(status), message)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [*headers, *_json_headers(body)],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class ClientTimeouts(H11Protocol):
+    """uvicorn's h11 protocol, with a deadline for a request's headers.
+
+    uvicorn times out only an idle kept-alive connection, and any byte
+    resets that clock: a client that sends half its headers holds the
+    connection forever (50 of them stayed open > 65 s). Here the headers of
+    each request must be complete within KG_SERVE_CLIENT_TIMEOUT seconds
+    of the connection opening or the previous answer; else 408 and close.
+    The body's deadline is the guard's. Chosen by `--http
+    kg_service.serving.scoring_app:ClientTimeouts` (uvicorn imports the class).
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.header_timeout = float(os.environ.get(CLIENT_TIMEOUT_ENV, DEFAULT_CLIENT_TIMEOUT))
+        self.header_deadline = None
+
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc):
+        self._disarm()
+        super().connection_lost(exc)
+
+    def handle_events(self):
+        super().handle_events()
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._disarm()  # a request is in: its headers came in time
+
+    def on_response_complete(self):
+        self._arm()  # before super(): it may read a pipelined request
+        super().on_response_complete()
+
+    def _arm(self):
+        self._disarm()
+        self.header_deadline = self.loop.call_later(self.header_timeout, self._headers_late)
+
+    def _disarm(self):
+        if self.header_deadline is not None:
+            self.header_deadline.cancel()
+            self.header_deadline = None
+
+    def _headers_late(self):
+        self.header_deadline = None
+        if self.transport.is_closing():
+            return
+        if self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]:
+            # Part of a request's headers came: say why it is cut off. (A
+            # body still owed after an answer, a 413, is just closed.)
+            body = _error_body(
+                "BAD_REQUEST",
+                f"the request headers did not arrive within {self.header_timeout:g} s.",
+            )
+            head = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\n"
+            head += b"".join(k + b": " + v + b"\r\n" for k, v in _json_headers(body))
+            self.transport.write(head + b"\r\n" + body)
+        self.transport.close()
+
+
+def _features(model):
+    schema = model.metadata.get_input_schema()
+    try:
+        return int(schema.inputs[0].shape[-1])
+    except (AttributeError, IndexError, TypeError):
+        return None
+
+
+def param_names(model):
+    """The `params` a model's signature declares."""
+    schema = model.metadata.get_params_schema()
+    return tuple(p.name for p in schema.params) if schema else ()
+
+
+def build(model_path, max_bytes):
+    model = mlflow.pyfunc.load_model(model_path)
+    token_file = os.environ.get(TOKEN_FILE_ENV)
+    return Guard(
+        scoring_server.init(model),
+        max_bytes,
+        _features(model),
+        param_names=param_names(model),
+        token=read_token(token_file) if token_file else None,
+        expose_docs=os.environ.get(EXPOSE_DOCS_ENV) == "1",
+        client_timeout=float(os.environ.get(CLIENT_TIMEOUT_ENV, DEFAULT_CLIENT_TIMEOUT)),
+    )
+
+
+def read_token(path):
+    """The bearer token in a file (its first line).
+
+    Raises:
+        ValueError: for a file that cannot be read or holds no token.
+    """
+    try:
+        with open(path, encoding="utf-8") as file:
+            token = file.readline().strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"cannot be read: {error}") from None
+    if not token:
+        raise ValueError("holds no token (its first line is empty)")
+    return token
+
+
+if MODEL_PATH_ENV in os.environ:  # in the server process
+    app = build(os.environ[MODEL_PATH_ENV], int(os.environ[MAX_BYTES_ENV]))

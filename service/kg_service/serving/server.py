@@ -1,0 +1,451 @@
+"""Serving a model: `kg serve` (a scoring server process) and `kg predict`.
+
+A MODEL is a `models:/` or `runs:/` URI, a local MLflow model folder, or
+a SavedModel folder (TF Serving's `<export dir>/<name>/<version>`). Either
+way it becomes a local MLflow pyfunc model folder (`local_model`), which
+MLflow's scoring server (`kg_service.serving.scoring_app`, under uvicorn) or
+`mlflow.pyfunc.load_model` loads.
+"""
+
+import contextlib
+import csv
+import dataclasses
+import io
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import warnings
+
+import numpy as np
+
+from kg_service.config import schema as config_lib
+from kg_service.errors import ServiceError
+
+STOP_GRACE_SECONDS = 10  # after SIGTERM, before SIGKILL
+MODEL_URI_HELP = (
+    "Expected models:/NAME@ALIAS, models:/NAME/VERSION, runs:/RUN_ID/model, an "
+    "MLflow model folder (with an MLmodel file) or a SavedModel folder (with "
+    "saved_model.pb); `kg models` lists the registered ones."
+)
+
+
+def _mlflow():
+    from kg_service.tracking import mlflow_store as tracking
+
+    # A bar per download: noise in front of printed predictions.
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    return tracking._mlflow()
+
+
+@contextlib.contextmanager
+def local_model(model_uri, tracking_uri=None):
+    """Yields the path of a local MLflow pyfunc model folder for MODEL.
+
+    A SavedModel folder is wrapped (for this block) in a pyfunc model that
+    calls its `serving_default` signature.
+
+    Raises:
+        ServiceError: if MODEL names nothing loadable.
+    """
+    path = pathlib.Path(model_uri)
+    if "://" not in model_uri and ":/" not in model_uri[:8]:
+        if (path / "MLmodel").is_file():
+            yield str(path.resolve())
+        elif (path / "saved_model.pb").is_file():
+            with tempfile.TemporaryDirectory(prefix="kg-savedmodel-") as tmp:
+                yield _wrap_saved_model(path.resolve(), pathlib.Path(tmp) / "model")
+        elif path.exists():
+            raise ServiceError(
+                f"model {model_uri}: is neither an MLflow model folder (no MLmodel "
+                f"file) nor a SavedModel folder (no saved_model.pb). {MODEL_URI_HELP}"
+            )
+        else:
+            raise ServiceError(f"model {model_uri}: no such file or folder. {MODEL_URI_HELP}")
+        return
+    uri = config_lib.tracking_uri_for(tracking_uri)
+    mlflow = _mlflow()
+    # models:/ URIs resolve through MLflow's process-wide registry URI
+    # (its ModelsArtifactRepository drops the registry_uri argument), so
+    # --tracking-uri must set it, not only pass it.
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    with tempfile.TemporaryDirectory(prefix="kg-model-") as tmp:
+        try:
+            local = mlflow.artifacts.download_artifacts(
+                artifact_uri=model_uri, dst_path=tmp, tracking_uri=uri, registry_uri=uri
+            )
+        except mlflow.exceptions.MlflowException as error:
+            raise ServiceError(
+                f"model {model_uri}: not found in the tracking store {uri}: "
+                f"{_first_line(error.message)}{_closest_model(mlflow, uri, model_uri)} "
+                f"{MODEL_URI_HELP}"
+            ) from None
+        if not (pathlib.Path(local) / "MLmodel").is_file():
+            raise ServiceError(
+                f"model {model_uri}: holds no MLmodel file; point at the model's "
+                f"folder (e.g. runs:/RUN_ID/model). {MODEL_URI_HELP}"
+            )
+        yield local
+
+
+def _closest_model(mlflow, uri, model_uri):
+    """' Did you mean models:/NAME@...?' for a models:/ URI whose name is
+    not registered but close to one that is (difflib, as config errors)."""
+    import difflib
+    import re
+
+    match = re.match(r"models:/([^/@]+)(.*)", model_uri)
+    if not match:
+        return ""
+    try:
+        client = mlflow.MlflowClient(uri, registry_uri=uri)
+        names = [m.name for m in client.search_registered_models(max_results=1000)]
+    except mlflow.exceptions.MlflowException:
+        return ""
+    name, rest = match.groups()
+    close = difflib.get_close_matches(name, names, n=1) if name not in names else []
+    return f" Did you mean models:/{close[0]}{rest}?" if close else ""
+
+
+def _reason(message):
+    """MLflow's prediction error as one line: its innermost "Error: ..."
+    (the outer ones repeat the whole input)."""
+    return " ".join(str(message).rsplit("Error: ", 1)[-1].split())
+
+
+def _first_line(text):
+    return str(text).strip().splitlines()[0] if str(text).strip() else ""
+
+
+def _wrap_saved_model(saved_model, target):
+    """Saves a pyfunc model at `target` that serves `saved_model`."""
+    # First: importing it sets TensorFlow's C++ log level (no "failed call
+    # to cuInit" ERROR line on a machine without a GPU) before TF loads.
+    from kg_service.tasks.classification import pyfunc as mlflow_model  # noqa: F401
+
+    import tensorflow as tf
+
+    mlflow = _mlflow()
+    loaded = tf.saved_model.load(str(saved_model))
+    if "serving_default" not in loaded.signatures:
+        raise ServiceError(
+            f"model {saved_model}: the SavedModel has no serving_default signature "
+            f"(it has {sorted(loaded.signatures) or 'none'}); export it with "
+            f"kg-train or keras' model.export()."
+        )
+    function = loaded.signatures["serving_default"]
+    (spec,) = function.structured_input_signature[1].values()
+    (output,) = function.structured_outputs.values()
+    signature = mlflow.models.ModelSignature(
+        inputs=mlflow.types.Schema(
+            [mlflow.types.TensorSpec(np.dtype("float32"), (-1, int(spec.shape[-1])))]
+        ),
+        outputs=mlflow.types.Schema(
+            [mlflow.types.TensorSpec(np.dtype("float32"), (-1, int(output.shape[-1])))]
+        ),
+    )
+    with warnings.catch_warnings():
+        # No input example, deliberately (as for the registered models).
+        warnings.filterwarnings("ignore", message=".*input example was not provided")
+        # Models from code, as kg-train registers: a pickled PythonModel
+        # object makes MLflow warn that unpickling may run arbitrary code.
+        code = pathlib.Path(target).parent / "saved_model_code.py"
+        code.write_text(SAVED_MODEL_CODE)
+        mlflow.pyfunc.save_model(
+            str(target),
+            python_model=str(code),
+            artifacts={"saved_model": str(saved_model)},
+            signature=signature,
+        )
+    return str(target)
+
+
+SAVED_MODEL_CODE = """\
+import mlflow
+
+from kg_service.tasks.classification.pyfunc import SavedModelModel
+
+mlflow.models.set_model(SavedModelModel())
+"""
+
+
+# --- kg serve. ----------------------------------------------------------------
+
+
+def _loopback(host):
+    """Where to ask /ping: a wildcard address's loopback."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+
+
+def _bracketed(host):
+    return f"[{host}]" if ":" in host else host
+
+
+def _free_port(host):
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent():
+    """In the server process: SIGTERM when kg dies, even by SIGKILL (Linux)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+@dataclasses.dataclass
+class Server:
+    """A running scoring server: uvicorn in a process group of its own."""
+
+    process: subprocess.Popen
+    host: str
+    port: int
+    model_uri: str
+    cleanup: contextlib.ExitStack
+
+    @property
+    def url(self):
+        return f"http://{_bracketed(self.host)}:{self.port}"
+
+    def wait(self, echo):
+        """Waits for /ping, prints the URL, serves until Ctrl-C or SIGTERM,
+        then stops the server's whole process group. Returns the exit code."""
+
+        def interrupt(signum, frame):
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, interrupt)
+        try:
+            if not self._ready():
+                return self._exited(echo)
+            echo(
+                f"kg serve: {self.model_uri} at {self.url} "
+                f"(POST {self.url}/invocations; Ctrl-C stops)"
+            )
+            sys.stdout.flush()
+            code = self.process.wait()
+            return self._exited(echo) if code else 0
+        except KeyboardInterrupt:
+            echo("kg serve: stopping the server.", err=True)
+            self.stop()
+            return 0
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            self.cleanup.close()
+
+    def _ready(self):
+        while self.process.poll() is None:
+            try:
+                probe = f"http://{_bracketed(_loopback(self.host))}:{self.port}/ping"
+                with urllib.request.urlopen(probe, timeout=2) as answer:
+                    if answer.status == 200:
+                        return True
+            except OSError:
+                time.sleep(0.2)
+        return False
+
+    def _exited(self, echo):
+        code = self.process.wait()
+        echo(
+            f"kg serve: error: the server exited with code {code} (its log is above).",
+            err=True,
+        )
+        return code if code > 0 else 1
+
+    def stop(self):
+        """SIGTERM to the process group; SIGKILL after the grace period."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
+        # Workers left behind (a wedged supervisor) go too.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+
+def start(
+    model_uri,
+    *,
+    tracking_uri,
+    host,
+    port,
+    workers,
+    max_request_bytes,
+    timeout,
+    client_timeout=10.0,
+    token_file=None,
+    expose_docs=False,
+):
+    """Starts uvicorn on `kg_service.serving.scoring_app` for MODEL; returns a `Server`.
+
+    Port 0 picks a free one. The model is resolved (downloaded, or a
+    SavedModel wrapped) here, so a wrong MODEL (or token file) fails before
+    any server starts. With `token_file`, every route but /ping and /health
+    needs `Authorization: Bearer <its first line>`.
+    """
+    from kg_service.serving import scoring_app as app
+
+    if token_file is not None:
+        try:
+            app.read_token(token_file)
+        except ValueError as error:
+            raise ServiceError(
+                f"--token-file {token_file}: {error}; write the token (e.g. "
+                f"`openssl rand -hex 32`) on its first line."
+            ) from None
+    cleanup = contextlib.ExitStack()
+    try:
+        path = cleanup.enter_context(local_model(model_uri, tracking_uri))
+        if port == 0:
+            port = _free_port(host)
+        command = [
+            sys.executable, "-m", "uvicorn", "kg_service.serving.scoring_app:app",
+            "--host", host, "--port", str(port), "--workers", str(workers),
+            "--timeout-graceful-shutdown", str(STOP_GRACE_SECONDS - 2),
+            # uvicorn's h11 protocol with a deadline for request headers.
+            "--http", "kg_service.serving.scoring_app:ClientTimeouts",
+        ]  # fmt: skip
+        env = {
+            **os.environ,
+            app.MODEL_PATH_ENV: path,
+            app.MAX_BYTES_ENV: str(max_request_bytes),
+            app.CLIENT_TIMEOUT_ENV: str(client_timeout),
+            app.EXPOSE_DOCS_ENV: "1" if expose_docs else "0",
+            "MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT": str(timeout),
+        }
+        env.pop(app.TOKEN_FILE_ENV, None)
+        if token_file is not None:
+            env[app.TOKEN_FILE_ENV] = str(pathlib.Path(token_file).resolve())
+        process = subprocess.Popen(
+            command, env=env, start_new_session=True, preexec_fn=_die_with_parent
+        )
+    except BaseException:
+        cleanup.close()
+        raise
+    return Server(process, host, port, model_uri, cleanup)
+
+
+# --- kg predict. --------------------------------------------------------------
+
+
+def predict(model_uri, input_path, *, tracking_uri=None):
+    """MODEL's predictions for the rows of a .csv, .json or .npy file (or
+    stdin, `-`), checked as `kg serve` checks a request (`request_checks`),
+    parsed as MLflow's scoring server parses a request body of that type and
+    computed by the same pyfunc model, with its input checks.
+
+    Raises:
+        ServiceError: for a file it cannot read or parse, or bad rows.
+    """
+    from mlflow.exceptions import MlflowException
+
+    kind, content = _read(input_path)
+    mlflow = _mlflow()
+    with local_model(model_uri, tracking_uri) as path:
+        model = mlflow.pyfunc.load_model(path)
+        rows, params = _parse(content, kind, input_path, model)
+        try:
+            output = model.predict(rows, params=params)
+        except MlflowException as error:
+            raise ServiceError(f"model {model_uri}: {_reason(error.message)}") from None
+    names = (model.metadata.metadata or {}).get("class_names")
+    return Predictions(np.asarray(output), tuple(names) if names else None)
+
+
+def _read(path):
+    """`(kind, content)`: "csv"/"json" with text, or "npy" with an array."""
+    if path == "-":
+        text = sys.stdin.read()
+        return ("json" if text.lstrip().startswith("{") else "csv"), text
+    file = pathlib.Path(path)
+    kind = file.suffix.lower().lstrip(".")
+    if kind not in ("csv", "json", "npy"):
+        raise ServiceError(
+            f"--input {path}: unknown file type {file.suffix or '(none)'!r}; "
+            f"expected .csv, .json or .npy (or - for CSV or JSON on stdin)."
+        )
+    try:
+        if kind == "npy":
+            return kind, np.load(file, allow_pickle=False)
+        return kind, file.read_text()
+    except (OSError, ValueError) as error:
+        raise ServiceError(f"--input {path}: cannot be read: {error}") from None
+
+
+def _parse(content, kind, shown, model):
+    """`(rows, params)` for the model, or a ServiceError naming the problem."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.pyfunc import scoring_server
+
+    from kg_service.serving import request_checks
+    from kg_service.serving import scoring_app
+
+    features = scoring_app._features(model)
+    try:
+        if kind == "npy":
+            return _matrix(content, features), None
+        if kind == "csv":
+            if features is None:
+                return scoring_app.csv_rows(content), None
+            # As a matrix: a tensor signature does not take named columns.
+            return _matrix(scoring_app.csv_matrix(content, features), features), None
+        request = request_checks.decode(content)
+        request_checks.check(request, features, scoring_app.param_names(model))
+        data, params = scoring_server._split_data_and_params(request)
+        return scoring_server.infer_and_parse_data(data, model.metadata.get_input_schema()), params
+    except ValueError as error:  # request_checks, csv_rows, text in a number's place
+        raise ServiceError(f"--input {shown}: {error}") from None
+    except MlflowException as error:
+        raise ServiceError(f"--input {shown}: {_first_line(error.message)}") from None
+
+
+def _matrix(array, features):
+    """A numeric array as the model's float32 rows. Cast as the server casts
+    JSON numbers (float64, numpy's default, and ints): a value beyond
+    float32's range becomes inf, which the model then reports."""
+    from kg_service.serving import request_checks
+
+    if array.dtype.kind not in "iuf":
+        raise request_checks.BadRequest(
+            f"holds {array.dtype} values; features are numbers (float32, or "
+            f"float64/int cast to float32)."
+        )
+    request_checks.check_not_empty(len(array) if array.ndim else 1, features)
+    with np.errstate(over="ignore"):
+        return array.astype("float32")
+
+
+@dataclasses.dataclass(frozen=True)
+class Predictions:
+    values: np.ndarray  # [n, classes]
+    class_names: tuple = None
+
+
+def format_predictions(predictions, output_format):
+    """CSV (a header of class names) or the server's JSON answer."""
+    values = predictions.values
+    if output_format == "json":
+        return json.dumps({"predictions": values.tolist()}) + "\n"
+    columns = values.shape[1] if values.ndim == 2 else 1
+    header = predictions.class_names or tuple(f"class_{k}" for k in range(columns))
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(values.reshape(len(values), -1).tolist())
+    return out.getvalue()

@@ -1,0 +1,1 @@
+"""Classification over scikit-learn's bundled data: data, models, stacked training, pyfunc."""

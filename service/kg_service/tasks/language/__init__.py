@@ -1,0 +1,1 @@
+"""The byte-level Python-code language model: corpus, model, layers, training, pyfunc."""

@@ -1,0 +1,1 @@
+"""Everything said to MLflow and the pre-flight checks of where a run writes."""

@@ -1,0 +1,205 @@
+"""Pre-flight checks of where a run writes: folders and the tracking store.
+
+A report or export folder that is a file, runs through a file or cannot be
+written; a sqlite store whose folder is such a path; a tracking server
+that does not answer: each is found here, in a second, before TensorFlow
+is imported, before training and before anything is written. (Before,
+the `mkdir` after training found them, or urllib3 retried for minutes.)
+Standard library only (plus SQLAlchemy's URL parser for sqlite URIs).
+"""
+
+import http.client
+import os
+import pathlib
+import socket
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from kg_service.config import schema as config_lib
+from kg_service.errors import ServiceError
+
+# Seconds to wait for a tracking server's first answer.
+SERVER_TIMEOUT = 5
+# Cheap, read-only, and behind every check MLflow's server makes.
+PROBE_PATH = "/api/2.0/mlflow/experiments/search?max_results=1"
+# The start of MLflow's answer to a Host header outside --allowed-hosts
+# (mlflow/server/security_utils.py INVALID_HOST_MSG).
+HOST_CHECK_REFUSAL = "Invalid Host header"
+URI_HELP = (
+    "Check --tracking-uri, MLFLOW_TRACKING_URI or tracking.uri in the config "
+    "(e.g. sqlite:///mlflow.db for a local file, or http://127.0.0.1:5000 for "
+    "an MLflow server); nothing was written."
+)
+
+
+def writable_dir_problem(path):
+    """Why `path` cannot be used (or created) as a writable folder, or None.
+
+    Walks from `path` up to its first existing ancestor: every missing
+    level can then be created if that ancestor is a writable folder.
+
+    Example:
+        >>> writable_dir_problem("/etc/hostname/reports")
+        '/etc/hostname is a file, not a folder'
+    """
+    path = pathlib.Path(os.path.abspath(os.path.expanduser(str(path))))
+    for candidate in (path, *path.parents):
+        if candidate.exists():  # follows symbolic links
+            if not candidate.is_dir():
+                return f"{candidate} is a file, not a folder"
+            if not os.access(candidate, os.W_OK | os.X_OK):
+                return f"{candidate} is not writable by this user"
+            return None
+        if candidate.is_symlink():
+            return f"{candidate} is a symbolic link to nothing ({os.readlink(candidate)})"
+    return None
+
+
+def check_writable_dir(path, setting):
+    """Raises `ServiceError` naming `setting` if `path` cannot be a folder.
+
+    Args:
+        path: The folder, existing or to be created.
+        setting: What the user set it with, e.g. "output_dir (--output-dir)".
+    """
+    problem = writable_dir_problem(path)
+    if problem:
+        raise ServiceError(
+            f"{setting} {str(path)!r} cannot be used as a folder: {problem}. "
+            f"Choose another folder, or move what is in the way; nothing was "
+            f"written."
+        )
+
+
+def check_run(config, tracking_uri):
+    """Checks every folder a run of `config` writes to, then its store.
+
+    The report goes under `output_dir`; with registry and export on, each
+    model's SavedModels go under `<export.dir>/<model name>/`; the store
+    is checked by `check_store`.
+
+    Raises:
+        ServiceError: naming the setting, the path and what is in the way.
+    """
+    check_writable_dir(config.output_dir, "output_dir (or --output-dir)")
+    if config.registry.enabled and config.export.enabled:
+        for activation in config.activations:
+            name = config_lib.registered_model_name(config, activation)
+            check_writable_dir(
+                pathlib.Path(config.export.dir) / name,
+                f"export.dir's folder for {name!r}",
+            )
+    check_store(tracking_uri)
+
+
+def check_store(tracking_uri):
+    """Pre-flight of a tracking URI, before MLflow writes or retries anything.
+
+    A local store (sqlite file, file-store folder) must be writable where
+    it is or would be created; an http(s) server must answer within
+    `SERVER_TIMEOUT` seconds on a REST endpoint (any HTTP status counts:
+    whether it lets us in is for its first real call to say), except the
+    403 of MLflow's host check, which no credentials can pass. Unknown schemes are MLflow's
+    to reject, in `Tracker`.
+
+    Raises:
+        ServiceError: naming the URI and what is wrong with it.
+    """
+    scheme = urllib.parse.urlsplit(tracking_uri).scheme.lower()
+    if scheme == "sqlite":
+        database = _sqlite_file(tracking_uri)
+        if database is not None:
+            _check_database_file(database, tracking_uri)
+    elif scheme in ("http", "https"):
+        _check_server(tracking_uri)
+    else:
+        folder = local_store_path(tracking_uri)
+        if folder is not None:
+            check_writable_dir(folder, "the tracking store (an MLflow file store)")
+
+
+def _sqlite_file(uri):
+    """The database file of a sqlite URI; None for an in-memory database."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        database = make_url(uri).database
+    except Exception:
+        return None  # malformed: MLflow's own message says more
+    return None if not database or database == ":memory:" else database
+
+
+def _check_database_file(database, uri):
+    path = pathlib.Path(os.path.abspath(os.path.expanduser(database)))
+    if path.exists():
+        if not path.is_file():
+            problem = f"{path} is a folder, not a database file"
+        elif not os.access(path, os.R_OK | os.W_OK):
+            problem = f"{path} is not readable and writable by this user"
+        else:
+            return
+    else:
+        problem = writable_dir_problem(path.parent)
+        if problem is None:
+            return
+    raise ServiceError(
+        f"cannot use the MLflow tracking store {uri!r}: {problem}. {URI_HELP}"
+    )
+
+
+def _check_server(uri):
+    # A REST endpoint, not /health: MLflow's host check (--allowed-hosts)
+    # exempts /health and /version, so a server that refuses every client's
+    # Host header still looks healthy there.
+    url = uri.rstrip("/") + PROBE_PATH
+    try:
+        with urllib.request.urlopen(url, timeout=SERVER_TIMEOUT):
+            return
+    except urllib.error.HTTPError as error:
+        if error.code == 403 and HOST_CHECK_REFUSAL in _body(error):
+            raise ServiceError(_host_refused(uri)) from None
+        return  # something answers; whether it lets us in is for MLflow to say
+    except (OSError, ValueError, http.client.HTTPException) as error:
+        reason = getattr(error, "reason", error)
+        if isinstance(reason, ssl.SSLError):
+            return  # MLflow has TLS settings of its own (MLFLOW_TRACKING_INSECURE_TLS...)
+        if isinstance(reason, (socket.timeout, TimeoutError)):
+            reason = f"no answer within {SERVER_TIMEOUT} s"
+        raise ServiceError(
+            f"cannot reach the MLflow tracking server {uri!r}: GET {url} failed "
+            f"({reason}). Start the server (e.g. `mlflow server --host 127.0.0.1 "
+            f"--port 5000`) or point kg-train at another store. {URI_HELP}"
+        ) from None
+
+
+def _body(error):
+    try:
+        return error.read(2048).decode("utf-8", "replace")
+    except (OSError, http.client.HTTPException):
+        return ""
+
+
+def _host_refused(uri):
+    host = urllib.parse.urlsplit(uri).netloc.rpartition("@")[2]
+    return (
+        f"the MLflow tracking server {uri!r} refuses the Host header {host!r} "
+        f'(HTTP 403 "{HOST_CHECK_REFUSAL}..."): an MLflow server answers only '
+        f"the Host names it was told to trust, by default localhost and "
+        f"private IP addresses, though its /health passes any. Start "
+        f"it with `--allowed-hosts {host}` (comma-separated, `*` wildcards; "
+        f"docker/compose.yaml takes MLFLOW_ALLOWED_HOSTS from docker/.env) or "
+        f"set MLFLOW_SERVER_ALLOWED_HOSTS in its environment; or use an "
+        f"address it trusts. Nothing was written."
+    )
+
+
+def local_store_path(uri):
+    """The folder of a local file store (`file:` URI or plain path), else None."""
+    parts = urllib.parse.urlsplit(uri)
+    if parts.scheme == "file":
+        return urllib.parse.unquote(parts.path)
+    if parts.scheme == "" and uri:
+        return uri
+    return None

@@ -1,0 +1,231 @@
+"""Pre-flight: a bad folder or tracking store stops kg-train with exit 2 and
+one paragraph, before training and before anything is written."""
+
+import contextlib
+import http.server
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from kg_service.config import schema as config_module
+from kg_service.tracking import destinations
+from kg_service.errors import ServiceError
+from tests.service import servers
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+TINY = REPO / "configs" / "tiny.yaml"
+
+
+@contextlib.contextmanager
+def http_server(status):
+    """A server answering every request with `status`; yields (url, hits)."""
+    hits = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self):
+            hits.append(self.path)
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", hits
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def a_file(tmp_path):
+    path = tmp_path / "a-file"
+    path.write_text("not a folder")
+    return path
+
+
+# --- Folders. ----------------------------------------------------------------
+
+
+def test_a_new_or_existing_writable_folder_is_fine(tmp_path):
+    assert destinations.writable_dir_problem(tmp_path) is None
+    assert destinations.writable_dir_problem(tmp_path / "new" / "deeper") is None
+
+
+def test_a_folder_that_is_a_file_is_named(a_file):
+    assert destinations.writable_dir_problem(a_file) == f"{a_file} is a file, not a folder"
+
+
+def test_a_folder_that_runs_through_a_file_names_the_file(a_file):
+    problem = destinations.writable_dir_problem(a_file / "reports" / "x")
+    assert problem == f"{a_file} is a file, not a folder"
+
+
+def test_a_dangling_symbolic_link_is_named(tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "gone")
+    assert "symbolic link to nothing" in destinations.writable_dir_problem(link / "out")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_a_read_only_folder_is_named(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    assert destinations.writable_dir_problem(locked / "out") == f"{locked} is not writable by this user"
+
+
+# --- Tracking stores. --------------------------------------------------------
+
+
+def test_sqlite_store_under_a_file_is_rejected(a_file):
+    with pytest.raises(ServiceError, match="is a file, not a folder"):
+        destinations.check_store(f"sqlite:///{a_file}/mlflow.db")
+
+
+def test_sqlite_store_that_is_a_folder_is_rejected(tmp_path):
+    with pytest.raises(ServiceError, match="is a folder, not a database file"):
+        destinations.check_store(f"sqlite:///{tmp_path}")
+
+
+def test_sqlite_in_memory_and_new_files_pass(tmp_path):
+    destinations.check_store("sqlite://")
+    destinations.check_store("sqlite:///:memory:")
+    destinations.check_store(f"sqlite:///{tmp_path}/new/mlflow.db")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_file_store_under_a_file_is_rejected(a_file):
+    with pytest.raises(ServiceError, match="file store"):
+        destinations.check_store(f"file://{a_file}/mlruns")
+
+
+def test_server_with_nothing_listening_is_rejected_naming_the_url():
+    url = f"http://127.0.0.1:{servers.free_port()}"
+    with pytest.raises(ServiceError) as caught:
+        destinations.check_store(url)
+    message = str(caught.value)
+    assert f"cannot reach the MLflow tracking server {url!r}" in message
+    assert f"GET {url}{destinations.PROBE_PATH} failed" in message and "refused" in message
+
+
+@pytest.mark.parametrize("status", [200, 401, 403, 404, 500])
+def test_a_server_that_answers_at_all_passes_the_reachability_check(status):
+    # A 403 other than MLflow's host check (a proxy's, a permission) too.
+    with http_server(status) as (url, hits):
+        destinations.check_store(url)
+    assert hits == [destinations.PROBE_PATH]
+
+
+def test_tracker_on_a_failing_server_gives_up_without_retrying(monkeypatch):
+    # MLflow's default is 7 retries with exponential backoff: minutes.
+    from kg_service.tracking import mlflow_store as tracking
+
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    with http_server(503) as (url, hits):
+        with pytest.raises(ServiceError, match="cannot use the MLflow tracking store"):
+            tracking.Tracker(url, "x")
+    # The pre-flight's probe, then MLflow's own calls: one, never retried.
+    assert hits[0] == destinations.PROBE_PATH, hits
+    api_calls = [h for h in hits[1:] if h.startswith("/api/")]
+    assert len(api_calls) == 1, hits
+    assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ
+
+
+def test_tracker_with_an_unknown_scheme_says_so(tmp_path, monkeypatch):
+    from kg_service.tracking import mlflow_store as tracking
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ServiceError) as caught:
+        tracking.Tracker("htp://nowhere:5000", "x")
+    message = str(caught.value)
+    assert "MLflow does not know its scheme 'htp:'" in message
+    assert "sqlite:" in message and "http:" in message
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- kg-train, as a user runs it. --------------------------------------------
+
+
+def kg_train(cwd, *args):
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["PYTHONPATH"] = str(REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "kg_service.cli.train", "--config", str(TINY), *map(str, args)],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["unknown scheme", "nothing listening", "output_dir through a file",
+     "export.dir is a file", "sqlite store under a file", "more memory than the machine has"],
+)  # fmt: skip
+def test_kg_train_exits_2_with_one_paragraph_and_writes_nothing(tmp_path, a_file, case):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    args, fragment = {
+        "unknown scheme": (
+            ["--tracking-uri", "htp://nowhere:5000"], "does not know its scheme 'htp:'"
+        ),
+        "nothing listening": (
+            ["--tracking-uri", f"http://127.0.0.1:{servers.free_port()}"],
+            "cannot reach the MLflow tracking server",
+        ),
+        "output_dir through a file": (
+            ["--output-dir", a_file / "reports"], f"{a_file} is a file, not a folder"
+        ),
+        "export.dir is a file": (
+            ["--set", f"export.dir={a_file}"], f"{a_file} is a file, not a folder"
+        ),
+        "sqlite store under a file": (
+            ["--tracking-uri", f"sqlite:///{a_file}/mlflow.db"],
+            f"{a_file} is a file, not a folder",
+        ),
+        # 1e8 samples x 10,000 seeds: some 300 TB. A run with 1e9 samples
+        # died in numpy with _ArrayMemoryError's traceback (issue 15).
+        "more memory than the machine has": (
+            ["--set", "data.n_samples=100000000", "--set", "seeds=10000"],
+            "GiB available. Lower data.n_samples",
+        ),
+    }[case]
+    before = sorted(tmp_path.rglob("*"))
+    out = kg_train(cwd, *args)
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert out.stderr.startswith("kg-train: error: ")
+    assert fragment in out.stderr
+    assert out.stderr.count("\n") == 1  # one paragraph
+    assert "Traceback" not in out.stderr and "Retrying" not in out.stderr
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written anywhere
+
+
+def test_memory_check_names_the_need_and_what_the_machine_has():
+    from kg_service.sweep import pipeline
+    from kg_service.config.schema import load_config
+
+    config = load_config(TINY, ["data.n_samples=10000000", "seeds=10"])
+    need = config_module.memory_estimate(config)
+    with pytest.raises(ServiceError) as info:
+        pipeline.check_memory(config, available=need - 1)
+    assert f"about {need / 2**30:,.1f} GiB" in str(info.value)
+    assert f"has {(need - 1) / 2**30:,.1f} GiB available" in str(info.value)
+    pipeline.check_memory(config, available=need)  # enough: no error
+
+
+def test_memory_estimate_grows_with_samples_and_seeds_and_tiny_is_small():
+    from kg_service.config.schema import load_config
+
+    tiny = config_module.memory_estimate(load_config(TINY))
+    assert tiny < 2**20
+    more = config_module.memory_estimate(load_config(TINY, ["data.n_samples=3000"]))
+    seeds = config_module.memory_estimate(load_config(TINY, ["seeds=20"]))
+    assert more > tiny and seeds > tiny

@@ -1,0 +1,237 @@
+"""The registered pyfunc model: its signature, its answers for every batch
+size and backend, under concurrency, for bad input, and in a real
+`mlflow models serve` process.
+
+References are the Keras model's own `predict` (a different code path
+from the served one) and, for bad input, the HTTP status MLflow's scoring
+server gives an `INVALID_PARAMETER_VALUE` exception (400).
+"""
+
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import urllib.error
+import urllib.request
+
+import keras
+import numpy as np
+import pytest
+
+import keras_gelu
+from kg_service.tracking import mlflow_store as tracking
+from tests.service import servers
+
+FEATURES, CLASSES = 2, 3
+
+
+@pytest.fixture(scope="module")
+def registered(tmp_path_factory):
+    """A keras_gelu model registered through `Tracker.register`, as kg-train does."""
+    root = tmp_path_factory.mktemp("serving")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((FEATURES,)),
+            keras.layers.Dense(16, activation=keras_gelu.gelu),
+            keras.layers.Dense(CLASSES, activation="softmax"),
+        ]
+    )
+    cwd = os.getcwd()
+    os.chdir(root)  # the sqlite store's artifacts go to ./mlruns
+    try:
+        tracker = tracking.Tracker(uri, "serving")
+        run_id = tracker.client.create_run(tracker.experiment_id).info.run_id
+        version = tracker.register(
+            run_id,
+            model,
+            "serving-gelu",
+            "champion",
+            tags={},
+            description="test model",
+            pip_requirements=tracking.pip_requirements(),
+        )
+    finally:
+        os.chdir(cwd)
+    return {
+        "uri": uri,
+        "root": root,
+        "model": model,
+        "model_uri": f"models:/serving-gelu/{version}",
+    }
+
+
+def load_pyfunc(registered):
+    import mlflow
+
+    mlflow.set_tracking_uri(registered["uri"])
+    return mlflow.pyfunc.load_model(registered["model_uri"])
+
+
+def reference(registered, x):
+    return registered["model"].predict(np.asarray(x, "float32"), verbose=0)
+
+
+def test_logged_signature_is_the_explicit_tensor_spec_not_the_type_hint(registered):
+    import mlflow
+
+    mlflow.set_tracking_uri(registered["uri"])
+    info = mlflow.models.get_model_info(registered["model_uri"])
+    inputs = info.signature.inputs.to_dict()
+    outputs = info.signature.outputs.to_dict()
+    assert inputs == [{"type": "tensor", "tensor-spec": {"dtype": "float32", "shape": (-1, FEATURES)}}]
+    assert outputs == [{"type": "tensor", "tensor-spec": {"dtype": "float32", "shape": (-1, CLASSES)}}]
+    assert info.signature._is_signature_from_type_hint is False
+
+
+@pytest.mark.parametrize("rows", [1, 3, 64, 5000])
+def test_pyfunc_answers_like_keras_predict_for_every_batch_size(registered, rows):
+    # 5000 rows: more than one padded chunk (MAX_BATCH 4096).
+    x = np.random.default_rng(rows).normal(size=(rows, FEATURES)).astype("float32")
+    served = load_pyfunc(registered).predict(x)
+    assert served.dtype == np.float32 and served.shape == (rows, CLASSES)
+    np.testing.assert_allclose(served, reference(registered, x), atol=1e-5)
+
+
+def test_the_compiled_graph_only_ever_sees_power_of_two_batches():
+    # One XLA compilation per size class, never one per request size.
+    from kg_service.tasks.classification import pyfunc as mlflow_model
+
+    seen = []
+
+    def run(x):
+        seen.append(len(x))
+        return x * 2
+
+    forward = mlflow_model.padded(run)
+    for rows in (0, 1, 2, 3, 5, 17, 100, 4096, 4097, 9000):
+        x = np.arange(rows * FEATURES, dtype="float32").reshape(rows, FEATURES)
+        np.testing.assert_array_equal(forward(x), x * 2)
+    assert set(seen) <= {2**k for k in range(13)}, sorted(set(seen))
+
+
+def test_pyfunc_takes_a_dataframe_as_well(registered):
+    import pandas as pd
+
+    x = np.random.default_rng(1).normal(size=(4, FEATURES)).astype("float32")
+    served = load_pyfunc(registered).predict(pd.DataFrame(x))
+    np.testing.assert_allclose(served, reference(registered, x), atol=1e-5)
+
+
+def test_concurrent_requests_each_get_their_own_rows(registered):
+    # The scoring server runs each request's predict in its own thread; the
+    # model computes requests that wait together in one call.
+    model = load_pyfunc(registered)
+    rng = np.random.default_rng(2)
+    inputs = [rng.normal(size=(int(n), FEATURES)).astype("float32") for n in rng.integers(1, 40, 96)]
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(model.predict, inputs))
+    for x, served in zip(inputs, answers):
+        np.testing.assert_allclose(served, reference(registered, x), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "value, shown", [(np.nan, "nan"), (np.inf, "inf"), (-np.inf, "-inf")]
+)
+def test_non_finite_input_raises_invalid_parameter_value_naming_it(registered, value, shown):
+    from mlflow.exceptions import MlflowException
+
+    x = np.zeros((3, FEATURES), "float32")
+    x[2, 1] = value
+    with pytest.raises(MlflowException) as caught:
+        load_pyfunc(registered).predict(x)
+    assert caught.value.error_code == "INVALID_PARAMETER_VALUE"
+    assert caught.value.get_http_status_code() == 400
+    message = caught.value.message
+    assert "finite" in message and f"got {shown} in row 2, column 1" in message
+
+
+def test_model_is_usable_after_bad_input(registered):
+    model = load_pyfunc(registered)
+    with pytest.raises(Exception):
+        model.predict(np.array([[np.nan, 0.2]], "float32"))
+    x = np.array([[0.5, -0.2]], "float32")
+    np.testing.assert_allclose(model.predict(x), reference(registered, x), atol=1e-5)
+
+
+BACKENDS = [
+    pytest.param(
+        name,
+        marks=pytest.mark.skipif(
+            __import__("importlib").util.find_spec(module) is None,
+            reason=f"{module} not installed",
+        ),
+    )
+    for name, module in (("tensorflow", "tensorflow"), ("jax", "jax"), ("torch", "torch"))
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pyfunc_loads_in_a_fresh_process_on_every_backend(registered, backend, tmp_path):
+    x = np.random.default_rng(3).normal(size=(5, FEATURES)).astype("float32")
+    np.save(tmp_path / "x.npy", x)
+    code = textwrap.dedent(
+        f"""
+        import sys, numpy as np, mlflow
+        mlflow.set_tracking_uri({registered['uri']!r})
+        model = mlflow.pyfunc.load_model({registered['model_uri']!r})
+        x = np.load({str(tmp_path / 'x.npy')!r})
+        out = np.concatenate([model.predict(x[:1]), model.predict(x[1:4]), model.predict(x[4:])])
+        np.save({str(tmp_path / 'out.npy')!r}, out)
+        print("keras_gelu loaded from", sys.modules["keras_gelu"].__file__)
+        """
+    )
+    env = {**os.environ, "KERAS_BACKEND": backend}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    # The model's own copy of keras_gelu (logged code path), not the checkout's.
+    assert "/code/keras_gelu/" in done.stdout, done.stdout
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), reference(registered, x), atol=1e-5)
+
+
+def post(url, body):
+    request = urllib.request.Request(
+        f"{url}/invocations", data=body.encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_served_model_answers_400_to_bad_input_and_keeps_answering(registered, monkeypatch):
+    # As a user starts it: TensorFlow's log level is the model file's default.
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    x = [[0.5, -0.2], [1.0, 0.3]]
+    expected = reference(registered, x)
+    with servers.model_server(
+        registered["model_uri"], registered["uri"], str(registered["root"])
+    ) as url:
+        status, body = post(url, json.dumps({"inputs": x}))
+        assert status == 200
+        np.testing.assert_allclose(body["predictions"], expected, atol=1e-5)
+        bad = {
+            '{"inputs": [[NaN, 0.2]]}': "got nan in row 0, column 0",
+            '{"inputs": [[0.1, 0.2], [Infinity, 0.2]]}': "got inf in row 1, column 0",
+            '{"inputs": [[1e39, 0.2]]}': "got inf in row 0, column 0",
+            '{"inputs": [[0.1, 0.2, 0.3]]}': "(1, 3) does not match expected shape (-1, 2)",
+            '{"inputs": [["a", 0.2]]}': "could not convert string to float",
+        }
+        for request, fragment in bad.items():
+            status, body = post(url, request)
+            assert status == 400, (request, body)
+            assert fragment in body["message"], (request, body)
+        status, body = post(url, json.dumps({"inputs": x}))
+        assert status == 200
+        np.testing.assert_allclose(body["predictions"], expected, atol=1e-5)
+    log = (registered["root"] / "model-server.log").read_text(errors="replace")
+    assert "Add type hints" not in log
+    assert "Traceback" not in log
+    if not os.path.exists("/proc/driver/nvidia/version"):
+        assert "failed call to cuInit" not in log

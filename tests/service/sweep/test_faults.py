@@ -1,0 +1,292 @@
+"""Faults, injected for real: a diverging member, a SIGTERM mid-sweep.
+
+- A member whose loss turns NaN is contained: it is tracked FAILED with
+  the reason and the epoch, listed (not averaged) in the report, and the
+  other members of its vectorized group train exactly as if alone.
+- SIGTERM during training or during export stops kg-train within seconds
+  with exit code 130, marks the sweep KILLED, keeps every member already
+  trained in the store, registers and exports nothing, and says how to
+  resume; `--resume RUN_ID` trains only what is missing and ends with the
+  same statistics as an uninterrupted sweep.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from kg_service.tasks import base as tasks
+from kg_service.config.schema import Config, DataConfig, ModelConfig, TrainingConfig
+from kg_service.tasks.classification.train import train_sweep
+from tests.service import servers
+from tests.service.sweep.test_golden import GOLDEN
+from tests.service.sweep.test_golden import _same
+
+TINY = GOLDEN.parents[3] / "configs" / "tiny.yaml"
+
+
+# SGD at learning rate 100 on this data: seeds 1 and 3 overflow to NaN
+# (epochs 2 and 1), the others stay finite (measured).
+def _diverging_config(seeds):
+    return Config(
+        activations=("relu",),
+        baseline="relu",
+        seeds=seeds,
+        model=ModelConfig(hidden_units=(16, 16)),
+        training=TrainingConfig(optimizer="sgd", learning_rate=100.0, epochs=4, batch_size=16),
+    )
+
+
+def test_a_diverged_member_is_contained_and_its_group_trains_on():
+    dataset = tasks.load_dataset(DataConfig(n_samples=200))
+    task = tasks.get("moons")
+    group = train_sweep(task, dataset, _diverging_config(tuple(range(6))))
+    failed = {r.seed: r.failed_epoch for r in group if not r.ok}
+    assert failed == {1: 2, 3: 1}
+    for r in group:
+        if not r.ok:
+            assert "not finite" in r.failure
+            assert not np.isfinite(r.history["loss"][r.failed_epoch - 1]) or not np.isfinite(
+                r.history["val_loss"][r.failed_epoch - 1]
+            )
+    # Member 0 trained beside two diverging members equals member 0 alone.
+    (alone,) = train_sweep(task, dataset, _diverging_config((0,)))
+    np.testing.assert_allclose(
+        group[0].history["val_loss"], alone.history["val_loss"], rtol=1e-5
+    )
+    assert group[0].test_accuracy == alone.test_accuracy
+
+
+def kg_train_process(cwd, *args):
+    command = [os.path.join(servers.VENV_BIN, "kg-train"), *args, "--quiet"]
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    return subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _run_until(process, marker, timeout=300):
+    """Reads stderr (the --quiet log) until a line contains `marker`."""
+    seen = []
+    deadline = time.monotonic() + timeout
+    for line in process.stderr:
+        seen.append(line)
+        if marker in line:
+            return seen
+        if time.monotonic() > deadline:
+            break
+    raise AssertionError(f"never saw {marker!r}:\n{''.join(seen)[-3000:]}")
+
+
+def _client(tmp_path):
+    import mlflow
+
+    return mlflow.MlflowClient(
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        # Explicit: an earlier in-process sweep set MLflow's global
+        # registry URI to its own store.
+        registry_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+    )
+
+
+def _sweep_runs(client, experiment):
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    parents = [r for r in runs if r.data.tags.get("kg.role") == "sweep"]
+    members = [r for r in runs if r.data.tags.get("kg.role") == "member"]
+    return parents, members
+
+
+@pytest.mark.parametrize(
+    "marker, members_kept",
+    [
+        # The second activation is training: the first one's 3 are kept.
+        ("training gelu", 3),
+        # Every member trained and tracked; the export is under way.
+        ("exporting and verifying", 12),
+    ],
+    ids=["during-training", "during-export"],
+)
+def test_sigterm_stops_marks_killed_keeps_members_and_resume_finishes(
+    tmp_path, marker, members_kept
+):
+    shutil.copy(GOLDEN / "config.yaml", tmp_path / "config.yaml")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = ["--config", "config.yaml", "--tracking-uri", uri, "--set", "export.enabled=true"]
+    process = kg_train_process(tmp_path, *args)
+    _run_until(process, marker)
+    process.send_signal(signal.SIGTERM)
+    stopped = time.monotonic()
+    _, stderr = process.communicate(timeout=60)
+    assert time.monotonic() - stopped < 15
+    assert process.returncode == 130, stderr[-3000:]
+    match = re.search(r"--resume (\w+)", stderr)
+    assert match, stderr[-3000:]
+    run_id = match.group(1)
+
+    client = _client(tmp_path)
+    (parent,), members = _sweep_runs(client, "golden-tiny")
+    assert parent.info.run_id == run_id and parent.info.status == "KILLED"
+    assert len(members) == members_kept
+    assert all(m.info.status == "FINISHED" for m in members)
+    assert client.search_registered_models() == []
+    assert not list((tmp_path / "exports").rglob("saved_model.pb"))
+
+    resumed = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *args, "--resume", run_id, "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resumed, {members_kept} members already done" in resumed.stdout
+    (parent,), members = _sweep_runs(client, "golden-tiny")
+    assert parent.info.status == "FINISHED" and len(members) == 12
+    # The resumed run's report (an export-time kill left the first one).
+    summary = max((tmp_path / "kg-output").rglob("summary.json"), key=os.path.getmtime)
+    _same(json.loads((GOLDEN / "summary.json").read_text()), json.loads(summary.read_text()))
+    assert len(client.search_registered_models()) == 4
+    assert len(list((tmp_path / "exports").rglob("saved_model.pb"))) == 4
+
+
+def test_resume_refuses_a_changed_config_or_a_finished_sweep(tmp_path):
+    shutil.copy(GOLDEN / "config.yaml", tmp_path / "config.yaml")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    base = ["--config", "config.yaml", "--tracking-uri", uri, "--set", "seeds=1",
+            "--set", "activations=[relu]", "--set", "training.epochs=1"]
+    done = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *base, "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = re.search(r"Sweep run (\w+)", done.stdout).group(1)
+    again = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *base, "--resume", run_id, "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert again.returncode == 2 and "finished already" in again.stderr
+    changed = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *base, "--set", "training.learning_rate=0.5",
+         "--resume", run_id, "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert changed.returncode == 2
+    assert "training.learning_rate: was 0.01, now 0.5" in changed.stderr
+    missing = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *base, "--resume", "0123abc", "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert missing.returncode == 2 and "no such run" in missing.stderr
+    assert "Traceback" not in missing.stderr + changed.stderr + again.stderr
+
+
+def test_resume_after_kill_9_finishes_the_sweep(tmp_path):
+    """kill -9 leaves the sweep RUNNING with its finished members stored;
+    --resume marks it running again, trains the rest and finishes it."""
+    shutil.copy(GOLDEN / "config.yaml", tmp_path / "config.yaml")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = ["--config", "config.yaml", "--tracking-uri", uri, "--set", "export.enabled=false"]
+    process = kg_train_process(tmp_path, *args)
+    _run_until(process, "training swiglu")
+    process.kill()
+    process.communicate(timeout=60)
+    client = _client(tmp_path)
+    (parent,), members = _sweep_runs(client, "golden-tiny")
+    assert parent.info.status == "RUNNING" and len(members) == 6
+    resumed = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *args, "--resume",
+         parent.info.run_id, "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    (parent,), members = _sweep_runs(client, "golden-tiny")
+    assert parent.info.status == "FINISHED" and len(members) == 12
+    summary = max((tmp_path / "kg-output").rglob("summary.json"), key=os.path.getmtime)
+    _same(json.loads((GOLDEN / "summary.json").read_text()), json.loads(summary.read_text()))
+
+
+def test_two_sweeps_started_at_once_on_one_new_sqlite_store_both_finish(tmp_path):
+    """Two kg-train processes, one new sqlite file: MLflow's schema
+    migration and the experiment creation used to race ("duplicate column
+    name"); both sweeps now finish with all their runs and versions."""
+    tiny = (GOLDEN.parents[2].parent / "configs" / "tiny.yaml").read_text()
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    processes = []
+    for name in ("first", "second"):
+        (tmp_path / f"{name}.yaml").write_text(
+            tiny.replace("kg-smoke", f"both-{name}").replace("tiny-{activation}", f"{name}-{{activation}}")
+        )
+        processes.append(
+            kg_train_process(
+                tmp_path, "--config", f"{name}.yaml", "--tracking-uri", uri,
+                "--set", "export.enabled=false",
+            )
+        )
+    for process in processes:
+        _, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr[-3000:]
+    client = _client(tmp_path)
+    for name in ("first", "second"):
+        (parent,), members = _sweep_runs(client, f"both-{name}")
+        assert parent.info.status == "FINISHED" and len(members) == 4
+        for activation in ("relu", "gelu"):
+            assert client.get_model_version_by_alias(f"{name}-{activation}", "champion")
+
+
+def test_resume_after_kill_9_during_registration_finishes_without_retraining(tmp_path):
+    """kill -9 while the champion's model is being logged for registration
+    (its member run reopened, RUNNING) and its SavedModel staged. It was
+    trained again on --resume, its run replaced, and the .staging-*
+    folder stayed (issue 15). The process pauses at that point
+    (KG_TEST_PAUSE, tracking._test_pause) and is killed there."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = ["--config", str(TINY), "--tracking-uri", uri,
+            "--set", "activations=[gelu]", "--set", "seeds=1", "--set", "training.epochs=2"]
+    marker = tmp_path / "paused"
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    process = subprocess.Popen(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *args, "--quiet"], cwd=tmp_path,
+        env={**env, "KG_TEST_PAUSE": "register", "KG_TEST_PAUSE_MARKER": str(marker)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert marker.exists(), process.communicate(timeout=60)[1][-3000:]
+    finally:
+        process.kill()
+        process.communicate(timeout=60)
+
+    client = _client(tmp_path)
+    (parent,), (member,) = _sweep_runs(client, "kg-smoke")
+    assert parent.info.status == "RUNNING" and member.info.status == "RUNNING"
+    losses = [m.value for m in client.get_metric_history(member.info.run_id, "loss")]
+    assert len(losses) == 2
+    assert list((tmp_path / "exports" / "tiny-gelu").glob(".staging-*"))
+
+    resumed = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *args, "--resume", parent.info.run_id,
+         "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed, 1 members already done" in resumed.stdout
+    (parent,), members = _sweep_runs(client, "kg-smoke")
+    assert parent.info.status == "FINISHED"
+    assert [m.info.run_id for m in members] == [member.info.run_id]  # not replaced
+    assert members[0].info.status == "FINISHED"
+    again = [m.value for m in client.get_metric_history(member.info.run_id, "loss")]
+    assert again == losses  # not trained again
+    (version,) = client.search_model_versions("name='tiny-gelu'")
+    assert version.run_id == member.info.run_id
+    assert client.get_model_version_by_alias("tiny-gelu", "champion").version == version.version
+    assert not list((tmp_path / "exports").rglob(".staging-*"))
+    assert (tmp_path / "exports" / "tiny-gelu" / str(version.version) / "saved_model.pb").exists()

@@ -1,0 +1,342 @@
+"""The python_code task: corpus, language model, attention entropy, and its
+registered model answering prompt strings through a real `mlflow models
+serve`."""
+
+import dataclasses
+import json
+import math
+import urllib.error
+import urllib.request
+
+import keras
+import numpy as np
+import pytest
+
+from kg_service.tasks.language import corpus as corpus_lib
+from kg_service.tasks.language import train as language
+from kg_service.sweep import pipeline
+from kg_service.tasks import base as tasks
+from kg_service.config.schema import Config
+from kg_service.config.schema import DataConfig
+from kg_service.config.schema import ExportConfig
+from kg_service.config.schema import ModelConfig
+from kg_service.config.schema import RegistryConfig
+from kg_service.config.schema import TrackingConfig
+from kg_service.config.schema import TrainingConfig
+from kg_service.config.schema import load_config
+from kg_service.errors import ServiceError
+from tests.service import servers
+
+SMALL_DATA = DataConfig(
+    dataset="python_code", corpus_bytes=200_000, context=16, eval_windows=8,
+    test_fraction=0.1, validation_fraction=0.1,
+)
+SMALL_MODEL = ModelConfig(hidden_units=(32, 32), d_model=16, heads=2)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return tasks.get("python_code").load(SMALL_DATA)
+
+
+# --- Attention entropy. -------------------------------------------------------
+
+
+def test_uniform_attention_over_t_keys_has_entropy_ln_t():
+    for t in (1, 2, 7, 128):
+        scores = np.full((3, 2, 5, t), 1.0 / t)
+        np.testing.assert_allclose(language.attention_entropy(scores), [math.log(t)] * 2)
+
+
+def test_one_hot_attention_has_entropy_zero():
+    scores = np.zeros((2, 4, 6, 6))
+    scores[..., 0] = 1.0
+    np.testing.assert_array_equal(language.attention_entropy(scores), np.zeros(4))
+
+
+def test_causal_rows_average_over_queries_and_batch():
+    # Query i may see keys 0..i, uniformly: entropy ln(i + 1); the head's
+    # value is their mean over queries.
+    t = 5
+    rows = np.tril(np.ones((t, t))) / np.arange(1, t + 1)[:, None]
+    scores = np.broadcast_to(rows, (2, 1, t, t))
+    expected = np.mean([math.log(i + 1) for i in range(t)])
+    np.testing.assert_allclose(language.attention_entropy(scores), [expected])
+
+
+def test_entropy_quarters_split_heads_by_the_highest_entropy():
+    shares = language.entropy_quarters([0.0, 0.2, 0.3, 0.6, 0.9, 1.0, 1.0, 0.74])
+    np.testing.assert_allclose(shares, [2 / 8, 1 / 8, 2 / 8, 3 / 8])
+    assert shares.sum() == pytest.approx(1.0)
+
+
+def test_model_attention_is_causal_and_its_entropy_is_bounded(corpus):
+    model = language.build_language_model(SMALL_MODEL, "gelu", corpus)
+    x, _ = corpus.windows("validation", limit=4)
+    scores = language.attention_probe(model)(x)
+    assert len(scores) == len(SMALL_MODEL.hidden_units)
+    t = corpus.context
+    for s in scores:
+        assert s.shape == (4, SMALL_MODEL.heads, t, t)
+        np.testing.assert_allclose(s.sum(axis=-1), 1.0, atol=1e-5)
+        # No query attends to a later key.
+        assert np.abs(s[..., np.triu_indices(t, k=1)[0], np.triu_indices(t, k=1)[1]]).max() < 1e-6
+        h = language.attention_entropy(s)
+        assert np.all(h >= 0) and np.all(h <= np.mean(np.log(np.arange(1, t + 1))) + 1e-6)
+
+
+# --- The corpus. ---------------------------------------------------------------
+
+
+def test_corpus_is_deterministic_and_split_by_whole_files(corpus):
+    again = tasks.get("python_code").load(SMALL_DATA)
+    assert again.sha256 == corpus.sha256
+    for split in ("train", "validation", "test"):
+        np.testing.assert_array_equal(getattr(again, split), getattr(corpus, split))
+    assert all(n > 0 for n in corpus.files)
+    # Each file goes whole to one split, by its path alone.
+    root = corpus_lib.stdlib_root()
+    splits = ("train", "validation", "test")
+    seen = 0
+    for path in corpus_lib.source_files(root)[:400]:
+        head = path.read_bytes()[:2000]
+        k = corpus_lib.split_of(path.relative_to(root).as_posix(), 0, 0.1, 0.1)
+        if len(head) > 200 and head in getattr(corpus, splits[k]).tobytes():
+            seen += 1
+            others = [getattr(corpus, s).tobytes() for s in splits if s != splits[k]]
+            assert not any(head in other for other in others)
+    assert seen >= 3
+    sizes = [len(getattr(corpus, s)) for s in splits]
+    assert sum(sizes) == 200_000 + sum(corpus.files) - 3  # a newline between files
+    assert sizes[2] == 20_000 + corpus.files[2] - 1
+    assert set(corpus.tags()) == {"corpus.sha256", "corpus.bytes", "corpus.files", "corpus.root"}
+
+
+def test_windows_are_next_byte_shifted(corpus):
+    x, y = corpus.windows("test", limit=3)
+    assert x.dtype == np.int32 and x.shape == (3, corpus.context)
+    np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
+    np.testing.assert_array_equal(x.ravel(), corpus.test[: 3 * corpus.context])
+
+
+def test_a_corpus_too_small_for_a_window_is_a_clear_error():
+    with pytest.raises(ServiceError, match="data.corpus_bytes.*fewer than one window"):
+        tasks.get("python_code").load(dataclasses.replace(SMALL_DATA, corpus_bytes=1000, context=512))
+
+
+def test_heads_must_divide_d_model(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("data:\n  dataset: python_code\nmodel:\n  d_model: 30\n  heads: 4\n")
+    with pytest.raises(ServiceError, match="model.heads.*4 heads do not divide model.d_model 30"):
+        load_config(str(path))
+
+
+# --- The model and its training. -----------------------------------------------
+
+
+PLAIN = ("relu", "gelu", "swish")
+GATED = ("glu", "bilinear", "reglu", "geglu", "swiglu")
+
+
+def test_match_params_gives_every_ffn_the_same_weight_matrix_parameters(corpus):
+    model_cfg = dataclasses.replace(SMALL_MODEL, hidden_units=(96,), d_model=32, match_params=True)
+
+    def ffn_kernel_params(activation):
+        model = language.build_language_model(model_cfg, activation, corpus)
+        ffn = model.get_layer("block_0_ffn")
+        return sum(int(np.prod(w.shape)) for w in ffn.weights if w.path.endswith("kernel"))
+
+    counts = {a: ffn_kernel_params(a) for a in PLAIN + GATED}
+    assert len(set(counts.values())) == 1, counts  # 2 x 32 x 96 = 3 x 32 x 64
+
+
+def test_layer_norm_off_removes_every_layernorm_and_tying_removes_the_head(corpus):
+    free = language.build_language_model(
+        dataclasses.replace(SMALL_MODEL, layer_norm=False, tie_embeddings=False), "relu", corpus
+    )
+    assert not [l for l in free.layers if isinstance(l, keras.layers.LayerNormalization)]
+    assert free.get_layer("head")
+    tied = language.build_language_model(SMALL_MODEL, "relu", corpus)
+    norms = [l for l in tied.layers if isinstance(l, keras.layers.LayerNormalization)]
+    assert len(norms) == 2 * len(SMALL_MODEL.hidden_units) + 1
+    assert "head" not in [l.name for l in tied.layers]
+
+
+def test_loss_falls_and_every_series_is_recorded(corpus):
+    config = Config(
+        activations=("learnable_leaky_relu",), baseline="learnable_leaky_relu", seeds=(0,),
+        data=SMALL_DATA, model=SMALL_MODEL,
+        training=TrainingConfig(epochs=3, steps_per_epoch=15, batch_size=16, learning_rate=3e-3),
+    )
+    task = tasks.get("python_code")
+    epochs = []
+    (result,) = task.train(task, corpus, config, "learnable_leaky_relu", (0,),
+                           lambda e, v: epochs.append(e))
+    assert epochs == [1, 2, 3]
+    h = result.history
+    assert h["val_loss"][-1] < h["val_loss"][0] < math.log(256) + 0.5
+    assert h["loss"][-1] < h["loss"][0]
+    assert np.allclose(h["val_perplexity"], np.exp(h["val_loss"]))
+    assert np.allclose(h["val_bits_per_byte"], np.array(h["val_loss"]) / math.log(2))
+    heads = [k for k in h if k.startswith("entropy.block")]
+    assert len(heads) == len(SMALL_MODEL.hidden_units) * SMALL_MODEL.heads
+    assert sum(h[f"entropy_quarter{k}"][-1] for k in range(1, 5)) == pytest.approx(1.0)
+    assert sorted(k for k in h if k.startswith("leaky_slope.")) == [
+        "leaky_slope.block0", "leaky_slope.block1"]
+    assert all(v > 0 for v in h["tokens_per_second"])
+    assert result.final["test_perplexity"] == pytest.approx(math.exp(result.test_loss))
+    assert result.ok
+
+
+# --- A sweep, its registry version, and serving a prompt. ------------------------
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("lm-sweep")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    config = Config(
+        experiment="lm-test",
+        activations=("relu", "geglu"),
+        baseline="relu",
+        seeds=(0, 1),
+        output_dir=str(tmp / "out"),
+        data=SMALL_DATA,
+        model=dataclasses.replace(SMALL_MODEL, match_params=True, hidden_units=(24,)),
+        training=TrainingConfig(epochs=2, steps_per_epoch=5, batch_size=8),
+        tracking=TrackingConfig(uri=uri),
+        registry=RegistryConfig(model_name="lm-{activation}"),
+        export=ExportConfig(dir=str(tmp / "exports")),
+    )
+    lines = []
+    assert pipeline.run(config, quiet=True, echo=lines.append) == 0
+    return tmp, uri, config
+
+
+def _client(uri):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def test_sweep_tracks_entropy_and_the_corpus_and_compares_by_log_perplexity(sweep):
+    tmp, uri, config = sweep
+    client = _client(uri)
+    experiment = client.get_experiment_by_name("lm-test")
+    runs = client.search_runs([experiment.experiment_id])
+    members = [r for r in runs if r.data.tags.get("kg.role") == "member"]
+    assert len(members) == 4
+    for run in members:
+        assert "entropy.block0.head0" in run.data.metrics
+        assert "test_perplexity" in run.data.metrics
+        assert len(client.get_metric_history(run.info.run_id, "val_loss")) == 2
+    (parent,) = [r for r in runs if r.data.tags.get("kg.role") == "sweep"]
+    assert len(parent.data.tags["corpus.sha256"]) == 64
+    report = next((tmp / "out").rglob("report.md")).read_text()
+    assert "test loss, lower is better" in report
+    assert "entropy quarters" in report
+    assert list((tmp / "out").rglob("attention_entropy.png"))
+
+
+def test_saved_model_takes_token_ids(sweep):
+    import tensorflow as tf
+
+    tmp, _, _ = sweep
+    (path,) = (tmp / "exports" / "lm-relu").glob("1")
+    signature = tf.saved_model.load(str(path)).signatures["serving_default"]
+    (spec,) = signature.structured_input_signature[1].values()
+    assert spec.dtype == tf.int32 and spec.shape.as_list() == [None, None]
+    ids = tf.constant([list(b"def f(x):\n    ")], tf.int32)
+    (logits,) = signature(ids).values()
+    assert logits.shape == (1, ids.shape[1], 256)
+
+
+def test_registered_model_continues_a_prompt_in_process_as_greedy_decoding(sweep):
+    import mlflow
+
+    tmp, uri, config = sweep
+    mlflow.set_registry_uri(uri)
+    model = mlflow.pyfunc.load_model("models:/lm-relu@champion")
+    out = model.predict({"prompt": ["import os\n", "def main("]}, params={"max_new_tokens": 5})
+    assert list(out.columns) == ["continuation", "next_token_logprobs"]
+    assert len(out) == 2
+    logprobs = np.array(out["next_token_logprobs"][0])
+    assert logprobs.shape == (256,) and np.exp(logprobs).sum() == pytest.approx(1.0, abs=1e-6)
+    # The same greedy bytes as the Keras model itself, fed the growing
+    # sequence unpadded, one step at a time.
+    keras_model = model.unwrap_python_model().model
+    for prompt, continuation in zip(["import os\n", "def main("], out["continuation"]):
+        ids = list(prompt.encode())
+        for _ in range(5):
+            logits = keras_model.predict_on_batch(np.array([ids], "int32"))
+            ids.append(int(np.argmax(logits[0, -1])))
+        assert bytes(ids[len(prompt):]).decode("utf-8", "replace") == continuation
+    info = _client(uri).get_model_version_by_alias("lm-relu", "champion")
+    assert info.tags["val_loss"] and info.tags["test_loss"]
+
+
+def test_served_model_answers_a_prompt_string_and_rejects_bad_requests(sweep):
+    tmp, uri, _ = sweep
+    with servers.model_server("models:/lm-geglu@champion", uri, str(tmp)) as url:
+        ok = _post(url, {"dataframe_split": {"columns": ["prompt"], "data": [["class A:"]]},
+                         "params": {"max_new_tokens": 4}})
+        (prediction,) = ok["predictions"]
+        assert isinstance(prediction["continuation"], str)
+        assert len(prediction["continuation"].encode("utf-8", "replace")) >= 1
+        assert len(prediction["next_token_logprobs"]) == 256
+        for bad, message in (
+            ({"dataframe_split": {"columns": ["prompt"], "data": [[""]]}}, "prompt 0 is empty"),
+            ({"dataframe_split": {"columns": ["prompt"], "data": [["x"]]},
+              "params": {"max_new_tokens": 100000}}, "max_new_tokens must be in 0..1024"),
+        ):
+            with pytest.raises(urllib.error.HTTPError) as error:
+                _post(url, bad)
+            assert error.value.code == 400
+            assert message in error.value.read().decode()
+        # Still answering; the "inputs" format with a list means one row each.
+        assert len(_post(url, {"inputs": {"prompt": ["x = 1", "y"]}})["predictions"]) == 2
+
+
+def _post(url, body):
+    request = urllib.request.Request(
+        f"{url}/invocations", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return json.loads(response.read())
+
+
+JAX_RUN = """
+import dataclasses, json
+from kg_service.serving import export
+from kg_service.tasks import base as tasks
+from kg_service.config.schema import Config, DeviceConfig, TrainingConfig
+from tests.service.tasks.test_language import SMALL_DATA, SMALL_MODEL
+config = Config(activations=("geglu",), baseline="geglu", seeds=(0,), data=SMALL_DATA,
+                model=SMALL_MODEL, training=TrainingConfig(epochs=1, steps_per_epoch=3, batch_size=4),
+                device=DeviceConfig(type="cpu", mixed_precision="mixed_bfloat16", xla=True))
+task = tasks.get("python_code")
+corpus = task.load(config.data)
+(result,) = task.train(task, corpus, config, "geglu", (0,), lambda e, v: None)
+staged = export.stage(result.model, {out!r}, "lm", corpus.x_test, 1e-5)
+print(json.dumps({{"policy": result.model.dtype_policy.name, "loss": result.history["val_loss"],
+                  "export_diff": staged.max_abs_diff}}))
+"""
+
+
+def test_the_language_model_trains_and_exports_under_jax_with_bfloat16_and_xla(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    out = subprocess.run(
+        [sys.executable, "-c", JAX_RUN.format(out=str(tmp_path))],
+        capture_output=True, text=True, timeout=600, cwd=root,
+        env={**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["policy"] == "mixed_bfloat16"
+    assert all(math.isfinite(v) for v in result["loss"])
+    assert result["export_diff"] <= 1e-2  # bfloat16 compute: export.tolerance_for widens it

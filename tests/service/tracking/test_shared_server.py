@@ -1,0 +1,150 @@
+"""A team's MLflow server under concurrent load (issue 11 §4).
+
+PostgreSQL and `mlflow server` (artifacts served through it) on
+127.0.0.1; two sweeps and the two shards of a third run at once as real
+kg-train processes. Every run, metric, artifact, logged model and
+registry version arrives exactly once: none lost, none duplicated,
+counted through MlflowClient. And the registration claim that lets one
+shard register a sharded sweep is won exactly once when many processes
+try at the same moment.
+"""
+
+import os
+import subprocess
+import threading
+
+import pytest
+
+from kg_service.sweep.pipeline import REGISTRAR
+from tests.service import servers
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+TINY = os.path.join(REPO, "configs", "tiny.yaml")
+EPOCHS = 2  # --smoke
+ACTIVATIONS = ("relu", "gelu")
+SEEDS = ("0", "1")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    artifacts = tmp_path_factory.mktemp("served-artifacts")
+    with servers.postgres() as database, servers.mlflow_server(database, str(artifacts)) as uri:
+        yield uri
+
+
+def _client(uri):
+    import mlflow
+
+    return mlflow.MlflowClient(uri, registry_uri=uri)
+
+
+def _kg_train(cwd, uri, *args):
+    command = [
+        os.path.join(servers.VENV_BIN, "kg-train"), "--config", TINY, "--smoke",
+        "--tracking-uri", uri, "--set", "export.enabled=false", "--quiet", *args,
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    return subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def test_two_sweeps_and_two_shards_at_once_arrive_exactly_once(server, tmp_path):
+    jobs = {
+        "load-a": [[]],
+        "load-b": [[]],
+        "load-c": [["--shard", "1/2"], ["--shard", "2/2"]],
+    }
+    processes = []
+    for name, runs in jobs.items():
+        for extra in runs:
+            processes.append(_kg_train(
+                tmp_path, server, "--set", f"experiment={name}",
+                "--set", f"registry.model_name={name}-{{activation}}", *extra,
+            ))
+    outs = []
+    for process in processes:
+        out, err = process.communicate(timeout=900)
+        assert process.returncode == 0, err[-3000:]
+        outs.append(out)
+    # The two shards: exactly one registered the sweep.
+    assert sum("Registered models" in out for out in outs[2:]) == 1, outs[2:]
+
+    from mlflow.entities import ViewType
+
+    client = _client(server)
+    for name in jobs:
+        experiment = client.get_experiment_by_name(f"{name}-smoke")
+        runs = client.search_runs(
+            [experiment.experiment_id], run_view_type=ViewType.ALL, max_results=1000
+        )
+        active = [r for r in runs if r.info.lifecycle_stage == "active"]
+        (parent,) = [r for r in active if r.data.tags.get("kg.role") == "sweep"]
+        members = [r for r in active if r.data.tags.get("kg.role") == "member"]
+        assert parent.info.status == "FINISHED"
+        assert len(active) == 5
+        # Two shards starting together may both open the sweep's run; the
+        # one that is not the earliest is deleted at once, and holds nothing.
+        for deleted in (r for r in runs if r.info.lifecycle_stage == "deleted"):
+            assert name == "load-c" and deleted.data.tags.get("kg.role") == "sweep"
+            assert not client.search_runs(
+                [experiment.experiment_id],
+                f"tags.mlflow.parentRunId = '{deleted.info.run_id}'",
+            )
+        assert sorted(
+            (m.data.tags["activation"], m.data.tags["seed"]) for m in members
+        ) == sorted((a, s) for a in ACTIVATIONS for s in SEEDS)
+        for member in members:
+            run_id = member.info.run_id
+            assert member.info.status == "FINISHED"
+            for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
+                history = client.get_metric_history(run_id, key)
+                assert sorted(m.step for m in history) == list(range(1, EPOCHS + 1)), key
+            for key in ("test_loss", "test_accuracy", "final_val_accuracy",
+                        "final_val_loss", "train_seconds"):
+                assert len(client.get_metric_history(run_id, key)) == 1, key
+            assert [a.path for a in client.list_artifacts(run_id, "member")] == [
+                "member/model.keras"
+            ]
+        for key in parent.data.metrics:
+            assert len(client.get_metric_history(parent.info.run_id, key)) == 1, key
+        report = [a.path for a in client.list_artifacts(parent.info.run_id, "report")]
+        assert "report/summary.json" in report and "report/report.md" in report
+        assert [a.path for a in client.list_artifacts(parent.info.run_id)] == [
+            "config.json", "report"
+        ]
+        # One pyfunc logged per champion, one version per registered model.
+        logged = client.search_logged_models(experiment_ids=[experiment.experiment_id])
+        assert len(logged) == len(ACTIVATIONS)
+        for activation in ACTIVATIONS:
+            model = f"{name}-{activation}-smoke"
+            (version,) = client.search_model_versions(f"name='{model}'")
+            assert version.version == "1"
+            assert client.get_model_version_by_alias(model, "champion").version == "1"
+            assert version.run_id in {m.info.run_id for m in members}
+    assert len(client.search_registered_models()) == 2 * len(jobs)
+
+
+def test_registration_claim_is_won_exactly_once_under_contention(server):
+    """Eight clients claim one sweep's registration at the same moment,
+    five times over: each time exactly one wins, and the store names it."""
+    from kg_service.tracking import mlflow_store as tracking
+
+    stores = [tracking.Tracker(server, "claims") for _ in range(8)]
+    for attempt in range(5):
+        run_id = stores[0].client.create_run(stores[0].experiment_id).info.run_id
+        start = threading.Barrier(len(stores))
+        won = [None] * len(stores)
+
+        def claim(i):
+            start.wait()
+            won[i] = stores[i].claim(run_id, REGISTRAR, f"claimant {i}")
+
+        threads = [threading.Thread(target=claim, args=(i,)) for i in range(len(stores))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert won.count(True) == 1, (attempt, won)
+        holder = stores[0].client.get_run(run_id).data.params[REGISTRAR]
+        assert holder == f"claimant {won.index(True)}"

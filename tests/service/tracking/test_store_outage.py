@@ -1,0 +1,219 @@
+"""The tracking store fails mid-sweep (issue 10, section 4), for real.
+
+- Each store operation is retried through transient failures (a refused
+  connection, 5xx, a locked sqlite file) with growing, jittered waits, for
+  `tracking.retry_seconds`; a refused request (4xx) is raised at once.
+- A real `mlflow server` stopped after the sweep's first member reached it
+  and started again within the window: the sweep finishes with every run,
+  metric and registry version exactly once.
+- Stopped for longer than the window: kg-train exits 75 with one message
+  (no traceback) naming what is in the store, what is kept locally and
+  the exact resume command; once the server is back, that command logs
+  the kept members without training them again and finishes the sweep
+  with the numbers of an uninterrupted one.
+"""
+
+import collections
+import json
+import logging
+import os
+import random
+import re
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import threading
+import time
+
+import mlflow
+import pytest
+
+from kg_service.tracking import mlflow_store as tracking
+from tests.service import servers
+from tests.service.sweep.test_faults import kg_train_process
+from tests.service.sweep.test_golden import GOLDEN
+from tests.service.sweep.test_golden import _same
+
+EPOCHS = 6  # GOLDEN's training.epochs
+ACTIVATIONS = ("relu", "gelu", "swiglu", "learnable_leaky_relu")  # GOLDEN's, 3 seeds each
+
+
+def test_backoff_waits_double_with_jitter_and_the_last_try_comes_at_the_window():
+    waits = tracking.backoff_waits(120, random.Random(0))
+    assert sum(waits) == pytest.approx(120)
+    for i, wait in enumerate(waits[:-1]):
+        step = min(2.0**i, 30.0)
+        assert step / 2 <= wait <= step
+    assert tracking.backoff_waits(0) == ()
+
+
+def test_the_http_answers_retried_are_mlflows_own_transient_ones():
+    from mlflow.utils.request_utils import _TRANSIENT_FAILURE_RESPONSE_CODES
+
+    assert tracking.TRANSIENT_HTTP_STATUS == _TRANSIENT_FAILURE_RESPONSE_CODES
+
+
+def test_a_locked_sqlite_store_is_retried_until_the_lock_goes(tmp_path, caplog):
+    """Another connection holds the database's write lock for 24 s, longer
+    than the 20 s busy wait MLflow gives sqlite: the write is retried, not
+    lost or doubled."""
+    db = tmp_path / "mlflow.db"
+    tracker = tracking.Tracker(f"sqlite:///{db}", "locked", retry_seconds=60)
+    tracker.parent_run_id = tracker.client.create_run(tracker.experiment_id).info.run_id
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    release = threading.Timer(24, holder.execute, ["ROLLBACK"])
+    release.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="kg-train"):
+            tracker.log_summary({"score": 0.5}, {"winner": "gelu"}, [])
+    finally:
+        release.join()
+        holder.close()
+    retries = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+    assert retries and "database is locked" in retries[0], caplog.text
+    assert any("is back after" in r.getMessage() for r in caplog.records)
+    history = tracker.client.get_metric_history(tracker.parent_run_id, "score")
+    assert [m.value for m in history] == [0.5]
+    assert tracker.client.get_run(tracker.parent_run_id).data.tags["winner"] == "gelu"
+
+
+def test_a_request_the_store_refuses_is_raised_at_once(tmp_path, caplog):
+    tracker = tracking.Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "refused", retry_seconds=60)
+    with caplog.at_level(logging.WARNING, logger="kg-train"):
+        with pytest.raises(mlflow.exceptions.MlflowException, match="not found|does not exist"):
+            tracker.set_version_tag("no-such-model", "1", "key", "value")
+    assert "retrying" not in caplog.text
+
+
+# --- A real server, stopped mid-sweep. ---------------------------------------
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A restartable `mlflow server` over a sqlite file in tmp_path."""
+    artifacts = tmp_path / "server-artifacts"
+    artifacts.mkdir()
+    server = servers.MlflowServer(f"sqlite:///{tmp_path / 'server.db'}", str(artifacts))
+    server.start()
+    yield server
+    server.stop()
+
+
+def _backend(tmp_path):
+    """The server's own database, read directly: it answers while the
+    server is stopped."""
+    uri = f"sqlite:///{tmp_path / 'server.db'}"
+    return mlflow.MlflowClient(uri, registry_uri=uri)
+
+
+def _wait_for_first_member(client, process, timeout=300):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        experiment = client.get_experiment_by_name("golden-tiny")
+        if experiment and client.search_runs(
+            [experiment.experiment_id],
+            "tags.`kg.role` = 'member' and attributes.status = 'FINISHED'",
+        ):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no member reached the store; kg-train: {process.poll()}")
+
+
+def _assert_the_sweep_is_whole_and_once(client, tmp_path):
+    """One finished sweep run; each of the 12 members once, each metric
+    once per epoch; one registry version per activation; the numbers of
+    the uninterrupted golden sweep."""
+    experiment = client.get_experiment_by_name("golden-tiny")
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    (parent,) = [r for r in runs if r.data.tags.get("kg.role") == "sweep"]
+    assert parent.info.status == "FINISHED"
+    members = [r for r in runs if r.data.tags.get("kg.role") == "member"]
+    keys = collections.Counter((r.data.tags["activation"], r.data.tags["seed"]) for r in members)
+    assert keys == {(a, str(s)): 1 for a in ACTIVATIONS for s in range(3)}
+    for run in members:
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        for key in ("loss", "val_accuracy"):
+            steps = [m.step for m in client.get_metric_history(run.info.run_id, key)]
+            assert sorted(steps) == list(range(1, EPOCHS + 1)), (run.info.run_name, key)
+    for activation in ACTIVATIONS:
+        versions = client.search_model_versions(f"name='golden-{activation}'")
+        assert [str(v.version) for v in versions] == ["1"], activation
+        assert str(client.get_model_version_by_alias(f"golden-{activation}", "champion").version) == "1"
+    summary = max((tmp_path / "kg-output").rglob("summary.json"), key=os.path.getmtime)
+    _same(json.loads((GOLDEN / "summary.json").read_text()), json.loads(summary.read_text()))
+
+
+def test_a_server_stopped_mid_sweep_and_back_within_the_window_loses_and_doubles_nothing(
+    tmp_path, server
+):
+    shutil.copy(GOLDEN / "config.yaml", tmp_path / "config.yaml")
+    # The default window (120 s) covers a restart (20-40 s here, measured).
+    process = kg_train_process(tmp_path, "--config", "config.yaml", "--tracking-uri", server.uri)
+    client = _backend(tmp_path)
+    _wait_for_first_member(client, process)
+    server.stop()
+    server.start()
+    _, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr[-3000:]
+    assert re.search(r"unreachable while .*ConnectionRefusedError.*retrying in \d+ s \(attempt 2/\d+\)", stderr), stderr[-3000:]
+    assert "is back after" in stderr
+    _assert_the_sweep_is_whole_and_once(client, tmp_path)
+    # The server answers a refused request with a 4xx: raised at once.
+    tracker = tracking.Tracker(server.uri, "golden-tiny", retry_seconds=60)
+    with pytest.raises(mlflow.exceptions.RestException):
+        tracker.set_version_tag("no-such-model", "1", "key", "value")
+
+
+def test_a_server_down_past_the_window_stops_keeps_the_members_and_resume_finishes(
+    tmp_path, server
+):
+    shutil.copy(GOLDEN / "config.yaml", tmp_path / "config.yaml")
+    process = kg_train_process(
+        tmp_path, "--config", "config.yaml", "--tracking-uri", server.uri,
+        "--set", "tracking.retry_seconds=3",
+    )
+    client = _backend(tmp_path)
+    _wait_for_first_member(client, process)
+    server.stop()
+    _, stderr = process.communicate(timeout=600)
+    assert process.returncode == 75, stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert "did not come back within 3 s" in stderr
+    held = int(re.search(r"(\d+) of 12 members are in the tracking store", stderr).group(1))
+    kept = int(re.search(r"(\d+) more trained members are kept in (\S+),", stderr).group(1))
+    command = re.search(r"resume with: (.*)", stderr).group(1)
+    run_id = command.split()[-1]
+    spooled = sorted(p.name for p in (tmp_path / "kg-output" / "spool" / run_id).iterdir())
+    # Whole activations trained: the ones in the store and the ones kept.
+    assert held >= 1 and kept == len(spooled) and (held + kept) % 3 == 0
+    runs = client.search_runs([client.get_experiment_by_name("golden-tiny").experiment_id])
+    (parent,) = [r for r in runs if r.data.tags["kg.role"] == "sweep"]
+    assert parent.info.run_id == run_id and parent.info.status == "RUNNING"
+    in_store = [
+        r.data.tags["activation"] for r in runs
+        if r.data.tags["kg.role"] == "member" and r.info.status == "FINISHED"
+    ]
+    assert len(in_store) == held
+    assert client.search_registered_models() == []
+
+    server.start()
+    words = shlex.split(command)
+    assert words[:2] == ["kg-train", "--config"] and server.uri in words
+    resumed = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *words[1:], "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resumed, {held} members already done, {kept} kept locally to log" in resumed.stdout
+    # Kept members are logged, not trained again: their activations do not train.
+    trained_before = {name.rsplit("-seed", 1)[0] for name in spooled} | set(in_store)
+    for activation in ACTIVATIONS:
+        assert (f"training {activation} " in resumed.stderr) == (
+            activation not in trained_before
+        ), activation
+    assert not (tmp_path / "kg-output" / "spool").exists()
+    _assert_the_sweep_is_whole_and_once(client, tmp_path)
