@@ -20,30 +20,10 @@ from kg_service.analysis import stats
 from kg_service.analysis import tables
 from kg_service.analysis import wording
 from kg_service.errors import ServiceError
-from kg_service.results import MemberResult
+from tests.service.analysis.members import member
+from tests.service.analysis.members import sweep
 
 SLEEP_DIFFS = [1.2, 2.4, 1.3, 1.3, 0.0, 1.0, 1.8, 0.8, 4.6, 1.4]
-
-
-def member(activation, seed, test_acc, test_loss=0.3, val_acc=0.9, val_loss=0.3,
-           epochs_to_threshold=5, epochs=3):
-    history = {
-        "loss": [0.5] * epochs,
-        "accuracy": [0.8] * epochs,
-        "val_loss": [0.5] * (epochs - 1) + [val_loss],
-        "val_accuracy": [0.8] * (epochs - 1) + [val_acc],
-    }
-    return MemberResult(activation, seed, history, test_loss, test_acc, epochs_to_threshold)
-
-
-def sweep(accs, losses=None):
-    """{activation: [test acc per seed]} -> MemberResult list, seeds 0..n-1."""
-    out = []
-    for act, values in accs.items():
-        for seed, acc in enumerate(values):
-            loss = losses[act][seed] if losses else 1.0 - acc
-            out.append(member(act, seed, acc, test_loss=loss))
-    return out
 
 
 # --- estimate / paired_test / holm against references. -------------------------
@@ -295,13 +275,6 @@ def test_confidence_level_changes_interval_and_alpha():
 
 
 # --- Plain forms. -------------------------------------------------------------------
-
-
-@pytest.fixture
-def two_way():
-    relu = [0.950, 0.9425, 0.955, 0.9475, 0.960, 0.945, 0.9525, 0.950]
-    gelu = [0.9575, 0.950, 0.9575, 0.955, 0.965, 0.9525, 0.955, 0.9660]
-    return comparisons.summarize(sweep({"relu": relu, "gelu": gelu}), "relu")
 
 
 def test_flat_metrics_are_finite_floats(two_way):

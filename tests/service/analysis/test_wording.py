@@ -9,14 +9,7 @@ from kg_service.analysis import plain
 from kg_service.analysis import stats
 from kg_service.analysis import tables
 from kg_service.analysis import wording
-from tests.service.analysis.test_stats import sweep
-
-
-@pytest.fixture
-def two_way():
-    relu = [0.950, 0.9425, 0.955, 0.9475, 0.960, 0.945, 0.9525, 0.950]
-    gelu = [0.9575, 0.950, 0.9575, 0.955, 0.965, 0.9525, 0.955, 0.9660]
-    return comparisons.summarize(sweep({"relu": relu, "gelu": gelu}), "relu")
+from tests.service.analysis.members import sweep
 
 
 def test_format_table_lists_every_activation_the_verdicts_and_the_metric(two_way):
