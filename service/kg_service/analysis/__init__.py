@@ -1,1 +1,17 @@
-"""Seed statistics (numbers), their wording (words), the report and its figures."""
+"""What a sweep's results say: numbers, then words, then the report.
+
+Numbers (pure; numpy and scipy):
+    stats         one function per statistic (estimate, paired test, Holm)
+    comparisons   a sweep's members compared by seed: `summarize` -> Summary
+    plain         a Summary as plain data (summary.json's numbers, metrics)
+Words:
+    wording       how numbers read: formats, verdicts, notes, summary.json
+    tables        the terminal, Markdown and registry tables
+The report:
+    evaluate      what a model or an activation computes (Keras, lazily)
+    figures       the PNG figures and the table of their names
+    report        report.md and summary.json, with the figures
+
+Each module imports only those listed above it, and nothing here imports
+tracking or sweep: the results are passed in.
+"""

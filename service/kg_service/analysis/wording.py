@@ -1,11 +1,12 @@
-"""What the numbers of `kg_service.analysis.stats` say, in words: verdicts, tables, JSON.
+"""What the numbers of `kg_service.analysis.comparisons` say, in words.
 
-`stats` computes; this module phrases. Everything a person reads about a
-sweep's statistics is written here: the verdict lines, the terminal
-table, the one-line comparison in a registered model's description, the
-rows of the report's tables and the sentences summary.json carries. All
-of it follows the compared metric and its direction ("test accuracy,
-higher is better"; "test loss, lower is better").
+The statistics compute (`stats`, `comparisons`, `plain`); this module
+phrases. How a number or a metric is shown (`format_p`, `shown`), the
+verdict lines, the notes on degenerate tests, the one-line comparison in a
+registered model's description and the sentences summary.json carries are
+written here; `kg_service.analysis.tables` lays them out as tables. All of
+it follows the compared metric and its direction ("test accuracy, higher
+is better"; "test loss, lower is better").
 
 A new statistic is one function plus its wording: its function in
 `stats.PAIRED_STATISTICS`, and here a `Column` under the same name in
@@ -19,7 +20,7 @@ A new statistic is one function plus its wording: its function in
     =============  ======================================================
 
 Every entry becomes a column of the report's comparison table, and of
-the terminal table when `terminal` is true.
+the terminal table when `terminal` is true (`tables`).
 
 How a metric is shown comes from `_KINDS`, by the metric's kind (its name
 without "test_"/"val_"): accuracy in percent, differences in percentage
@@ -27,7 +28,7 @@ points; any other kind as a plain number with 4 decimals.
 
 Example:
 
->>> from kg_service.analysis import stats
+>>> from kg_service.analysis import comparisons
 >>> from kg_service.results import MemberResult
 >>> h = {"loss": [0.3], "accuracy": [0.9], "val_loss": [0.3],
 ...      "val_accuracy": [0.9]}
@@ -35,7 +36,7 @@ Example:
 ...       for a, accs in {"relu": [0.90, 0.91, 0.92],
 ...                       "gelu": [0.92, 0.92, 0.95]}.items()
 ...       for s, acc in enumerate(accs)]
->>> summary = stats.summarize(rs, baseline="relu")
+>>> summary = comparisons.summarize(rs, baseline="relu")
 >>> metric_note(summary)
 'test accuracy, higher is better'
 >>> comparison_verdict(summary, summary.comparisons[0])[:40]
@@ -46,6 +47,7 @@ import dataclasses
 import math
 from typing import Callable
 
+from kg_service.analysis import plain
 from kg_service.analysis import stats
 
 
@@ -106,7 +108,7 @@ STATISTICS = {
 }
 
 
-def _columns(terminal_only=False):
+def columns(terminal_only=False):
     """(name, Column) in `stats.PAIRED_STATISTICS` order."""
     out = [(name, STATISTICS[name]) for name in stats.PAIRED_STATISTICS]
     return [(n, c) for n, c in out if c.terminal or not terminal_only]
@@ -331,189 +333,16 @@ def comparison_sentence(summary, activation):
             f"{significance(wc.p_holm, summary.alpha)} ({label}{p_equals(wc.p_holm)}).")
 
 
-# --- Tables: header + rows of strings (terminal and Markdown). --------------------
-
-
-def table_rows(summary):
-    """The results table: one row per activation."""
-    s = shown(summary.metric.name)
-    others = [shown(m.name) for m in summary.secondary]
-    stat_cols = _columns(terminal_only=True)
-    header = (["activation", "seeds", s.header + (" %" if s.kind.percent else ""),
-               f"{summary.confidence:.0%} CI"] + [o.header for o in others]
-              + [f"Δ {s.kind.abbrev} vs base", "p (Holm)" if summary.holm else "p"]
-              + [col.header for _, col in stat_cols]
-              + (["epochs to thr"] if thresholded(summary) else []))
-    rows = []
-    for a in summary.activations:
-        row = [a.activation, str(a.n), s.pm(a.estimate, unit=False),
-               s.interval(a.estimate.ci_low, a.estimate.ci_high)]
-        row += [o.pm(a.secondary[m.name]) for o, m in zip(others, summary.secondary)]
-        c = summary.comparison(a.activation)
-        if a.activation == summary.baseline:
-            row += ["(baseline)", ""] + [""] * len(stat_cols)
-        else:
-            row += [s.diff(c.paired.mean_diff),
-                    format_p(c.p_holm) + ("*" if c.significant else "")]
-            row += [col.format(c.paired.statistics[name]) for name, col in stat_cols]
-        if not thresholded(summary):
-            pass
-        elif a.reached:
-            row.append(f"{a.epochs_to_threshold_median:g} ({a.reached}/{a.n})")
-        else:
-            row.append(f"– (0/{a.n})")
-        rows.append(row)
-    return header, rows
-
-
-def results_caption(summary):
-    """The words under the report's results table."""
-    s = shown(summary.metric.name)
-    percent = " in percent" if s.kind.percent else ""
-    points = ", in percentage points" if s.kind.percent else ""
-    text = (f"{s.label.capitalize()}{percent}, mean ± sd over seeds (sd with n − 1), with a "
-            f"t-based {summary.confidence:.0%} interval of the mean. Δ: mean paired "
-            f"difference from the baseline, seed by seed{points}. p: two-sided paired t-test")
-    if summary.holm:
-        text += (f", Holm-adjusted over the {len(summary.comparisons)} comparisons with "
-                 "the baseline")
-    text += f"; * marks p < {summary.alpha:g}."
-    for _, col in _columns(terminal_only=True):
-        text += f" {col.header}: {col.meaning}."
-    if not thresholded(summary):
-        return text
-    return text + (" Epochs to thr: median first epoch whose validation accuracy reached "
-                   "the threshold, over the seeds that reached it (k/n).")
-
-
-def comparison_rows(summary):
-    """The report's comparison table: every paired test and statistic."""
-    conf = f"{summary.confidence:.0%} CI"
-    s = shown(summary.metric.name)
-    cols = _columns()
-    header = (["vs " + summary.baseline, "seeds", f"Δ {s.kind.abbrev}{s.diff_unit}", conf,
-               "paired t p"] + [col.header for _, col in cols])
-    for m in summary.secondary:
-        o = shown(m.name)
-        header += [f"Δ {o.kind.abbrev}{o.diff_unit}", f"{conf} ({o.kind.abbrev})",
-                   f"p ({o.kind.abbrev})"]
-    rows = []
-    for c in summary.comparisons:
-        t = c.paired
-        row = [c.activation, str(t.n), s.diff_number(t.mean_diff),
-               s.interval(t.ci_low, t.ci_high, " to ", True), format_p(t.p_t)]
-        row += [col.format(t.statistics[name]) for name, col in cols]
-        for m in summary.secondary:
-            o, u = shown(m.name), c.secondary[m.name]
-            row += [o.diff_number(u.mean_diff), o.interval(u.ci_low, u.ci_high, " to ", True),
-                    format_p(u.p_value)]
-        rows.append(row)
-    return header, rows
-
-
-def secondary_note(summary):
-    """'test loss: lower is better; its p-values are not adjusted'."""
-    parts = [f"{shown(m.name).label}: {'higher' if m.higher_is_better else 'lower'} is better"
-             for m in summary.secondary]
-    if not parts:
-        return ""
-    return "; ".join(parts) + ("; its" if len(parts) == 1 else "; their") + (
-        " p-values are not adjusted")
-
-
-def per_seed_rows(summary, results):
-    """The compared metric by seed, with the paired differences from the baseline."""
-    s = shown(summary.metric.name)
-    table = {(r.activation, r.seed): getattr(r, summary.metric.name) for r in results}
-    names = [a.activation for a in summary.activations]
-    best = {a.activation: a.best_seed for a in summary.activations}
-    base = summary.baseline
-    header = ["seed"] + names + [f"{n} − {base}" for n in names if n != base]
-    rows = []
-    for seed in sorted({r.seed for r in results}):
-        row = [str(seed)]
-        for n in names:
-            v = table.get((n, seed))
-            row.append("–" if v is None else s.number(v) + (" ★" if best[n] == seed else ""))
-        for n in names:
-            if n == base:
-                continue
-            v, b = table.get((n, seed)), table.get((base, seed))
-            row.append("–" if v is None or b is None else s.diff_number(v - b))
-        rows.append(row)
-    return header, rows
-
-
-def per_seed_caption(summary):
-    s = shown(summary.metric.name)
-    unit = " (%)" if s.kind.percent else ""
-    return (f"{s.label.capitalize()}{unit} by seed; ★ marks each activation's best seed by "
-            f"final {shown(summary.select_by.name).label} (the one whose model is shown "
-            "and registered). The last columns are the paired differences the tests use"
-            f"{s.diff_unit}.")
-
-
-def member_rows(summary, results):
-    """Every member's final values: selection, validation loss, test metrics."""
-    names = []
-    for m in (summary.select_by.name, "val_loss", summary.metric.name,
-              *(m.name for m in summary.secondary)):
-        if m not in names:
-            names.append(m)
-    threshold = thresholded(summary)
-    header = (["activation", "seed"] + [shown(n).header for n in names]
-              + ["epochs to thr"] * threshold + ["train s"])
-    order = {a.activation: i for i, a in enumerate(summary.activations)}
-    rows = []
-    for r in sorted(results, key=lambda r: (order.get(r.activation, len(order)), r.seed)):
-        rows.append([r.activation, str(r.seed)]
-                    + [shown(n).number(float(getattr(r, n, math.nan))) for n in names]
-                    + ["–" if r.epochs_to_threshold is None else str(r.epochs_to_threshold)]
-                    * threshold
-                    + [f"{r.train_seconds:.1f}"])
-    return header, rows
-
-
-def format_table(summary):
-    """A compact plain-text table of the summary, then the verdict lines.
-
-    Epochs to threshold: median over the seeds that reached it (k/n).
-    `*` marks p < alpha.
-    """
-    header, rows = table_rows(summary)
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    threshold = thresholded(summary)
-    left = {0, 3} | ({len(header) - 1} if threshold else set())  # activation, CI, epochs to thr
-
-    def line(cells):
-        return "  ".join(c.ljust(w) if i in left else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    out = [line(header), line(["-" * w for w in widths])]
-    out += [line(r) for r in rows]
-    out.append("")
-    out += [f"- {v}" for v in verdicts(summary)]
-    out.append(f"Metric: {metric_note(summary)}.")
-    foot = (f"epochs to thr: median epoch val accuracy first reached the threshold "
-            f"(seeds that reached it / seeds). " if threshold else "") + f"* p < {summary.alpha:g}"
-    if summary.holm:
-        foot += f", Holm-adjusted over {len(summary.comparisons)} comparisons"
-    out.append(foot + ".")
-    for who, note in all_notes(summary):
-        out.append(f"note ({who}): {note}" if who else f"note: {note}")
-    return "\n".join(out)
-
-
 # --- summary.json: the numbers and their sentences. -----------------------------
 
 
 def summary_json(summary):
-    """What summary.json holds: `stats.summary_to_dict` plus the sentences.
+    """What summary.json holds: `plain.summary_to_dict` plus the sentences.
 
     Adds "notes" and "verdicts" at the top, a "verdict" to each comparison
     and to the winner, and "notes" to each paired test. Strict JSON types.
     """
-    d = stats.summary_to_dict(summary)
+    d = plain.summary_to_dict(summary)
     short = summary.metric.short
 
     def with_notes(test_dict, test):
@@ -533,33 +362,3 @@ def summary_json(summary):
     return {**head, "notes": list(summary_notes(summary)),
             "verdicts": list(verdicts(summary)), **d}
 
-
-# --- kg models: the registry as a table. ----------------------------------------
-
-
-def versions_table(versions):
-    """`kg models`: one line per registered version (`tracking.RegisteredVersion`)."""
-    if not versions:
-        return "No registered models. `kg train --config configs/tiny.yaml` registers two."
-    header = ["model", "version", "aliases", "activation", "seed", "val acc %",
-              "test acc %", "created (UTC)", "SavedModel"]
-
-    def percent(value):
-        return "–" if value is None else f"{100 * value:.2f}"
-
-    rows = [
-        [v.name, str(v.version), ",".join(f"@{a}" for a in v.aliases) or "–",
-         v.activation or "–", "–" if v.seed is None else str(v.seed),
-         percent(v.val_accuracy), percent(v.test_accuracy),
-         (v.created or "–").replace("+00:00", "").replace("T", " "),
-         v.saved_model or "–"]
-        for v in versions
-    ]
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    numeric = {1, 4, 5, 6}
-
-    def line(cells):
-        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])

@@ -239,7 +239,7 @@ def models(names, tracking_uri, output_format):
     """
     from kg_service.config import schema as config
     from kg_service.tracking import mlflow_store as tracking
-    from kg_service.analysis import wording
+    from kg_service.analysis import tables
 
     try:
         uri = config.tracking_uri_for(tracking_uri)
@@ -252,7 +252,7 @@ def models(names, tracking_uri, output_format):
 
         click.echo(json.dumps([dataclasses.asdict(v) for v in found], indent=2))
     else:
-        click.echo(wording.versions_table(found))
+        click.echo(tables.versions_table(found))
 
 
 if __name__ == "__main__":

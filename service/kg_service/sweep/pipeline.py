@@ -75,7 +75,7 @@ class Trained:
 
 @dataclasses.dataclass(frozen=True)
 class Compared:
-    summary: Any  # kg_service.analysis.stats.Summary (of the members that did not fail)
+    summary: Any  # kg_service.analysis.comparisons.Summary (of the members that did not fail)
     report_paths: tuple
     champions: Mapping[str, Any]  # activation -> its selected MemberResult
     failed: tuple  # MemberResults that diverged, listed, never averaged
@@ -773,6 +773,7 @@ def compare(config, pre, trained):
     """Statistics over seeds on the task's metric, the report files, and
     each activation's champion (by the task's selection metric). Writes
     nothing to the tracking store (`record` does)."""
+    from kg_service.analysis import comparisons
     from kg_service.analysis import report
     from kg_service.analysis import stats
 
@@ -785,7 +786,7 @@ def compare(config, pre, trained):
             f"FAILED runs. Lower training.learning_rate, or set another "
             f"baseline."
         )
-    summary = stats.summarize(
+    summary = comparisons.summarize(
         ok,
         config.baseline,
         metric=pre.task.compared.name,
@@ -819,10 +820,10 @@ def compare(config, pre, trained):
 
 def record(pre, compared):
     """The summary's metrics, the winner and the report on the sweep's run."""
-    from kg_service.analysis import stats
+    from kg_service.analysis import plain
 
     pre.store.log_summary(
-        stats.flat_metrics(compared.summary),
+        plain.flat_metrics(compared.summary),
         {"winner": compared.summary.winner.activation},
         compared.report_paths,
     )
@@ -977,12 +978,13 @@ def kg_command():
 
 
 def print_summary(echo, config, compared, registered, out_dir, uri, seconds):
+    from kg_service.analysis import tables
     from kg_service.analysis import wording
 
     summary = compared.summary
     uri = absolute_uri(uri)
     echo("")
-    echo(wording.format_table(summary))
+    echo(tables.format_table(summary))
     echo("")
     if compared.failed:
         echo("Failed members (left out of the statistics):")

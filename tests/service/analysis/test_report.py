@@ -9,8 +9,13 @@ import keras
 import numpy as np
 import pytest
 
+from kg_service.analysis import comparisons
+from kg_service.analysis import evaluate
+from kg_service.analysis import figures
+from kg_service.analysis import plain
 from kg_service.analysis import report
 from kg_service.analysis import stats
+from kg_service.analysis import tables
 from kg_service.analysis import wording
 from kg_service.config.schema import Config
 from kg_service.config.schema import DataConfig
@@ -71,7 +76,7 @@ CONFIG = Config(
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     results = sweep()
-    summary = stats.summarize(results, "relu")
+    summary = comparisons.summarize(results, "relu")
     out = tmp_path_factory.mktemp("r") / "nested" / "report"
     paths = report.write_report(summary, results, out, title="moons: relu vs gelu",
                                 dataset=fake_dataset(2), config=CONFIG)
@@ -120,7 +125,7 @@ def test_summary_json_is_the_strict_json_summary(written):
 
 def test_decision_boundaries_skipped_for_more_than_two_features(tmp_path):
     results = sweep(input_dim=3, seeds=(0, 1))
-    summary = stats.summarize(results, "relu")
+    summary = comparisons.summarize(results, "relu")
     paths = report.write_report(summary, results, tmp_path, title="t", dataset=fake_dataset(3))
     assert "decision_boundaries.png" not in [p.name for p in paths]
     assert not (tmp_path / "decision_boundaries.png").exists()
@@ -129,7 +134,7 @@ def test_decision_boundaries_skipped_for_more_than_two_features(tmp_path):
 
 def test_report_without_dataset_config_or_models(tmp_path):
     results = sweep(with_models=False, seeds=(0, 1, 2))
-    summary = stats.summarize(results, "relu")
+    summary = comparisons.summarize(results, "relu")
     paths = report.write_report(summary, results, tmp_path, title="bare",
                                 dataset=fake_dataset(2))
     assert "decision_boundaries.png" not in [p.name for p in paths]
@@ -140,9 +145,9 @@ def test_report_without_dataset_config_or_models(tmp_path):
 def test_predict_proba_batches_match_one_call():
     model = tiny_model(2, 0)
     x = np.random.default_rng(0).normal(size=(10, 2)).astype(np.float32)
-    full = report.predict_proba(model, x)
+    full = evaluate.predict_proba(model, x)
     assert full.shape == (10, 2)
-    np.testing.assert_allclose(report.predict_proba(model, x, batch_size=3), full, rtol=1e-6)
+    np.testing.assert_allclose(evaluate.predict_proba(model, x, batch_size=3), full, rtol=1e-6)
     np.testing.assert_allclose(full.sum(axis=1), 1.0, rtol=1e-5)
 
 
@@ -158,14 +163,14 @@ def test_predict_proba_batches_match_one_call():
     ],
 )
 def test_activation_curve_labels_and_values(name, label, x, y):
-    got_label, f, _ = report.activation_curve(name)
+    got_label, f, _ = evaluate.activation_curve(name)
     assert got_label == label
     value = float(np.asarray(keras.ops.convert_to_numpy(f(keras.ops.convert_to_tensor([x]))))[0])
     assert value == pytest.approx(y, abs=1e-5)
 
 
 def test_activation_curve_unknown_name_is_skipped():
-    assert report.activation_curve("no_such_activation") is None
+    assert evaluate.activation_curve("no_such_activation") is None
 
 
 def test_setup_says_what_the_models_take_and_return():
@@ -173,7 +178,7 @@ def test_setup_says_what_the_models_take_and_return():
     from kg_service.tasks.base import load_dataset
 
     results = sweep(with_models=False, seeds=(0, 1))
-    summary = stats.summarize(results, "relu")
+    summary = comparisons.summarize(results, "relu")
     md = report.render_markdown(
         summary, results, title="t",
         dataset=load_dataset(DataConfig(dataset="digits")),
@@ -223,14 +228,14 @@ def golden_results():
 def golden_texts():
     """name -> text of everything a user reads about the fixed sweep."""
     results = golden_results()
-    summary = stats.summarize(results, "relu")
+    summary = comparisons.summarize(results, "relu")
     return {
-        "table.txt": wording.format_table(summary) + "\n",
+        "table.txt": tables.format_table(summary) + "\n",
         "sentences.txt": "\n".join(wording.comparison_sentence(summary, a)
                                    for a in GOLDEN_SWEEP) + "\n",
         "summary.json": json.dumps(wording.summary_json(summary), indent=2,
                                    allow_nan=False) + "\n",
-        "flat_metrics.json": json.dumps(stats.flat_metrics(summary), indent=2,
+        "flat_metrics.json": json.dumps(plain.flat_metrics(summary), indent=2,
                                         sort_keys=True) + "\n",
         "report.md": report.render_markdown(summary, results,
                                             title="golden: relu, gelu, elu, silu"),
@@ -311,7 +316,7 @@ def lm_sweep(seeds=(0, 1, 2), activations=("relu", "gelu", "learnable_leaky_relu
 
 
 def _lm_summary(results):
-    return stats.summarize(results, "relu", metric="test_loss", higher_is_better=False,
+    return comparisons.summarize(results, "relu", metric="test_loss", higher_is_better=False,
                            select_by=stats.Metric.of("val_loss", False))
 
 
@@ -332,7 +337,7 @@ def test_language_model_report_has_no_accuracy_threshold(tmp_path):
     for key in LM_ONLY_KEYS + ("d_model",):
         assert f" {key}:" in section, key
     assert " n_samples:" not in section and " block:" not in section
-    assert "epochs to thr" not in wording.format_table(summary)
+    assert "epochs to thr" not in tables.format_table(summary)
     assert "Validation loss and validation perplexity per epoch" in md
     assert {p.name for p in paths} >= {"learning_curves.png", "attention_entropy.png",
                                        "leaky_slopes.png"}
@@ -347,8 +352,8 @@ def _png_size(path):
 def test_attention_entropy_of_eight_activations_is_a_grid_not_a_strip(tmp_path):
     names = ("relu", "gelu", "swish", "glu", "bilinear", "reglu", "geglu", "swiglu")
     results = lm_sweep(activations=names, seeds=(0, 1))
-    fig = report._attention_entropy(_lm_summary(results), results)
-    fig.savefig(tmp_path / "a.png", dpi=report._DPI)
+    fig = figures.attention_entropy(_lm_summary(results), results)
+    fig.savefig(tmp_path / "a.png", dpi=figures.DPI)
     width, height = _png_size(tmp_path / "a.png")
     # Was 2,926 x 374 (a 7.8:1 strip) for the glu-variants smoke run.
     assert width <= 1400 and 1 / 3 <= height / width <= 3, (width, height)
@@ -363,7 +368,7 @@ def test_attention_entropy_of_eight_activations_is_a_grid_not_a_strip(tmp_path):
 
 def test_leaky_slopes_label_every_line_by_block_and_seed():
     results = lm_sweep(seeds=(0, 1))
-    fig = report._leaky_slopes(_lm_summary(results), results, report._colors(
+    fig = figures.leaky_slopes(_lm_summary(results), results, figures.activation_colors(
         _lm_summary(results)))
     (ax,) = fig.axes
     labels = [line.get_label() for line in ax.get_lines()]
@@ -375,10 +380,10 @@ def test_leaky_slopes_label_every_line_by_block_and_seed():
 
 def test_decision_boundaries_have_axis_labels(tmp_path):
     results = sweep()
-    summary = stats.summarize(results, "relu")
+    summary = comparisons.summarize(results, "relu")
     dataset = fake_dataset(2)
     dataset.feature_names = ("x", "y")
-    fig = report._decision_boundaries(summary, results, dataset)
+    fig = figures.decision_boundaries(summary, results, dataset)
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
     assert panels and all(ax.get_xlabel() == "feature x" and ax.get_ylabel() == "feature y"
                           for ax in panels)

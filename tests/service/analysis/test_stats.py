@@ -14,33 +14,16 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
+from kg_service.analysis import comparisons
+from kg_service.analysis import plain
 from kg_service.analysis import stats
+from kg_service.analysis import tables
 from kg_service.analysis import wording
 from kg_service.errors import ServiceError
-from kg_service.results import MemberResult
+from tests.service.analysis.members import member
+from tests.service.analysis.members import sweep
 
 SLEEP_DIFFS = [1.2, 2.4, 1.3, 1.3, 0.0, 1.0, 1.8, 0.8, 4.6, 1.4]
-
-
-def member(activation, seed, test_acc, test_loss=0.3, val_acc=0.9, val_loss=0.3,
-           epochs_to_threshold=5, epochs=3):
-    history = {
-        "loss": [0.5] * epochs,
-        "accuracy": [0.8] * epochs,
-        "val_loss": [0.5] * (epochs - 1) + [val_loss],
-        "val_accuracy": [0.8] * (epochs - 1) + [val_acc],
-    }
-    return MemberResult(activation, seed, history, test_loss, test_acc, epochs_to_threshold)
-
-
-def sweep(accs, losses=None):
-    """{activation: [test acc per seed]} -> MemberResult list, seeds 0..n-1."""
-    out = []
-    for act, values in accs.items():
-        for seed, acc in enumerate(values):
-            loss = losses[act][seed] if losses else 1.0 - acc
-            out.append(member(act, seed, acc, test_loss=loss))
-    return out
 
 
 # --- estimate / paired_test / holm against references. -------------------------
@@ -151,7 +134,7 @@ def test_summary_per_activation_fields_from_known_numbers():
     ]
     rs = [member("relu", s, ta, test_loss=tl, val_acc=va, val_loss=vl, epochs_to_threshold=e)
           for s, ta, tl, va, vl, e in rows]
-    s = stats.summarize(rs, "relu")
+    s = comparisons.summarize(rs, "relu")
     a = s.activation("relu")
     assert a.n == 4 and a.seeds == (0, 1, 2, 3)
     assert a.estimate.mean == pytest.approx(0.93)
@@ -171,14 +154,14 @@ def test_best_seed_uses_validation_never_test():
         member("relu", 0, test_acc=0.99, val_acc=0.80),
         member("relu", 1, test_acc=0.80, val_acc=0.95),
     ]
-    assert stats.summarize(rs, "relu").activation("relu").best_seed == 1
+    assert comparisons.summarize(rs, "relu").activation("relu").best_seed == 1
 
 
 def test_comparison_pairs_by_seed_and_matches_scipy():
     relu = [0.950, 0.9425, 0.955, 0.9475, 0.960, 0.945, 0.9525, 0.950]
     gelu = [0.9575, 0.950, 0.9575, 0.955, 0.965, 0.9525, 0.955, 0.9660]
     rs = sweep({"gelu": gelu, "relu": relu})  # baseline listed second on purpose
-    s = stats.summarize(rs, "relu")
+    s = comparisons.summarize(rs, "relu")
     assert [a.activation for a in s.activations] == ["relu", "gelu"]
     (c,) = s.comparisons
     ref = st.ttest_rel(gelu, relu)
@@ -199,7 +182,7 @@ def test_comparison_pairs_by_seed_and_matches_scipy():
 def test_only_common_seeds_are_paired_with_a_note():
     rs = sweep({"relu": [0.90, 0.91, 0.92, 0.93], "gelu": [0.91, 0.92, 0.94]})
     rs = [r for r in rs if not (r.activation == "relu" and r.seed == 1)]
-    c = stats.summarize(rs, "relu").comparisons[0]
+    c = comparisons.summarize(rs, "relu").comparisons[0]
     assert c.paired.seeds == (0, 2)
     assert c.paired.mean_diff == pytest.approx(0.015)
     assert any("common seeds" in n for n in wording.paired_notes(c.paired))
@@ -208,7 +191,7 @@ def test_only_common_seeds_are_paired_with_a_note():
 def test_no_significant_difference_verdict_reports_p():
     relu = [0.90, 0.92, 0.91, 0.93, 0.90]
     gelu = [0.91, 0.91, 0.92, 0.92, 0.90]
-    s = stats.summarize(sweep({"relu": relu, "gelu": gelu}), "relu")
+    s = comparisons.summarize(sweep({"relu": relu, "gelu": gelu}), "relu")
     c = s.comparisons[0]
     assert not c.significant
     assert wording.comparison_verdict(s, c).startswith(
@@ -219,7 +202,7 @@ def test_no_significant_difference_verdict_reports_p():
 def test_worse_activation_gets_worse_verdict():
     relu = [0.95, 0.96, 0.94, 0.95, 0.97, 0.96]
     elu = [0.92, 0.935, 0.91, 0.925, 0.94, 0.93]
-    s = stats.summarize(sweep({"relu": relu, "elu": elu}), "relu")
+    s = comparisons.summarize(sweep({"relu": relu, "elu": elu}), "relu")
     c = s.comparisons[0]
     assert c.significant and c.sign == -1
     assert wording.comparison_verdict(s, c).startswith("elu is worse than relu by -2.83 pp")
@@ -233,7 +216,7 @@ def test_holm_applied_across_several_comparisons():
         "silu": [b + d for b, d in zip(base, [0.010, -0.005, 0.004, -0.002, 0.006, 0.0])],
         "mish": [b + d for b, d in zip(base, [0.003, 0.006, -0.001, 0.005, 0.002, 0.004])],
     }
-    s = stats.summarize(sweep(accs), "relu")
+    s = comparisons.summarize(sweep(accs), "relu")
     assert s.holm
     raw = [c.paired.p_value for c in s.comparisons]
     assert [c.p_holm for c in s.comparisons] == pytest.approx(stats.holm(raw))
@@ -249,8 +232,8 @@ def test_identical_activations_all_zero_differences_without_warnings():
     accs = {"relu": [0.9, 0.91, 0.92], "gelu": [0.9, 0.91, 0.92]}
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        s = stats.summarize(sweep(accs), "relu")
-        wording.format_table(s)
+        s = comparisons.summarize(sweep(accs), "relu")
+        tables.format_table(s)
     c = s.comparisons[0]
     assert c.paired.p_value == 1.0 and c.paired.statistics["d_z"] == 0.0 and not c.significant
     # Tied means: the baseline is preferred as winner.
@@ -260,8 +243,8 @@ def test_identical_activations_all_zero_differences_without_warnings():
 def test_single_seed_sweep_is_handled_gracefully():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        s = stats.summarize(sweep({"relu": [0.9], "gelu": [0.95]}), "relu")
-        text = wording.format_table(s)
+        s = comparisons.summarize(sweep({"relu": [0.9], "gelu": [0.95]}), "relu")
+        text = tables.format_table(s)
     c = s.comparisons[0]
     assert math.isnan(c.paired.p_value) and not c.significant
     assert "not tested" in wording.comparison_verdict(s, c)
@@ -271,20 +254,20 @@ def test_single_seed_sweep_is_handled_gracefully():
 
 def test_bad_inputs_raise_service_error_with_actionable_message():
     with pytest.raises(ServiceError, match="No sweep results"):
-        stats.summarize([], "relu")
+        comparisons.summarize([], "relu")
     with pytest.raises(ServiceError, match="gelu"):
-        stats.summarize(sweep({"gelu": [0.9, 0.91]}), "relu")
+        comparisons.summarize(sweep({"gelu": [0.9, 0.91]}), "relu")
     with pytest.raises(ServiceError, match="seed 0"):
-        stats.summarize(sweep({"relu": [0.9]}) * 2, "relu")
+        comparisons.summarize(sweep({"relu": [0.9]}) * 2, "relu")
     with pytest.raises(ServiceError, match="confidence"):
-        stats.summarize(sweep({"relu": [0.9]}), "relu", confidence=95)
+        comparisons.summarize(sweep({"relu": [0.9]}), "relu", confidence=95)
 
 
 def test_confidence_level_changes_interval_and_alpha():
     relu = [0.90, 0.92, 0.91, 0.93, 0.90, 0.92]
     gelu = [0.915, 0.925, 0.92, 0.935, 0.91, 0.93]
-    s90 = stats.summarize(sweep({"relu": relu, "gelu": gelu}), "relu", confidence=0.90)
-    s99 = stats.summarize(sweep({"relu": relu, "gelu": gelu}), "relu", confidence=0.99)
+    s90 = comparisons.summarize(sweep({"relu": relu, "gelu": gelu}), "relu", confidence=0.90)
+    s99 = comparisons.summarize(sweep({"relu": relu, "gelu": gelu}), "relu", confidence=0.99)
     w90 = s90.comparisons[0].paired.ci_high - s90.comparisons[0].paired.ci_low
     w99 = s99.comparisons[0].paired.ci_high - s99.comparisons[0].paired.ci_low
     assert w99 > w90 and s90.alpha == pytest.approx(0.10)
@@ -294,15 +277,8 @@ def test_confidence_level_changes_interval_and_alpha():
 # --- Plain forms. -------------------------------------------------------------------
 
 
-@pytest.fixture
-def two_way():
-    relu = [0.950, 0.9425, 0.955, 0.9475, 0.960, 0.945, 0.9525, 0.950]
-    gelu = [0.9575, 0.950, 0.9575, 0.955, 0.965, 0.9525, 0.955, 0.9660]
-    return stats.summarize(sweep({"relu": relu, "gelu": gelu}), "relu")
-
-
 def test_flat_metrics_are_finite_floats(two_way):
-    m = stats.flat_metrics(two_way)
+    m = plain.flat_metrics(two_way)
     assert m["gelu.test_accuracy_mean"] == pytest.approx(0.9503125 + 0.007)
     assert "gelu.vs_baseline.p_holm" in m
     assert all(isinstance(v, float) and math.isfinite(v) for v in m.values())
@@ -342,7 +318,7 @@ def test_lower_is_better_metric_picks_the_lowest_mean_and_signs_by_direction():
     # Accuracies that rank the other way, so a metric mix-up cannot pass.
     accs = {"relu": [0.90] * 6, "gelu": [0.89] * 6, "elu": [0.95] * 6}
     rs = sweep(accs, losses)
-    s = stats.summarize(rs, "relu", metric="test_loss", higher_is_better=False)
+    s = comparisons.summarize(rs, "relu", metric="test_loss", higher_is_better=False)
 
     assert s.metric == stats.Metric("test_loss", False, (0.0, math.inf))
     assert s.secondary == ()  # test loss is the compared metric, not beside it
@@ -374,8 +350,8 @@ def test_the_same_numbers_either_way_round_give_mirrored_results():
     # accuracy a (higher better) vs the metric 1 - a (lower better): the
     # same winner, opposite differences, same p-values and signs.
     accs = {"relu": [0.90, 0.92, 0.91, 0.93, 0.90], "gelu": [0.92, 0.93, 0.93, 0.94, 0.91]}
-    up = stats.summarize(sweep(accs), "relu")
-    down = stats.summarize(sweep(accs), "relu", metric="test_loss", higher_is_better=False)
+    up = comparisons.summarize(sweep(accs), "relu")
+    down = comparisons.summarize(sweep(accs), "relu", metric="test_loss", higher_is_better=False)
     assert up.winner.activation == down.winner.activation == "gelu"
     cu, cd = up.comparisons[0], down.comparisons[0]
     assert cd.paired.mean_diff == pytest.approx(-cu.paired.mean_diff)
@@ -388,20 +364,20 @@ def test_best_seed_follows_the_selection_metric_and_its_direction():
         member("relu", 0, test_acc=0.9, val_acc=0.95, val_loss=0.40),
         member("relu", 1, test_acc=0.9, val_acc=0.90, val_loss=0.20),
     ]
-    assert stats.summarize(rs, "relu").activation("relu").best_seed == 0
-    by_loss = stats.summarize(rs, "relu", metric="test_loss", higher_is_better=False)
+    assert comparisons.summarize(rs, "relu").activation("relu").best_seed == 0
+    by_loss = comparisons.summarize(rs, "relu", metric="test_loss", higher_is_better=False)
     assert by_loss.select_by == stats.Metric("val_loss", False)
     assert by_loss.activation("relu").best_seed == 1
 
 
 def test_an_unknown_metric_is_a_service_error():
     with pytest.raises(ServiceError, match="test_perplexity"):
-        stats.summarize(sweep({"relu": [0.9, 0.91]}), "relu", metric="test_perplexity",
+        comparisons.summarize(sweep({"relu": [0.9, 0.91]}), "relu", metric="test_perplexity",
                         higher_is_better=False)
 
 
 def test_summary_to_dict_holds_numbers_named_after_the_metric(two_way):
-    d = stats.summary_to_dict(two_way)
+    d = plain.summary_to_dict(two_way)
     json.dumps(d, allow_nan=False)
     assert d["metric"] == "test_accuracy" and d["higher_is_better"] is True
     gelu = d["activations"]["gelu"]

@@ -4,20 +4,16 @@ import json
 
 import pytest
 
+from kg_service.analysis import comparisons
+from kg_service.analysis import plain
 from kg_service.analysis import stats
+from kg_service.analysis import tables
 from kg_service.analysis import wording
-from tests.service.analysis.test_stats import sweep
-
-
-@pytest.fixture
-def two_way():
-    relu = [0.950, 0.9425, 0.955, 0.9475, 0.960, 0.945, 0.9525, 0.950]
-    gelu = [0.9575, 0.950, 0.9575, 0.955, 0.965, 0.9525, 0.955, 0.9660]
-    return stats.summarize(sweep({"relu": relu, "gelu": gelu}), "relu")
+from tests.service.analysis.members import sweep
 
 
 def test_format_table_lists_every_activation_the_verdicts_and_the_metric(two_way):
-    text = wording.format_table(two_way)
+    text = tables.format_table(two_way)
     header = text.splitlines()[0]
     for col in ("activation", "seeds", "test acc %", "95% CI", "test loss", "Δ acc vs base",
                 "p", "d_z", "epochs to thr"):
@@ -43,13 +39,13 @@ def test_summary_json_is_strict_json_with_numbers_and_sentences(two_way):
     assert back["comparisons"]["gelu"]["verdict"] == back["verdicts"][0]
     assert back["winner"]["verdict"] == back["verdicts"][-1]
     # The numbers are stats' own, unchanged: wording only adds sentences.
-    numbers = stats.summary_to_dict(two_way)
+    numbers = plain.summary_to_dict(two_way)
     assert back["activations"] == numbers["activations"]
     assert back["winner"]["mean_test_accuracy"] == numbers["winner"]["mean_test_accuracy"]
 
 
 def test_summary_json_encodes_inf_and_nan_as_strict_json():
-    s = stats.summarize(sweep({"relu": [0.90, 0.91, 0.92], "gelu": [0.91, 0.92, 0.93]}), "relu")
+    s = comparisons.summarize(sweep({"relu": [0.90, 0.91, 0.92], "gelu": [0.91, 0.92, 0.93]}), "relu")
     d = wording.summary_json(s)
     assert d["comparisons"]["gelu"]["accuracy"]["d_z"] == "inf"
     assert "Wilcoxon" in d["comparisons"]["gelu"]["accuracy"]["notes"][0]
@@ -69,19 +65,19 @@ def test_a_lower_is_better_metric_reads_in_its_own_units_and_direction():
     losses = {"relu": [0.30, 0.32, 0.31, 0.33, 0.30, 0.32],
               "gelu": [0.27, 0.285, 0.28, 0.30, 0.26, 0.29]}
     accs = {"relu": [0.9] * 6, "gelu": [0.9] * 6}
-    s = stats.summarize(sweep(accs, losses), "relu", metric="test_loss",
+    s = comparisons.summarize(sweep(accs, losses), "relu", metric="test_loss",
                         higher_is_better=False)
     assert wording.metric_note(s) == "test loss, lower is better"
     (verdict, winner) = wording.verdicts(s)
     assert verdict.startswith("gelu beats relu by -0.0325 test loss (95% CI -0.0369 to -0.0281")
     assert winner.startswith("Winner: gelu (0.2808 mean test loss over 6 seeds)")
-    text = wording.format_table(s)
+    text = tables.format_table(s)
     header = text.splitlines()[0].split()
     assert header[:4] == ["activation", "seeds", "test", "loss"]
     assert "Δ loss vs base" in text.splitlines()[0] and "test acc" not in text
     assert "Metric: test loss, lower is better." in text
     assert "(best seed 0 by validation loss)" in wording.comparison_sentence(s, "gelu")
-    header, rows = wording.comparison_rows(s)
+    header, rows = tables.comparison_rows(s)
     assert header[:3] == ["vs relu", "seeds", "Δ loss"]
     assert rows[0][2] == "-0.0325"
 
@@ -103,15 +99,15 @@ def test_a_new_statistic_is_one_function_plus_its_wording(monkeypatch, two_way):
         terminal=True))
     relu = [0.950, 0.9425, 0.955, 0.9475, 0.960, 0.945, 0.9525, 0.950]
     gelu = [0.9575, 0.950, 0.9575, 0.955, 0.965, 0.9525, 0.955, 0.9660]
-    s = stats.summarize(sweep({"relu": relu, "gelu": gelu}), "relu")
+    s = comparisons.summarize(sweep({"relu": relu, "gelu": gelu}), "relu")
     median = float(np.median(np.subtract(gelu, relu)))
 
     assert s.comparisons[0].paired.statistics["median_diff"] == pytest.approx(median)
     assert wording.summary_json(s)["comparisons"]["gelu"]["accuracy"]["median_diff"] == (
         pytest.approx(median))
-    assert stats.flat_metrics(s)["gelu.vs_baseline.accuracy_median_diff"] == (
+    assert plain.flat_metrics(s)["gelu.vs_baseline.accuracy_median_diff"] == (
         pytest.approx(median))
-    table = wording.format_table(s)
+    table = tables.format_table(s)
     assert "median Δ" in table.splitlines()[0] and f"{median:+.4f}" in table
     md = report.render_markdown(s, [], title="t")
     assert "| median Δ |" in md and "median Δ: median of the paired differences." in md

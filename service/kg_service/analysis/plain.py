@@ -1,0 +1,123 @@
+"""A sweep's `Summary` as plain data: summary.json's numbers, tracked metrics.
+
+Numbers only, in strict JSON types (NaN -> None, inf -> "inf");
+`kg_service.analysis.wording.summary_json` adds the sentences.
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+
+
+def _clean(value):
+    if isinstance(value, float) or isinstance(value, np.floating):
+        value = float(value)
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def paired_to_dict(test):
+    """A `PairedTest` as a flat dict: its fields, then its statistics by name."""
+    d = {f.name: getattr(test, f.name) for f in dataclasses.fields(test)
+         if f.name not in ("statistics", "unpaired", "non_finite")}
+    d.update(test.statistics)
+    d["unpaired"], d["non_finite"] = test.unpaired, test.non_finite
+    return d
+
+
+def summary_to_dict(summary):
+    """The summary's numbers as plain JSON types (NaN -> None, inf -> "inf").
+
+    Keys are named after the metrics: an activation's estimates under the
+    metric names ("test_accuracy", "test_loss"), a comparison's paired
+    tests under the short names ("accuracy", "loss"), the winner's mean as
+    "mean_<metric>". `kg_service.analysis.wording.summary_json` adds the sentences.
+    """
+    sel = summary.select_by.name
+
+    def activation(a):
+        return {
+            "activation": a.activation, "n": a.n, "seeds": a.seeds,
+            summary.metric.name: dataclasses.asdict(a.estimate),
+            **{k: dataclasses.asdict(e) for k, e in a.secondary.items()},
+            "epochs_to_threshold_mean": a.epochs_to_threshold_mean,
+            "epochs_to_threshold_median": a.epochs_to_threshold_median,
+            "reached": a.reached,
+            f"{sel}_mean": a.selection_mean,
+            "best_seed": a.best_seed,
+            f"best_{sel}": a.best_selection,
+            "best_val_loss": a.best_val_loss,
+            "train_seconds_mean": a.train_seconds_mean,
+        }
+
+    def comparison(c):
+        return {
+            "activation": c.activation, "baseline": c.baseline,
+            summary.metric.short: paired_to_dict(c.paired),
+            **{m.short: paired_to_dict(c.secondary[m.name]) for m in summary.secondary},
+            "p_holm": c.p_holm, "significant": c.significant, "sign": c.sign,
+        }
+
+    w = summary.winner
+    d = {
+        "baseline": summary.baseline,
+        "metric": summary.metric.name,
+        "higher_is_better": summary.metric.higher_is_better,
+        "confidence": summary.confidence,
+        "alpha": summary.alpha,
+        "holm": summary.holm,
+        "activations": {a.activation: activation(a) for a in summary.activations},
+        "comparisons": {c.activation: comparison(c) for c in summary.comparisons},
+        "winner": {
+            "activation": w.activation, f"mean_{summary.metric.name}": w.mean,
+            "runner_up": w.runner_up,
+            "lead": None if w.lead is None else paired_to_dict(w.lead),
+            "lead_p": w.lead_p,
+            "significant_over_runner_up": w.significant_over_runner_up,
+            "significant_over_baseline": w.significant_over_baseline,
+        },
+    }
+    return _clean(d)
+
+
+def flat_metrics(summary):
+    """Finite numbers keyed "<activation>.<stat>" for a metrics logger.
+
+    E.g. "gelu.test_accuracy_mean", "gelu.vs_baseline.accuracy_d_z",
+    "gelu.vs_baseline.p_holm".
+    """
+    out = {}
+    sel = summary.select_by.name
+    for a in summary.activations:
+        k = a.activation
+        for name, e in ((summary.metric.name, a.estimate), *a.secondary.items()):
+            for stat in ("mean", "std", "ci_low", "ci_high"):
+                out[f"{k}.{name}_{stat}"] = getattr(e, stat)
+        out[f"{k}.seeds"] = a.n
+        out[f"{k}.reached_threshold"] = a.reached
+        out[f"{k}.epochs_to_threshold_median"] = a.epochs_to_threshold_median
+        out[f"{k}.{sel}_mean"] = a.selection_mean
+    for c in summary.comparisons:
+        k = f"{c.activation}.vs_baseline"
+        short = summary.metric.short
+        for stat in ("mean_diff", "ci_low", "ci_high", "p_t"):
+            out[f"{k}.{short}_{stat}"] = getattr(c.paired, stat)
+        for stat, value in c.paired.statistics.items():
+            out[f"{k}.{short}_{stat}"] = value
+        for m in summary.secondary:
+            out[f"{k}.{m.short}_mean_diff"] = c.secondary[m.name].mean_diff
+        out[f"{k}.p_holm"] = c.p_holm
+    return {k: float(v) for k, v in out.items() if math.isfinite(float(v))}

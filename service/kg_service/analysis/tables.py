@@ -1,0 +1,236 @@
+"""A sweep's statistics as tables: header + rows of strings, and their captions.
+
+Words only, built from `kg_service.analysis.wording`'s formats and
+verdicts: the terminal table `kg-train` prints (`format_table`), the
+report's tables (`table_rows`, `comparison_rows`, `per_seed_rows`,
+`member_rows`) with their captions, and `kg models`' registry table.
+`text_table` and `markdown_table` lay out any header + rows.
+"""
+
+import math
+
+from kg_service.analysis import wording
+
+
+def table_rows(summary):
+    """The results table: one row per activation."""
+    s = wording.shown(summary.metric.name)
+    others = [wording.shown(m.name) for m in summary.secondary]
+    stat_cols = wording.columns(terminal_only=True)
+    header = (["activation", "seeds", s.header + (" %" if s.kind.percent else ""),
+               f"{summary.confidence:.0%} CI"] + [o.header for o in others]
+              + [f"Δ {s.kind.abbrev} vs base", "p (Holm)" if summary.holm else "p"]
+              + [col.header for _, col in stat_cols]
+              + (["epochs to thr"] if wording.thresholded(summary) else []))
+    rows = []
+    for a in summary.activations:
+        row = [a.activation, str(a.n), s.pm(a.estimate, unit=False),
+               s.interval(a.estimate.ci_low, a.estimate.ci_high)]
+        row += [o.pm(a.secondary[m.name]) for o, m in zip(others, summary.secondary)]
+        c = summary.comparison(a.activation)
+        if a.activation == summary.baseline:
+            row += ["(baseline)", ""] + [""] * len(stat_cols)
+        else:
+            row += [s.diff(c.paired.mean_diff),
+                    wording.format_p(c.p_holm) + ("*" if c.significant else "")]
+            row += [col.format(c.paired.statistics[name]) for name, col in stat_cols]
+        if not wording.thresholded(summary):
+            pass
+        elif a.reached:
+            row.append(f"{a.epochs_to_threshold_median:g} ({a.reached}/{a.n})")
+        else:
+            row.append(f"– (0/{a.n})")
+        rows.append(row)
+    return header, rows
+
+
+def results_caption(summary):
+    """The words under the report's results table."""
+    s = wording.shown(summary.metric.name)
+    percent = " in percent" if s.kind.percent else ""
+    points = ", in percentage points" if s.kind.percent else ""
+    text = (f"{s.label.capitalize()}{percent}, mean ± sd over seeds (sd with n − 1), with a "
+            f"t-based {summary.confidence:.0%} interval of the mean. Δ: mean paired "
+            f"difference from the baseline, seed by seed{points}. p: two-sided paired t-test")
+    if summary.holm:
+        text += (f", Holm-adjusted over the {len(summary.comparisons)} comparisons with "
+                 "the baseline")
+    text += f"; * marks p < {summary.alpha:g}."
+    for _, col in wording.columns(terminal_only=True):
+        text += f" {col.header}: {col.meaning}."
+    if not wording.thresholded(summary):
+        return text
+    return text + (" Epochs to thr: median first epoch whose validation accuracy reached "
+                   "the threshold, over the seeds that reached it (k/n).")
+
+
+def comparison_rows(summary):
+    """The report's comparison table: every paired test and statistic."""
+    conf = f"{summary.confidence:.0%} CI"
+    s = wording.shown(summary.metric.name)
+    cols = wording.columns()
+    header = (["vs " + summary.baseline, "seeds", f"Δ {s.kind.abbrev}{s.diff_unit}", conf,
+               "paired t p"] + [col.header for _, col in cols])
+    for m in summary.secondary:
+        o = wording.shown(m.name)
+        header += [f"Δ {o.kind.abbrev}{o.diff_unit}", f"{conf} ({o.kind.abbrev})",
+                   f"p ({o.kind.abbrev})"]
+    rows = []
+    for c in summary.comparisons:
+        t = c.paired
+        row = [c.activation, str(t.n), s.diff_number(t.mean_diff),
+               s.interval(t.ci_low, t.ci_high, " to ", True), wording.format_p(t.p_t)]
+        row += [col.format(t.statistics[name]) for name, col in cols]
+        for m in summary.secondary:
+            o, u = wording.shown(m.name), c.secondary[m.name]
+            row += [o.diff_number(u.mean_diff), o.interval(u.ci_low, u.ci_high, " to ", True),
+                    wording.format_p(u.p_value)]
+        rows.append(row)
+    return header, rows
+
+
+def secondary_note(summary):
+    """'test loss: lower is better; its p-values are not adjusted'."""
+    parts = [f"{wording.shown(m.name).label}: "
+             f"{'higher' if m.higher_is_better else 'lower'} is better"
+             for m in summary.secondary]
+    if not parts:
+        return ""
+    return "; ".join(parts) + ("; its" if len(parts) == 1 else "; their") + (
+        " p-values are not adjusted")
+
+
+def per_seed_rows(summary, results):
+    """The compared metric by seed, with the paired differences from the baseline."""
+    s = wording.shown(summary.metric.name)
+    table = {(r.activation, r.seed): getattr(r, summary.metric.name) for r in results}
+    names = [a.activation for a in summary.activations]
+    best = {a.activation: a.best_seed for a in summary.activations}
+    base = summary.baseline
+    header = ["seed"] + names + [f"{n} − {base}" for n in names if n != base]
+    rows = []
+    for seed in sorted({r.seed for r in results}):
+        row = [str(seed)]
+        for n in names:
+            v = table.get((n, seed))
+            row.append("–" if v is None else s.number(v) + (" ★" if best[n] == seed else ""))
+        for n in names:
+            if n == base:
+                continue
+            v, b = table.get((n, seed)), table.get((base, seed))
+            row.append("–" if v is None or b is None else s.diff_number(v - b))
+        rows.append(row)
+    return header, rows
+
+
+def per_seed_caption(summary):
+    s = wording.shown(summary.metric.name)
+    unit = " (%)" if s.kind.percent else ""
+    return (f"{s.label.capitalize()}{unit} by seed; ★ marks each activation's best seed by "
+            f"final {wording.shown(summary.select_by.name).label} (the one whose model is shown "
+            "and registered). The last columns are the paired differences the tests use"
+            f"{s.diff_unit}.")
+
+
+def member_rows(summary, results):
+    """Every member's final values: selection, validation loss, test metrics."""
+    names = []
+    for m in (summary.select_by.name, "val_loss", summary.metric.name,
+              *(m.name for m in summary.secondary)):
+        if m not in names:
+            names.append(m)
+    threshold = wording.thresholded(summary)
+    header = (["activation", "seed"] + [wording.shown(n).header for n in names]
+              + ["epochs to thr"] * threshold + ["train s"])
+    order = {a.activation: i for i, a in enumerate(summary.activations)}
+    rows = []
+    for r in sorted(results, key=lambda r: (order.get(r.activation, len(order)), r.seed)):
+        rows.append([r.activation, str(r.seed)]
+                    + [wording.shown(n).number(float(getattr(r, n, math.nan))) for n in names]
+                    + ["–" if r.epochs_to_threshold is None else str(r.epochs_to_threshold)]
+                    * threshold
+                    + [f"{r.train_seconds:.1f}"])
+    return header, rows
+
+
+
+# --- Layout: any header + rows, for the terminal or Markdown. -------------------
+
+
+def text_table(header, rows, left=()):
+    """Aligned plain-text lines: the header, a rule, the rows.
+
+    Columns whose index is in `left` are left-aligned, the others right-
+    aligned; trailing spaces are dropped.
+    """
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+
+    def line(cells):
+        return "  ".join(c.ljust(w) if i in left else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def markdown_table(header, rows):
+    """A Markdown table: the first column left-aligned, the others right."""
+    out = ["| " + " | ".join(_md_escape(h) for h in header) + " |",
+           "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
+    out += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def _md_escape(cell):
+    return str(cell).replace("|", "\\|")
+
+
+# --- The terminal table. ---------------------------------------------------------
+
+
+def format_table(summary):
+    """A compact plain-text table of the summary, then the verdict lines.
+
+    Epochs to threshold: median over the seeds that reached it (k/n).
+    `*` marks p < alpha.
+    """
+    header, rows = table_rows(summary)
+    threshold = wording.thresholded(summary)
+    left = {0, 3} | ({len(header) - 1} if threshold else set())  # activation, CI, epochs to thr
+    out = text_table(header, rows, left)
+    out.append("")
+    out += [f"- {v}" for v in wording.verdicts(summary)]
+    out.append(f"Metric: {wording.metric_note(summary)}.")
+    foot = (f"epochs to thr: median epoch val accuracy first reached the threshold "
+            f"(seeds that reached it / seeds). " if threshold else "") + f"* p < {summary.alpha:g}"
+    if summary.holm:
+        foot += f", Holm-adjusted over {len(summary.comparisons)} comparisons"
+    out.append(foot + ".")
+    for who, note in wording.all_notes(summary):
+        out.append(f"note ({who}): {note}" if who else f"note: {note}")
+    return "\n".join(out)
+
+
+# --- kg models: the registry as a table. ----------------------------------------
+
+
+def versions_table(versions):
+    """`kg models`: one line per registered version (`tracking.RegisteredVersion`)."""
+    if not versions:
+        return "No registered models. `kg train --config configs/tiny.yaml` registers two."
+    header = ["model", "version", "aliases", "activation", "seed", "val acc %",
+              "test acc %", "created (UTC)", "SavedModel"]
+
+    def percent(value):
+        return "–" if value is None else f"{100 * value:.2f}"
+
+    rows = [
+        [v.name, str(v.version), ",".join(f"@{a}" for a in v.aliases) or "–",
+         v.activation or "–", "–" if v.seed is None else str(v.seed),
+         percent(v.val_accuracy), percent(v.test_accuracy),
+         (v.created or "–").replace("+00:00", "").replace("T", " "),
+         v.saved_model or "–"]
+        for v in versions
+    ]
+    numeric = {1, 4, 5, 6}
+    left = set(range(len(header))) - numeric
+    return "\n".join(text_table(header, rows, left))
