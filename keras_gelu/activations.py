@@ -124,7 +124,7 @@ def _gaussian_and_mills(x):
     intermediate normal wherever GELU(x) is (down to x = -13.146; the
     Gaussian stays normal down to -13.216).
 
-    Callers pass |x| <= _EXACT_CLIP (`_saturating`): beyond it the
+    Callers pass |x| <= _EXACT_CLIP (clipped): beyond it the
     Gaussian is 0 in float32, and t**5 must not reach inf / inf.
     """
     gaussian = ops.exp(-0.5 * x * x)
@@ -140,14 +140,17 @@ def _gaussian_and_mills(x):
 _EXACT_CLIP = 20.0
 
 
-def _gelu_exact_formula(x):
-    gaussian, mills = _gaussian_and_mills(x)
+def _gelu_exact(x):
+    # The tail x * Phi(-|x|) at x clipped to +-20, where it is -0 / 0
+    # already: at +-inf the unclipped (x * m) * exp(-x**2/2) was inf * 0 =
+    # NaN (issue 15). x - tail then gives inf at +inf and NaN at NaN, and
+    # autodiff gets 1 and 0 there; one op more than before (the clip
+    # replaces the Mills ratio's own), so no outer select is needed.
+    xc = ops.clip(x, -_EXACT_CLIP, _EXACT_CLIP)
+    gaussian, mills = _gaussian_and_mills(xc)
     # x * Phi(-|x|), in the order that never goes subnormal (see above).
-    tail = (x * mills) * gaussian
+    tail = (xc * mills) * gaussian
     return ops.where(x < 0, tail, x - tail)
-
-
-_gelu_exact = _saturating(_gelu_exact_formula, _EXACT_CLIP)
 
 
 def _gelu_exact_grad_formula(x):
