@@ -108,8 +108,13 @@ def _horner(t, coefficients):
     return result
 
 
+# exp(-x**2 / 2) is 0 in float32 past |x| = 14.4 (subnormals included), so
+# GELU(x) is x above 20 and -0 below -20, and GELU'(x) is 1 or 0.
+_EXACT_CLIP = 20.0
+
+
 def _gaussian_and_mills(x):
-    """Returns (exp(-x**2 / 2), m) with Phi(-|x|) = exp(-x**2 / 2) * m.
+    """Returns (t, exp(-t**2 / 2), m), t = min(|x|, 20), Phi(-t) = exp(-t**2 / 2) * m.
 
     `0.5 * (1 + erf(x / sqrt(2)))` cancels to 0 below x ~ -5.5, and even
     erfc loses ~1.4e-5 relative at x = -12 to the rounding of x / sqrt(2)
@@ -120,53 +125,42 @@ def _gaussian_and_mills(x):
     The two factors come back apart, not as Phi: Phi(x) itself is
     subnormal below x = -12.95 (Phi(-13) = 6.1e-39), and XLA flushes
     subnormals to zero, which made GELU(-13) = -7.95e-38 come out -0 on
-    TensorFlow and JAX. Multiplying x * m (about -0.4) first keeps every
+    TensorFlow and JAX. Multiplying t * m (about 0.4) first keeps every
     intermediate normal wherever GELU(x) is (down to x = -13.146; the
     Gaussian stays normal down to -13.216).
 
-    Callers pass |x| <= _EXACT_CLIP (clipped): beyond it the
-    Gaussian is 0 in float32, and t**5 must not reach inf / inf.
+    Everything is a function of t, never of x: at x = +-inf, x * exp(...)
+    was inf * 0 = NaN (issue 15: GELU(+inf) was NaN), while t is 20 there
+    and every factor finite, for autodiff too. t**2 is x**2 wherever the
+    Gaussian is not 0, and t**5 never reaches inf / inf.
     """
-    gaussian = ops.exp(-0.5 * x * x)
     # where(), not abs(): abs' derivative at 0 is sign(0) = 0, which made
     # Phi'(0) come out 0 instead of phi(0), so GELU''(0) was 0 (or phi(0)
     # with the fused derivative) instead of 2 phi(0).
-    t = ops.where(x < 0, -x, x)
-    return gaussian, _horner(t, _MILLS_P_PDF) / _horner(t, _MILLS_Q)
-
-
-# exp(-x**2 / 2) is 0 in float32 past |x| = 14.4 (subnormals included), so
-# GELU(x) is x above 20 and -0 below -20, and GELU'(x) is 1 or 0.
-_EXACT_CLIP = 20.0
+    t = ops.minimum(ops.where(x < 0, -x, x), _EXACT_CLIP)
+    gaussian = ops.exp(-0.5 * t * t)
+    return t, gaussian, _horner(t, _MILLS_P_PDF) / _horner(t, _MILLS_Q)
 
 
 def _gelu_exact(x):
-    # The tail x * Phi(-|x|) at x clipped to +-20, where it is -0 / 0
-    # already: at +-inf the unclipped (x * m) * exp(-x**2/2) was inf * 0 =
-    # NaN (issue 15). x - tail then gives inf at +inf and NaN at NaN, and
-    # autodiff gets 1 and 0 there; one op more than before (the clip
-    # replaces the Mills ratio's own), so no outer select is needed.
-    xc = ops.clip(x, -_EXACT_CLIP, _EXACT_CLIP)
-    gaussian, mills = _gaussian_and_mills(xc)
-    # x * Phi(-|x|), in the order that never goes subnormal (see above).
-    tail = (xc * mills) * gaussian
-    return ops.where(x < 0, tail, x - tail)
+    t, gaussian, mills = _gaussian_and_mills(x)
+    # |x| * Phi(-|x|), in the order that never goes subnormal (see above);
+    # 0 at +-inf, so x - tail is inf there and NaN for NaN.
+    tail = (t * mills) * gaussian
+    return ops.where(x < 0, -tail, x - tail)
 
 
-def _gelu_exact_grad_formula(x):
+def _gelu_exact_grad(x):
     # Phi(x) + x phi(x). Below x = -12.95 the subnormal Phi flushes to 0
     # under XLA, 1/x**2 of a derivative that is < 1.1e-36 there (0.6% at
     # -13). The flush-free form exp(-x**2/2) * (m + x / sqrt(2 pi)) made
     # the derivative kernel 6-10% slower under XLA on TensorFlow (three
     # runs of 40-80 interleaved rounds), for gradients no float32 sum
-    # can see. Called at x clipped to +-_EXACT_CLIP (`_clipped`).
-    gaussian, mills = _gaussian_and_mills(x)
+    # can see. x phi(x) as +-t phi(t): finite (0) at +-inf.
+    t, gaussian, mills = _gaussian_and_mills(x)
     lower_tail = gaussian * mills
-    cdf = ops.where(x < 0, lower_tail, 1.0 - lower_tail)
-    return cdf + _INV_SQRT_2PI * x * gaussian
-
-
-_gelu_exact_grad = _clipped(_gelu_exact_grad_formula, _EXACT_CLIP)
+    density = _INV_SQRT_2PI * t * gaussian
+    return ops.where(x < 0, lower_tail - density, (1.0 - lower_tail) + density)
 
 
 # Past |x| = 10 the tanh is exactly +-1 in float32, so clipping its
