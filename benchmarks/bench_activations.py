@@ -709,7 +709,12 @@ def bench_exact_history(harness, args, out):
         "exact, tail change, no ±inf guard (d8f338a~1)": _backend.fused(
             "bench_exact_tail", _kernel_tail_change, grad
         ),
-        "exact, with the ±inf guard (keras_gelu.gelu)": keras_gelu.gelu,
+        "exact, with the ±inf guard (this kernel)": _backend.fused(
+            "bench_exact_current", activations._gelu_exact, grad
+        ),
+        "keras_gelu.gelu (the same, through the public function)": (
+            keras_gelu.gelu
+        ),
     }
     fwd_calls, fwd_bwd_calls = {}, {}
     for name, fn in candidates.items():
