@@ -23,7 +23,9 @@ Sections:
   d. the sigmoid mode's two forms, x * sigmoid(1.702 x) and
      0.5 * x * (1 + tanh(0.851 x)), as section a measures keras_gelu's
      kernels, with their accuracy (issue 6: is the tanh form, where it
-     is accurate, cheaper?).
+     is accurate, cheaper?);
+  e. the exact mode's kernels over time (before the tail change, the tail
+     change, the +-inf guard), interleaved with ReLU (issue 15).
 
 The output is Markdown, for docs/benchmarks.md. It is a report, not a
 test: the exit status is 0 whether targets pass or not, and a section that
@@ -663,6 +665,80 @@ def bench_sigmoid_forms(harness, args, out):
     )
 
 
+# --- e. Exact-mode kernel history, A/B in one process. ----------------------
+
+# Earlier exact-mode kernels, copied so that they run beside the current
+# one, each through `_backend.fused` as the library builds its own (issue
+# 15: was the tail change of 19f24cf slower, and does the +-inf guard cost
+# anything?). Built from the library's Mills-ratio pieces.
+
+
+def _kernel_before_tail_change(x):
+    # 19f24cf~1: x * Phi(x), Phi from the Mills ratio. GELU(-inf) = NaN.
+    from keras_gelu import activations as a
+
+    gaussian = ops.exp(-0.5 * x * x)
+    t = ops.minimum(ops.where(x < 0, -x, x), 20.0)
+    lower = gaussian * (a._horner(t, a._MILLS_P_PDF) / a._horner(t, a._MILLS_Q))
+    return x * ops.where(x < 0, lower, 1.0 - lower)
+
+
+def _kernel_tail_change(x):
+    # 19f24cf..d8f338a~1: (x * m) * exp(-x**2 / 2). GELU(+-inf) = NaN.
+    from keras_gelu import activations as a
+
+    gaussian = ops.exp(-0.5 * x * x)
+    t = ops.minimum(ops.where(x < 0, -x, x), 20.0)
+    tail = (x * (a._horner(t, a._MILLS_P_PDF) / a._horner(t, a._MILLS_Q))) * gaussian
+    return ops.where(x < 0, tail, x - tail)
+
+
+def bench_exact_history(harness, args, out):
+    from keras_gelu import _backend
+    from keras_gelu import activations
+
+    rng = np.random.default_rng(4)
+    x = harness.tensor(rng.standard_normal(args.size).astype("float32"))
+    dy = harness.tensor(rng.standard_normal(args.size).astype("float32"))
+    grad = activations._gelu_exact_grad  # same derivative for all three
+    candidates = {
+        "relu (keras.ops.relu), baseline": ops.relu,
+        "exact, before the tail change (19f24cf~1)": _backend.fused(
+            "bench_exact_before_tail", _kernel_before_tail_change, grad
+        ),
+        "exact, tail change, no ±inf guard (d8f338a~1)": _backend.fused(
+            "bench_exact_tail", _kernel_tail_change, grad
+        ),
+        "exact, with the ±inf guard (this kernel)": _backend.fused(
+            "bench_exact_current", activations._gelu_exact, grad
+        ),
+        "keras_gelu.gelu (the same, through the public function)": (
+            keras_gelu.gelu
+        ),
+    }
+    fwd_calls, fwd_bwd_calls = {}, {}
+    for name, fn in candidates.items():
+        fwd_calls[name], fwd_bwd_calls[name] = _build(harness, fn, x, dy, {})
+    baseline = "relu (keras.ops.relu), baseline"
+    fwd, fwd_base = interleaved_ratios(
+        fwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
+    )
+    fwd_bwd, _ = interleaved_ratios(
+        fwd_bwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
+    )
+    rows = [(n, fwd[n], fwd_bwd[n], (None, None)) for n in fwd_calls]
+    out(
+        f"#### e. Exact mode, three kernels side by side, {args.size:,} "
+        f"float32 elements ({harness.name})\n"
+    )
+    out(_table(rows))
+    out(
+        f"\nReLU absolute (median): forward {_ms(_median(fwd_base))}. The "
+        f"backward is the current analytic derivative for all three (on "
+        f"torch the old forms run as formulas, op by op: compare TF/JAX).\n"
+    )
+
+
 # --- CLI. ------------------------------------------------------------------
 
 SECTIONS = {
@@ -670,6 +746,7 @@ SECTIONS = {
     "ffn": bench_ffn,
     "glu": bench_glu,
     "sigmoid": bench_sigmoid_forms,
+    "exact_history": bench_exact_history,
 }
 
 

@@ -108,6 +108,8 @@ def _torch_kernel(name, forward, derivative):
       (`_torch_ops.exact_gelu`).
     - sigmoid mode: the formula with its analytic gradient
       (`_torch_ops.sigmoid_gelu`).
+    - silu: the native kernels, clamped so that +-inf give their limits
+      (`_torch_ops.silu`).
     """
     # Imported here: it imports torch, which only the torch backend has.
     from keras_gelu import _torch_ops
@@ -116,13 +118,15 @@ def _torch_kernel(name, forward, derivative):
         return _torch_ops.tanh_gelu
     if name == "gelu_sigmoid":
         return _torch_ops.sigmoid_gelu
+    if name == "silu":
+        return _torch_ops.silu
     if name != "gelu_none":
         return forward
 
     def exact(x):
         if isinstance(x, keras.KerasTensor):
             return forward(x)
-        return _torch_ops.exact_gelu(x, forward)
+        return _torch_ops.exact_gelu(x, forward, derivative)
 
     return exact
 

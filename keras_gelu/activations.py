@@ -49,6 +49,36 @@ def _elementwise(x, kernel):
 # --- The math: each GELU mode as f(x) and f'(x), in keras.ops only. -------
 
 
+def _saturating(formula, bound):
+    """`formula` made exact at +-inf: f(x) = x above `bound`, -0 below.
+
+    Every f here is x * g(x) with g = 1 above `bound` and g = 0 below
+    `-bound` in float32, so f(clip(x)) is f(x) for every finite x. At
+    +-inf the formula itself gives inf * 0 = NaN (issue 15: GELU(+inf)
+    was NaN in the exact mode, GELU(-inf) in every mode); clipped, it
+    gives -0 at -inf, and the `where` passes x (inf, or NaN for NaN)
+    through above. Autodiff through it stays finite too: the clipped
+    lanes and the unused branch get zero gradient, never inf * 0. Inside
+    the fused kernels this is a clip, a compare and a select, measured in
+    docs/benchmarks.md (issue 15).
+    """
+
+    def forward(x):
+        return ops.where(x <= bound, formula(ops.clip(x, -bound, bound)), x)
+
+    return forward
+
+
+def _clipped(derivative, bound):
+    """`derivative` at x clipped to +-bound: f' is exactly 1 or 0 beyond."""
+
+    def grad(x):
+        return derivative(ops.clip(x, -bound, bound))
+
+    return grad
+
+
+
 # Mills ratio R(t) = Phi(-t) / phi(t) for t >= 0 as a (4, 5) rational
 # function, fitted here for minimax relative error (7e-9 in float64, 4e-7
 # evaluated in float32, on [0, 16]). Q has positive coefficients: no pole.
@@ -78,8 +108,13 @@ def _horner(t, coefficients):
     return result
 
 
+# exp(-x**2 / 2) is 0 in float32 past |x| = 14.4 (subnormals included), so
+# GELU(x) is x above 20 and -0 below -20, and GELU'(x) is 1 or 0.
+_EXACT_CLIP = 20.0
+
+
 def _gaussian_and_mills(x):
-    """Returns (exp(-x**2 / 2), m) with Phi(-|x|) = exp(-x**2 / 2) * m.
+    """Returns (t, exp(-t**2 / 2), m), t = min(|x|, 20), Phi(-t) = exp(-t**2 / 2) * m.
 
     `0.5 * (1 + erf(x / sqrt(2)))` cancels to 0 below x ~ -5.5, and even
     erfc loses ~1.4e-5 relative at x = -12 to the rounding of x / sqrt(2)
@@ -90,25 +125,29 @@ def _gaussian_and_mills(x):
     The two factors come back apart, not as Phi: Phi(x) itself is
     subnormal below x = -12.95 (Phi(-13) = 6.1e-39), and XLA flushes
     subnormals to zero, which made GELU(-13) = -7.95e-38 come out -0 on
-    TensorFlow and JAX. Multiplying x * m (about -0.4) first keeps every
+    TensorFlow and JAX. Multiplying t * m (about 0.4) first keeps every
     intermediate normal wherever GELU(x) is (down to x = -13.146; the
     Gaussian stays normal down to -13.216).
+
+    Everything is a function of t, never of x: at x = +-inf, x * exp(...)
+    was inf * 0 = NaN (issue 15: GELU(+inf) was NaN), while t is 20 there
+    and every factor finite, for autodiff too. t**2 is x**2 wherever the
+    Gaussian is not 0, and t**5 never reaches inf / inf.
     """
-    # x * x is inf past |x| = 1.8e19: exp(-inf) = 0, as wanted.
-    gaussian = ops.exp(-0.5 * x * x)
-    # Clip: beyond 20 the Gaussian is 0 and t**5 must not reach inf/inf.
     # where(), not abs(): abs' derivative at 0 is sign(0) = 0, which made
     # Phi'(0) come out 0 instead of phi(0), so GELU''(0) was 0 (or phi(0)
     # with the fused derivative) instead of 2 phi(0).
-    t = ops.minimum(ops.where(x < 0, -x, x), 20.0)
-    return gaussian, _horner(t, _MILLS_P_PDF) / _horner(t, _MILLS_Q)
+    t = ops.minimum(ops.where(x < 0, -x, x), _EXACT_CLIP)
+    gaussian = ops.exp(-0.5 * t * t)
+    return t, gaussian, _horner(t, _MILLS_P_PDF) / _horner(t, _MILLS_Q)
 
 
 def _gelu_exact(x):
-    gaussian, mills = _gaussian_and_mills(x)
-    # x * Phi(-|x|), in the order that never goes subnormal (see above).
-    tail = (x * mills) * gaussian
-    return ops.where(x < 0, tail, x - tail)
+    t, gaussian, mills = _gaussian_and_mills(x)
+    # |x| * Phi(-|x|), in the order that never goes subnormal (see above);
+    # 0 at +-inf, so x - tail is inf there and NaN for NaN.
+    tail = (t * mills) * gaussian
+    return ops.where(x < 0, -tail, x - tail)
 
 
 def _gelu_exact_grad(x):
@@ -117,11 +156,11 @@ def _gelu_exact_grad(x):
     # -13). The flush-free form exp(-x**2/2) * (m + x / sqrt(2 pi)) made
     # the derivative kernel 6-10% slower under XLA on TensorFlow (three
     # runs of 40-80 interleaved rounds), for gradients no float32 sum
-    # can see.
-    gaussian, mills = _gaussian_and_mills(x)
+    # can see. x phi(x) as +-t phi(t): finite (0) at +-inf.
+    t, gaussian, mills = _gaussian_and_mills(x)
     lower_tail = gaussian * mills
-    cdf = ops.where(x < 0, lower_tail, 1.0 - lower_tail)
-    return cdf + _INV_SQRT_2PI * x * gaussian
+    density = _INV_SQRT_2PI * t * gaussian
+    return ops.where(x < 0, lower_tail - density, (1.0 - lower_tail) + density)
 
 
 # Past |x| = 10 the tanh is exactly +-1 in float32, so clipping its
@@ -130,28 +169,38 @@ def _gelu_exact_grad(x):
 _TANH_CLIP = 10.0
 
 
-def _gelu_tanh(x):
-    xc = ops.clip(x, -_TANH_CLIP, _TANH_CLIP)
-    inner = _TANH_SCALE * xc * (1.0 + _TANH_CUBIC * xc * xc)
+def _gelu_tanh_formula(x):
+    inner = _TANH_SCALE * x * (1.0 + _TANH_CUBIC * x * x)
     return 0.5 * x * (1.0 + ops.tanh(inner))
 
 
-def _gelu_tanh_grad(x):
-    xc = ops.clip(x, -_TANH_CLIP, _TANH_CLIP)
-    xc2 = xc * xc
-    t = ops.tanh(_TANH_SCALE * xc * (1.0 + _TANH_CUBIC * xc2))
-    d_inner = _TANH_SCALE * (1.0 + 3.0 * _TANH_CUBIC * xc2)
-    return 0.5 * (1.0 + t) + 0.5 * xc * (1.0 - t * t) * d_inner
+def _gelu_tanh_grad_formula(x):
+    x2 = x * x
+    t = ops.tanh(_TANH_SCALE * x * (1.0 + _TANH_CUBIC * x2))
+    d_inner = _TANH_SCALE * (1.0 + 3.0 * _TANH_CUBIC * x2)
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner
 
 
-def _gelu_sigmoid(x):
+_gelu_tanh = _saturating(_gelu_tanh_formula, _TANH_CLIP)
+_gelu_tanh_grad = _clipped(_gelu_tanh_grad_formula, _TANH_CLIP)
+
+# sigmoid(z) is exactly 0 below z = -104 in float32 (subnormals included)
+# and 1 above z = 17, so x * sigmoid(x) and x * sigmoid(1.702 x) are -0
+# below -128 and x above 128 (and their derivatives 0 and 1).
+_SIGMOID_CLIP = 128.0
+
+
+def _gelu_sigmoid_formula(x):
     return x * ops.sigmoid(_SIGMOID_SCALE * x)
 
 
-def _gelu_sigmoid_grad(x):
+def _gelu_sigmoid_grad_formula(x):
     s = ops.sigmoid(_SIGMOID_SCALE * x)
-    # x * s first: it never overflows, so huge |x| gives 0, not inf * 0.
     return s + x * s * (1.0 - s) * _SIGMOID_SCALE
+
+
+_gelu_sigmoid = _saturating(_gelu_sigmoid_formula, _SIGMOID_CLIP)
+_gelu_sigmoid_grad = _clipped(_gelu_sigmoid_grad_formula, _SIGMOID_CLIP)
 
 
 _GELU_KERNELS = {
@@ -265,8 +314,13 @@ def leaky_relu(x, negative_slope=0.01):
 
 @register
 def silu(x):
-    """SiLU / Swish, `x * sigmoid(x)`."""
-    return _elementwise(x, ops.silu)
+    """SiLU / Swish, `x * sigmoid(x)`.
+
+    silu(+inf) = +inf and silu(-inf) = 0, with derivatives 1 and 0 (the
+    backends' own silu give NaN there: inf * 0), so SwiGLU keeps its limits.
+    """
+    kernel = _backend.fused("silu", _silu_forward, _silu_grad)
+    return _elementwise(x, kernel)
 
 
 swish = silu
@@ -429,13 +483,17 @@ def _sigmoid_grad(x):
     return s * (1.0 - s)
 
 
-def _silu_forward(x):
+def _silu_formula(x):
     return x * ops.sigmoid(x)
 
 
-def _silu_grad(x):
+def _silu_grad_formula(x):
     s = ops.sigmoid(x)
     return s + x * s * (1.0 - s)
+
+
+_silu_forward = _saturating(_silu_formula, _SIGMOID_CLIP)
+_silu_grad = _clipped(_silu_grad_formula, _SIGMOID_CLIP)
 
 
 def _relu_grad(x):

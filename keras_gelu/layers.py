@@ -101,7 +101,10 @@ class GLU(keras.layers.Layer):
             `keras.layers.Dense`, for the fused projection.
         **kwargs: Base layer keyword arguments.
 
-    Masks pass through unchanged (`supports_masking`).
+    Masks: a split along the feature axis (always, with `units`) keeps the
+    mask. A split along a masked axis (`GLU(axis=1)` after `Masking`, the
+    time axis) pairs step i with step i + n/2, so the output mask is the
+    AND of the two halves of the input mask, split the same way.
 
     Raises:
         ValueError: for non-positive `units`, an unknown activation, or
@@ -177,6 +180,18 @@ class GLU(keras.layers.Layer):
                 self.value_gate_proj(inputs), self.activation, axis=-1
             )
         return activations.gated(inputs, self.activation, axis=self.axis)
+
+    def compute_mask(self, inputs, mask=None):
+        # The mask covers the leading axes of the input (the feature axis
+        # has none). Splitting one of them must split the mask likewise,
+        # or the next layer (an LSTM) gets a mask of the old length.
+        if mask is None or self.units is not None:
+            return mask
+        axis = self.axis % len(inputs.shape)
+        if axis >= len(mask.shape):
+            return mask
+        value_mask, gate_mask = ops.split(mask, 2, axis=axis)
+        return ops.logical_and(value_mask, gate_mask)
 
     def set_value_gate_weights(
         self, value_kernel, gate_kernel, value_bias=None, gate_bias=None

@@ -31,8 +31,12 @@ from keras import ops
 
 from keras_gelu import blocks
 from keras_gelu import layers as kg_layers
+from keras_gelu.activations import register
 
 
+# Registered: a saved stacked model loads without custom_objects (issue 15:
+# Keras's run_layer_test round trip could not find these classes).
+@register
 class StackedDense(keras.layers.Layer):
     """M independent `Dense` layers: `y[b, m] = act(x[b, m] @ W[m] + c[m])`.
 
@@ -78,6 +82,7 @@ class StackedDense(keras.layers.Layer):
         return tuple(input_shape[:-1]) + (self.units,)
 
 
+@register
 class StackedLearnableLeakyReLU(keras.layers.Layer):
     """M independent `LearnableLeakyReLU` layers of one config.
 

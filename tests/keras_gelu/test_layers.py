@@ -560,3 +560,60 @@ def test_gated_function_called_directly_in_a_custom_layer_still_works():
 
     y = Halves()(np.ones((2, 6), "float32"))
     assert tuple(y.shape) == (2, 3)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: keras_gelu.GLU(axis=1),
+        lambda: keras_gelu.GEGLU(axis=1),
+        lambda: keras_gelu.SwiGLU(axis=1),
+        lambda: keras_gelu.ReGLU(axis=1),
+        lambda: keras_gelu.Bilinear(axis=1),
+        lambda: keras_gelu.GLU(axis=-2),
+    ],
+)
+def test_split_along_the_masked_time_axis_splits_the_mask_for_an_lstm(make):
+    # Issue 15: GLU(axis=1) after Masking returned (None, 2, 3) with the
+    # old (None, 4) mask, and the LSTM after it failed ("Cannot unstack 4
+    # tensors..."). Output step i pairs input steps i and i + 2: valid
+    # only where both are.
+    x = np.random.default_rng(0).normal(size=(3, 4, 3)).astype("float32")
+    x[0, 3] = 0.0  # masked: step 1 of the output
+    x[1, 0] = 0.0  # masked: step 0 of the output
+    x[2, 1:3] = 0.0  # masked: steps 1 and 0
+    steps = np.any(x != 0.0, axis=-1)
+    expected_mask = steps[:, :2] & steps[:, 2:]
+    gated, lstm = make(), keras.layers.LSTM(5, return_sequences=True)
+    inputs = keras.Input((4, 3))
+    model = keras.Model(inputs, lstm(gated(keras.layers.Masking(0.0)(inputs))))
+    y = ref.numpy(model(x))
+    assert y.shape == (3, 2, 5)
+    mask = gated.compute_mask(x, keras.ops.convert_to_tensor(steps))
+    np.testing.assert_array_equal(ref.numpy(mask), expected_mask)
+    # The LSTM saw exactly that mask: run it alone with the expected one.
+    alone = lstm(gated(x), mask=keras.ops.convert_to_tensor(expected_mask))
+    np.testing.assert_allclose(y, ref.numpy(alone), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: keras_gelu.GLU(axis=-1),
+        lambda: keras_gelu.GLU(axis=2),
+        lambda: keras_gelu.GEGLU(4),
+        lambda: keras_gelu.FeedForward(8, activation="swiglu"),
+    ],
+)
+def test_split_along_the_feature_axis_keeps_the_mask_for_an_lstm(make):
+    x = np.random.default_rng(1).normal(size=(2, 4, 6)).astype("float32")
+    x[0, 2:] = 0.0
+    steps = np.any(x != 0.0, axis=-1)
+    gated, lstm = make(), keras.layers.LSTM(5, return_sequences=True)
+    inputs = keras.Input((4, 6))
+    model = keras.Model(inputs, lstm(gated(keras.layers.Masking(0.0)(inputs))))
+    y = ref.numpy(model(x))
+    mask = gated.compute_mask(x, keras.ops.convert_to_tensor(steps))
+    np.testing.assert_array_equal(ref.numpy(mask), steps)
+    alone = lstm(gated(x), mask=keras.ops.convert_to_tensor(steps))
+    np.testing.assert_allclose(y, ref.numpy(alone), rtol=1e-5, atol=1e-6)

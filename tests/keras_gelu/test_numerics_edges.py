@@ -283,3 +283,91 @@ def test_torch_gelu_on_gpu_never_syncs(mode):
         torch.cuda.set_sync_debug_mode("default")
     if mode == "none":
         _check_exact_gelu(y.cpu(), g.cpu())
+
+
+# --- Limits at +-inf (issue 15). ----------------------------------------------
+
+# GELU(+inf) = +inf and GELU(-inf) = 0 in every mode (x * g(x), g -> 1 and
+# 0), likewise silu; exact mode gave NaN at +inf (inf * 0 in its tail
+# product) and every mode NaN at -inf. tf.nn.gelu / jax.nn.gelu give
+# (NaN, inf), torch's exact kernel (NaN, NaN): the limits are the math's.
+ELEMENTWISE_AT_INF = ["gelu", "gelu_tanh", "gelu_sigmoid", "silu"]
+INF_INPUT = np.array([-np.inf, -3.0, np.nan, 0.0, 2.0, np.inf], np.float32)
+
+
+def _limits(x):
+    """max(x, 0) at +-inf and NaN at NaN: where the finite values are not
+    compared (the accuracy tests do that)."""
+    return np.where(np.isinf(x), np.maximum(x, 0.0), x)
+
+
+@NUMPY_OVERFLOW_OK
+@FUSION
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("name", ELEMENTWISE_AT_INF)
+def test_gelu_modes_and_silu_reach_their_limits_at_infinity(fusion, dtype, name):
+    fn = keras_gelu.get(name)
+    with keras_gelu.xla_fusion(fusion):
+        x, g = _input_grad(fn, INF_INPUT, dtype)
+        y = ref.numpy(fn(ops.cast(ops.convert_to_tensor(INF_INPUT), dtype)))
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(x))
+    infinite = np.isinf(x)
+    np.testing.assert_array_equal(y[infinite], _limits(x)[infinite])
+    # The derivative's limits: 0 at -inf, 1 at +inf; finite elsewhere.
+    np.testing.assert_array_equal(g[infinite], np.where(x > 0, 1.0, 0.0)[infinite])
+    assert np.all(np.isfinite(g[~np.isnan(x)]))
+
+
+GATED_AT_INF = ["glu", "geglu", "geglu_tanh", "swiglu", "reglu", "bilinear"]
+
+
+@NUMPY_OVERFLOW_OK
+@FUSION
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("name", GATED_AT_INF)
+def test_gated_units_reach_their_limits_at_infinity(fusion, dtype, name):
+    # [value | gate] with value 3: output 3 * gate(g), which is 3 * the
+    # gate's limit at g = +-inf; d/d(gate) = 3 * gate'(g), finite for
+    # every gate but the identity (Bilinear); d/d(value) = gate(g).
+    gate = keras_gelu.activations.gate_function(name)
+    limits = {"glu": (0.0, 1.0), "bilinear": (-np.inf, np.inf)}.get(
+        name, (0.0, np.inf)
+    )
+    slopes = {"glu": (0.0, 0.0), "bilinear": (1.0, 1.0)}.get(name, (0.0, 1.0))
+    g_in = np.array([-np.inf, np.nan, np.inf], np.float32)
+    h = np.concatenate([np.full_like(g_in, 3.0), g_in])[None, :]
+    with keras_gelu.xla_fusion(fusion):
+        x, grad = _input_grad(keras_gelu.get(name), h, dtype)
+        y = ref.numpy(keras_gelu.get(name)(ops.cast(ops.convert_to_tensor(h), dtype)))
+    assert gate is not None
+    np.testing.assert_array_equal(y[0], [3.0 * limits[0], np.nan, 3.0 * limits[1]])
+    g_value, g_gate = np.split(grad[0], 2)
+    np.testing.assert_array_equal(g_value[[0, 2]], limits)
+    np.testing.assert_array_equal(g_gate[[0, 2]], [3.0 * s for s in slopes])
+
+
+@NUMPY_OVERFLOW_OK
+@pytest.mark.parametrize("name", ["GEGLU", "SwiGLU", "GELU"])
+def test_mixed_float16_activation_of_an_overflowed_projection_is_not_nan(name):
+    # Under mixed_float16 a projection past 65504 is +-inf. The activation
+    # must give its limits (inf, or 0 below), never NaN: the loss scaler
+    # skips a step with inf gradients but a NaN in the forward pass has
+    # no such net. Value columns stay finite: v * gate(+-inf).
+    keras.config.set_dtype_policy("mixed_float16")
+    units = 2
+    if name == "GELU":
+        dense = keras.layers.Dense(units, use_bias=False)
+        layer = keras.Sequential([dense, keras_gelu.GELU()])
+        gate_columns = slice(0, units)
+    else:
+        layer = getattr(keras_gelu, name)(units, use_bias=False)
+        gate_columns = slice(units, 2 * units)
+    x = np.array([[1.0, -2.0, 0.5]], np.float32)
+    layer.build(x.shape)
+    (kernel,) = [w for w in layer.weights if len(w.shape) == 2]
+    values = np.full(kernel.shape, 0.25, np.float32)
+    values[1, gate_columns] = [-4e4, 4e4]  # x[1] = -2: +8e4 and -8e4
+    kernel.assign(values)
+    y = ref.numpy(ops.cast(layer(ops.convert_to_tensor(x)), "float32"))
+    assert not np.any(np.isnan(y)), y
+    assert np.isinf(y[0, 0]) and y[0, 1] == 0.0, y
