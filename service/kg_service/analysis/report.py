@@ -385,7 +385,7 @@ def used_config(cfg):
 
 
 def _config_block(config, resolved=None):
-    from kg_service.config import schema as config_lib
+    from kg_service.config import loading as config_lib
 
     cfg = used_config(resolved if resolved is not None else config_lib.config_to_dict(config))
     try:  # YAML, as the user writes configs; lists of scalars stay on one line
