@@ -60,6 +60,8 @@ def _torch_gpus(hide):
 
 
 # One line per Keras backend: hide=bool -> names of the GPUs it will use.
+# Each probe imports its backend when called: only the configured one is
+# loaded (and the others need not be installed).
 _GPU_PROBES = {
     "tensorflow": _tensorflow_gpus,
     "jax": _jax_gpus,
