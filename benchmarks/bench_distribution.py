@@ -50,7 +50,7 @@ def two_logical_cpus():
 
 def one_run(config, task, dataset):
     """(wall seconds, steady-state member-examples per second)."""
-    from kg_service.tasks.classification import train
+    from kg_service.training import loop as train
 
     epoch_ends = {}  # activation -> [time of each epoch's end]
     members = {}
@@ -76,7 +76,7 @@ def main():
     import tensorflow as tf
 
     from kg_service.tasks import base as tasks
-    from kg_service.config.schema import load_config
+    from kg_service.config.loading import load_config
 
     overrides = [f"training.epochs={args.epochs}"]
     if args.seeds:

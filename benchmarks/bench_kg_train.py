@@ -85,7 +85,7 @@ def main():
     parser.add_argument("--epochs", type=int, help="override the config's epochs")
     args = parser.parse_args()
 
-    from kg_service.config.schema import load_config
+    from kg_service.config.loading import load_config
 
     overrides = []
     if args.seeds:

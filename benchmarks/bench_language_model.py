@@ -44,7 +44,7 @@ def gpt2(layers, heads, width, ffn, context, vocabulary):
 def kg_model(activation, layers, heads, width, ffn, context, vocabulary):
     from kg_service.config.schema import ModelConfig
     from kg_service.tasks.language.corpus import Corpus
-    from kg_service.tasks.language.train import build_language_model
+    from kg_service.tasks.language.model import build_language_model
 
     empty = np.zeros(0, np.uint8)
     corpus = Corpus("bench", empty, empty, empty, (0, 0, 0), "", "", context, vocabulary)

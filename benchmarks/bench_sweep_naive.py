@@ -3,7 +3,7 @@
 Naive (the seed article's loop): for every (activation, seed), a fresh
 plain Keras model and `model.fit(batch_size=32, epochs=E, verbose=0)`,
 with `validation_data` so that it, too, yields per-epoch validation
-metrics. Vectorized: `kg_service.tasks.classification.train.train_sweep` on the same config,
+metrics. Vectorized: `kg_service.training.loop.train_sweep` on the same config,
 which trains all seeds of an activation as one stacked model and records
 train/validation loss and accuracy of every member every epoch.
 
@@ -33,7 +33,7 @@ from kg_service.config.schema import TrainingConfig  # noqa: E402
 from kg_service.tasks.base import load_dataset  # noqa: E402
 from kg_service.tasks.classification.models import build_model  # noqa: E402
 from kg_service.tasks import base as tasks  # noqa: E402
-from kg_service.tasks.classification.train import train_sweep  # noqa: E402
+from kg_service.training.loop import train_sweep  # noqa: E402
 
 
 def naive(dataset, config):

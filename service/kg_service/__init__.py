@@ -8,3 +8,7 @@ import os
 # environment); a user's own value wins. MLflow reads DO_NOT_TRACK only as
 # "true", so the variable set here is MLflow's own (mlflow/telemetry/utils.py).
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+# The built-in tasks register here (their facts go to the config catalog),
+# so every entry point, and config validation, knows them.
+from kg_service import tasks  # noqa: E402,F401

@@ -17,7 +17,7 @@ from kg_service.analysis import tables
 from kg_service.analysis import wording
 from kg_service.analysis.figures import FIGURES
 from kg_service.analysis.figures import draw_figures
-from kg_service.config import schema as config_lib
+from kg_service.config import loading as config_lib
 from kg_service.errors import ServiceError
 from kg_service.tasks import base as tasks
 

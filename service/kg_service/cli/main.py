@@ -237,7 +237,7 @@ def models(names, tracking_uri, output_format):
       kg models tiny-gelu --tracking-uri sqlite:///mlflow.db
       kg models --format json | jq '.[0].aliases'
     """
-    from kg_service.config import schema as config
+    from kg_service.config import derived as config
     from kg_service.tracking import mlflow_store as tracking
     from kg_service.analysis import tables
 

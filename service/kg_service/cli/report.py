@@ -15,7 +15,8 @@ import os
 
 import click
 
-from kg_service.config import schema as config_lib
+from kg_service.config import derived
+from kg_service.config import schema
 from kg_service.sweep import shards
 from kg_service.cli.train import _configure_logging
 from kg_service.cli.train import _native_stderr_to_file
@@ -68,7 +69,7 @@ def report(ctx, experiment, sweep_id, register, output_dir, tracking_uri, quiet)
                 "--tracking-uri: got an empty string; expected an MLflow "
                 "tracking URI, e.g. sqlite:///mlflow.db."
             )
-        uri = tracking_uri or config_lib.resolve_tracking_uri(config_lib.Config())
+        uri = tracking_uri or derived.resolve_tracking_uri(schema.Config())
         # TensorFlow's C++ start-up chatter would bury the report.
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         with _native_stderr_to_file(enabled=True), _sigterm_as_interrupt():

@@ -39,9 +39,9 @@ import tempfile
 
 import click
 
-from kg_service.config.schema import describe_plan
-from kg_service.config.schema import smoke as smoke_sizes
-from kg_service.config.schema import load_config
+from kg_service.config.derived import smoke as smoke_sizes
+from kg_service.config.loading import load_config
+from kg_service.config.plan import describe_plan
 from kg_service.errors import ServiceError
 from kg_service.errors import SweepInterrupted
 
@@ -255,7 +255,7 @@ def _apply_flags(config, *, tracking_uri, output_dir):
 def _config_yaml(config):
     import yaml
 
-    from kg_service.config.schema import config_to_dict
+    from kg_service.config.loading import config_to_dict
 
     return yaml.safe_dump(config_to_dict(config), sort_keys=False).rstrip()
 

@@ -1,11 +1,20 @@
 """The service's named choices, listed once, importing nothing heavy.
 
 Config validation (no Keras) and the modules that act on a choice read
-the same table: `train.make_optimizer` resolves an optimizer's Keras
-class from it, `models.BLOCKS` is built from its block names. Datasets
-and tasks have their own table (`kg_service.tasks.base`); activations are
-keras_gelu's (`keras_gelu/_names.py`).
+the same tables: `kg_service.training.optimizers` resolves an optimizer's
+Keras class from `OPTIMIZERS`, `kg_service.tasks.classification.models`
+builds `BLOCKS`. Tasks put their facts here when they are registered
+(`kg_service.tasks.base.register`), so validation knows every task,
+a test's toy task too, without importing one. Activation names are
+keras_gelu's, read through `names_table`.
 """
+
+import dataclasses
+import functools
+import importlib.util
+import pathlib
+import sys
+from typing import Optional
 
 # name -> keras.optimizers class name. All four update each weight from
 # its own gradient only, so member-stacked training stays exact.
@@ -22,3 +31,87 @@ BLOCKS = {
     "feedforward": "Dense(d_model) stem, then a residual keras_gelu.FeedForward "
     "per width",
 }
+
+
+# --- Tasks: what validation and the plan read about each. --------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskFacts:
+    """What the config needs to know about a task, without importing it.
+
+    Attributes:
+        name: What `data.dataset` says in a config.
+        description: One line for the dry-run plan and the report.
+        fixed_samples: The dataset's size when the config cannot set it
+            (`n_samples` does not apply), else None.
+        sample_splits: Whether `data.n_samples` and the split fractions
+            make sample counts that config validation checks (False for
+            a corpus, sized by `data.corpus_bytes`).
+    """
+
+    name: str
+    description: str
+    fixed_samples: Optional[int] = None
+    sample_splits: bool = True
+
+
+_TASKS = {}
+
+
+def add_task(facts):
+    """Adds (or replaces) a task's facts; `kg_service.tasks.base.register` calls it."""
+    _TASKS[facts.name] = facts
+
+
+def remove_task(name):
+    _TASKS.pop(name, None)
+
+
+def task_names():
+    """The registered task names, in registration order."""
+    return tuple(_TASKS)
+
+
+def task(name):
+    """The facts of the task called `name` (a name validation has accepted)."""
+    return _TASKS[name]
+
+
+# --- Activations: keras_gelu's one name table, without Keras. ----------------
+
+
+@functools.lru_cache(maxsize=None)
+def names_table():
+    """`keras_gelu._names`, the plugin's one name table, without Keras.
+
+    The only place the service reaches for it: once keras_gelu's package
+    imports Keras lazily (PEP 562), this becomes `import keras_gelu._names`
+    (or its public successor), one line.
+
+    Importing keras_gelu imports Keras and so TensorFlow (5 to 12 seconds),
+    which validation and `--dry-run` must not pay. `_names.py` imports
+    nothing, so it is loaded here from its file alone, without running
+    `keras_gelu/__init__.py`; once keras_gelu is imported, its own copy
+    is used.
+    """
+    module = sys.modules.get("keras_gelu._names")
+    if module is None:
+        spec = importlib.util.find_spec("keras_gelu")  # finds, does not import
+        folder = pathlib.Path(list(spec.submodule_search_locations)[0])
+        spec = importlib.util.spec_from_file_location(
+            "keras_gelu._names", folder / "_names.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return module
+
+
+def activation_names():
+    """Every valid activation name: `keras_gelu.names()`, without Keras."""
+    return tuple(names_table().names())
+
+
+def closest(name, valid):
+    """Returns ' Did you mean "x"?' for the closest valid name, or ''."""
+    return names_table().closest(name, valid)

@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 
-from kg_service.config import schema as config_lib
+from kg_service.config import derived as config_lib
 from kg_service.errors import ServiceError
 
 STOP_GRACE_SECONDS = 10  # after SIGTERM, before SIGKILL

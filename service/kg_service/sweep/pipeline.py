@@ -28,9 +28,11 @@ from typing import Any
 from typing import Mapping
 from typing import Optional
 
-from kg_service.config import schema as config_lib
+from kg_service.config import derived
+from kg_service.config import loading
+from kg_service.config import schema
 from kg_service.sweep import spool
-from kg_service.config.schema import flatten
+from kg_service.config.loading import flatten
 from kg_service.errors import ServiceError
 from kg_service.errors import StoreUnavailable
 from kg_service.errors import SweepInterrupted
@@ -179,7 +181,7 @@ def process_role(config, resume=None):
             TF_CONFIG, or `--resume` of a multi-worker sweep (the workers
             would not know which members the chief's store holds).
     """
-    from kg_service.sweep import parallel as distribution
+    from kg_service.training import parallel as distribution
 
     if config.device.distribution == "none":
         # No backend to ask: preflight's cheap checks still come before
@@ -207,9 +209,10 @@ def run_worker(config, role, echo=print):
     writes no file.
     """
     from kg_service.tasks import base as tasks
-    from kg_service.tasks.classification import train as train_lib
+    from kg_service.training import device as device_lib
+    from kg_service.training import loop as train_lib
 
-    train_lib.describe_device(config.device)
+    device_lib.describe_device(config.device)
     task = tasks.get(config.data.dataset)
     results = train_lib.train_sweep(task, task.load(config.data), config)
     echo(
@@ -399,7 +402,7 @@ def report_sweep(
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp, "config.json")
         path.write_text(json.dumps(ran))
-        config = config_lib.load_config(path)
+        config = loading.load_config(path)
     tracking_cfg = dataclasses.replace(config.tracking, uri=tracking_uri)
     config = dataclasses.replace(
         config,
@@ -498,7 +501,7 @@ def preflight(config, store=None, resume=None):
 
     # Absolute: MLflow caches stores by URI, so a relative sqlite path
     # would keep pointing at the first working directory's file.
-    tracking_uri = absolute_uri(config_lib.resolve_tracking_uri(config))
+    tracking_uri = absolute_uri(derived.resolve_tracking_uri(config))
     # First, before the heavy imports: a wrong path or a server that is
     # down costs a second, not TensorFlow's start-up.
     check_memory(config)
@@ -506,10 +509,11 @@ def preflight(config, store=None, resume=None):
     from kg_service.serving import export as export_lib
     from kg_service.tasks import base as tasks
     from kg_service.tracking import mlflow_store as tracking
-    from kg_service.tasks.classification import train as train_lib
+    from kg_service.training import device as device_lib
+    from kg_service.training import loop as train_lib
 
-    names = {a: config_lib.registered_model_name(config, a) for a in config.activations}
-    device = train_lib.describe_device(config.device)
+    names = {a: derived.registered_model_name(config, a) for a in config.activations}
+    device = device_lib.describe_device(config.device)
     task = tasks.get(config.data.dataset)
     dataset = task.load(config.data)
     train_lib.check_distribution(task, dataset, config)
@@ -519,7 +523,7 @@ def preflight(config, store=None, resume=None):
         store = tracking.Tracker(
             tracking_uri, config.experiment, config.tracking.retry_seconds
         )
-    resolved = config_lib.config_to_dict(config)
+    resolved = loading.config_to_dict(config)
     params = flatten(
         {k: v for k, v in resolved.items() if k not in ("activations", "seeds")}
     )
@@ -589,7 +593,7 @@ def check_memory(config, available=None):
     `config` needs more memory than the machine has (`available` bytes;
     default: `available_memory()`, and no check if unknown)."""
     available = available_memory() if available is None else available
-    needed = config_lib.memory_estimate(config)
+    needed = derived.memory_estimate(config)
     if available is None or needed <= available:
         return
     gib = 2**30
@@ -613,7 +617,7 @@ def train(config, pre, sweep_run_id, progress, logged=None, members=None):
     Members that trained but could not be logged (the store stayed down,
     or an interrupt) are kept in `spool` before the error goes on.
     """
-    from kg_service.tasks.classification import train as train_lib
+    from kg_service.training import loop as train_lib
 
     run_ids = {key: run_id for key, (run_id, _) in pre.done.items()}
     kept = spool.folder(config.output_dir, sweep_run_id)
@@ -764,7 +768,7 @@ def resume_command(config, sweep_run_id):
     words = ["kg-train", "--config", config.source or "<config>"]
     if config.tracking.uri:
         words += ["--tracking-uri", config.tracking.uri]
-    if config.output_dir != config_lib.Config().output_dir:
+    if config.output_dir != schema.Config().output_dir:
         words += ["--output-dir", config.output_dir]
     return shlex.join([*words, "--resume", sweep_run_id])
 

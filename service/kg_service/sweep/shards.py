@@ -18,8 +18,9 @@ import json
 import os
 import re
 
-from kg_service.config.schema import config_to_dict
-from kg_service.config.schema import flatten
+from kg_service.config.derived import grid
+from kg_service.config.loading import config_to_dict
+from kg_service.config.loading import flatten
 from kg_service.errors import ServiceError
 
 # Kubernetes gives an Indexed Job's pod its index (0-based) but not the
@@ -175,12 +176,6 @@ def members(config, shard):
     start = (shard.index - 1) * len(keys) // shard.count
     end = shard.index * len(keys) // shard.count
     return tuple(keys[start:end])
-
-
-def grid(config):
-    """Every (activation, seed) member of a sweep: activation-major, in
-    config order, seeds in config order within each."""
-    return [(a, s) for a in config.activations for s in config.seeds]
 
 
 def check_sweep_id(value):

@@ -1,1 +1,16 @@
-"""Tasks: what a sweep trains and how it is judged; one folder per task."""
+"""Tasks: what a sweep trains and how it is judged; one folder per task.
+
+A new task is a new folder plus one registration line here. Registering
+puts each task's facts in `kg_service.config.catalog`, where config
+validation reads them; `kg_service/__init__.py` imports this package, so
+every entry point has the built-in tasks.
+"""
+
+from kg_service.tasks import base
+from kg_service.tasks import classification
+from kg_service.tasks import language
+
+base.register(classification.MOONS)
+base.register(classification.CIRCLES)
+base.register(classification.DIGITS)
+base.register(language.PYTHON_CODE)

@@ -17,7 +17,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from kg_service.config import schema as config_lib
+from kg_service.config import derived as config_lib
 from kg_service.errors import ServiceError
 
 # Seconds to wait for a tracking server's first answer.

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 import kg_service as service
 from kg_service.cli import train as cli
-from kg_service.config import schema as config_module
-from kg_service.config.schema import load_config
+from kg_service.config import excerpts as config_module
+from kg_service.config.loading import load_config
 from kg_service.errors import ServiceError
 
 REPO = pathlib.Path(__file__).resolve().parents[3]

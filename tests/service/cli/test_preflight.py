@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from kg_service.config import schema as config_module
+from kg_service.config import derived as config_module
 from kg_service.tracking import destinations
 from kg_service.errors import ServiceError
 from tests.service import servers
@@ -210,7 +210,7 @@ def test_kg_train_exits_2_with_one_paragraph_and_writes_nothing(tmp_path, a_file
 
 def test_memory_check_names_the_need_and_what_the_machine_has():
     from kg_service.sweep import pipeline
-    from kg_service.config.schema import load_config
+    from kg_service.config.loading import load_config
 
     config = load_config(TINY, ["data.n_samples=10000000", "seeds=10"])
     need = config_module.memory_estimate(config)
@@ -222,7 +222,7 @@ def test_memory_check_names_the_need_and_what_the_machine_has():
 
 
 def test_memory_estimate_grows_with_samples_and_seeds_and_tiny_is_small():
-    from kg_service.config.schema import load_config
+    from kg_service.config.loading import load_config
 
     tiny = config_module.memory_estimate(load_config(TINY))
     assert tiny < 2**20

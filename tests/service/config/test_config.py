@@ -1,4 +1,4 @@
-"""kg_service.config.schema: the YAML schema, its error messages, overrides and plan.
+"""kg_service.config: the YAML schema, its error messages, overrides and plan.
 
 No test here imports TensorFlow, except the one that pins the activation
 names read from keras_gelu's source to `keras_gelu.names()`.
@@ -14,12 +14,13 @@ import textwrap
 import pytest
 import yaml
 
+from kg_service.config import derived
 from kg_service.config import schema as config_module
 from kg_service.config.schema import Config
-from kg_service.config.schema import config_to_dict
-from kg_service.config.schema import describe_plan
-from kg_service.config.schema import load_config
-from kg_service.config.schema import resolve_tracking_uri
+from kg_service.config.derived import resolve_tracking_uri
+from kg_service.config.loading import config_to_dict
+from kg_service.config.loading import load_config
+from kg_service.config.plan import describe_plan
 from kg_service.config.schema import split_sizes
 from kg_service.errors import ServiceError
 
@@ -317,7 +318,7 @@ def test_config_validation_reads_the_name_table_without_importing_keras():
     import sys
 
     code = (
-        "import sys; from kg_service.config import schema as config; "
+        "import sys; from kg_service.config import catalog as config; "
         "names = config.activation_names(); "
         "assert 'keras' not in sys.modules, 'keras imported'; "
         "import keras_gelu; assert names == tuple(keras_gelu.names()), names; "
@@ -364,7 +365,7 @@ def test_registry_model_name_template_must_give_valid_distinct_names(tmp_path, t
 
 def test_registry_template_without_activation_is_fine_for_one_activation(tmp_path):
     config = load_config(write(tmp_path, 'activations: [gelu]\nregistry:\n  model_name: "{experiment}.{dataset}"\n'))
-    assert config_module.registered_model_name(config, "gelu") == "kg-sweep.moons"
+    assert derived.registered_model_name(config, "gelu") == "kg-sweep.moons"
 
 
 @pytest.mark.parametrize("alias", ["latest", "Latest", "v3", "has space", "a/b"])
@@ -645,7 +646,7 @@ def test_plan_shows_the_environment_tracking_uri_and_disabled_stages(tmp_path):
 def test_loading_and_describing_a_config_imports_neither_keras_nor_tensorflow():
     code = (
         "import sys\n"
-        "from kg_service.config.schema import load_config, describe_plan\n"
+        "from kg_service.config.loading import load_config\nfrom kg_service.config.plan import describe_plan\n"
         "import kg_service.cli.train\n"
         f"config = load_config({str(REPO / 'configs' / 'moons-glu.yaml')!r}, ['activations=[relu,swiglu]'])\n"
         "describe_plan(config)\n"
@@ -709,9 +710,9 @@ def test_bad_device_lists_are_one_clear_line(tmp_path, override, expected):
 def test_smoke_model_names_carry_the_smoke_suffix_once(path):
     # revival.yaml's "{experiment}-{activation}" gave
     # "revival-layernorm-smoke-gelu-smoke" (issue 15).
-    config = config_module.smoke(load_config(path))
+    config = derived.smoke(load_config(path))
     for activation in config.activations:
-        name = config_module.registered_model_name(config, activation)
+        name = derived.registered_model_name(config, activation)
         assert name.count("-smoke") == 1, name
         assert name.endswith(f"-{activation}-smoke") or name.endswith(
             f"-smoke-{activation}"

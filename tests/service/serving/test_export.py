@@ -70,7 +70,7 @@ def test_failed_verification_registers_nothing(tmp_path, monkeypatch):
     """The pipeline exports and verifies every winner before registering any."""
     import mlflow
 
-    from kg_service.config import schema as config_lib
+    from kg_service.config import loading as config_lib
     from kg_service.sweep import pipeline
 
     monkeypatch.chdir(tmp_path)

@@ -23,7 +23,7 @@ import pytest
 
 from kg_service.tasks import base as tasks
 from kg_service.config.schema import Config, DataConfig, ModelConfig, TrainingConfig
-from kg_service.tasks.classification.train import train_sweep
+from kg_service.training.loop import train_sweep
 from tests.service import servers
 from tests.service.sweep.test_golden import GOLDEN
 from tests.service.sweep.test_golden import _same

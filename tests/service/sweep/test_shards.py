@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from kg_service.cli import train as cli
 from kg_service.sweep import shards
 from kg_service.config.schema import Config
-from kg_service.config.schema import load_config
+from kg_service.config.loading import load_config
 from kg_service.errors import ServiceError
 from tests.service import servers
 from tests.service.sweep.test_golden import _same
@@ -150,7 +150,7 @@ def test_sweep_id_is_the_same_for_the_same_config_and_ignores_where_outputs_go()
     # The id is the same in another process (no per-process hash salt).
     other = subprocess.run(
         [sys.executable, "-c",
-         "from kg_service.sweep import shards; from kg_service.config.schema import load_config; "
+         "from kg_service.sweep import shards; from kg_service.config.loading import load_config; "
          f"print(shards.sweep_id(load_config({str(TINY)!r})))"],
         capture_output=True, text=True, check=True,
     )

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from kg_service.tasks.language import corpus as corpus_lib
+from kg_service.tasks.language import model as language_model
 from kg_service.tasks.language import train as language
 from kg_service.sweep import pipeline
 from kg_service.tasks import base as tasks
@@ -23,7 +24,7 @@ from kg_service.config.schema import ModelConfig
 from kg_service.config.schema import RegistryConfig
 from kg_service.config.schema import TrackingConfig
 from kg_service.config.schema import TrainingConfig
-from kg_service.config.schema import load_config
+from kg_service.config.loading import load_config
 from kg_service.errors import ServiceError
 from tests.service import servers
 
@@ -71,7 +72,7 @@ def test_entropy_quarters_split_heads_by_the_highest_entropy():
 
 
 def test_model_attention_is_causal_and_its_entropy_is_bounded(corpus):
-    model = language.build_language_model(SMALL_MODEL, "gelu", corpus)
+    model = language_model.build_language_model(SMALL_MODEL, "gelu", corpus)
     x, _ = corpus.windows("validation", limit=4)
     scores = language.attention_probe(model)(x)
     assert len(scores) == len(SMALL_MODEL.hidden_units)
@@ -142,7 +143,7 @@ def test_match_params_gives_every_ffn_the_same_weight_matrix_parameters(corpus):
     model_cfg = dataclasses.replace(SMALL_MODEL, hidden_units=(96,), d_model=32, match_params=True)
 
     def ffn_kernel_params(activation):
-        model = language.build_language_model(model_cfg, activation, corpus)
+        model = language_model.build_language_model(model_cfg, activation, corpus)
         ffn = model.get_layer("block_0_ffn")
         return sum(int(np.prod(w.shape)) for w in ffn.weights if w.path.endswith("kernel"))
 
@@ -151,12 +152,12 @@ def test_match_params_gives_every_ffn_the_same_weight_matrix_parameters(corpus):
 
 
 def test_layer_norm_off_removes_every_layernorm_and_tying_removes_the_head(corpus):
-    free = language.build_language_model(
+    free = language_model.build_language_model(
         dataclasses.replace(SMALL_MODEL, layer_norm=False, tie_embeddings=False), "relu", corpus
     )
     assert not [l for l in free.layers if isinstance(l, keras.layers.LayerNormalization)]
     assert free.get_layer("head")
-    tied = language.build_language_model(SMALL_MODEL, "relu", corpus)
+    tied = language_model.build_language_model(SMALL_MODEL, "relu", corpus)
     norms = [l for l in tied.layers if isinstance(l, keras.layers.LayerNormalization)]
     assert len(norms) == 2 * len(SMALL_MODEL.hidden_units) + 1
     assert "head" not in [l.name for l in tied.layers]

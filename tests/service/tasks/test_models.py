@@ -266,7 +266,7 @@ def test_every_catalog_block_and_optimizer_builds():
     from kg_service.config import catalog
     from kg_service.tasks.classification import models
     from kg_service.config.schema import TrainingConfig
-    from kg_service.tasks.classification.train import make_optimizer
+    from kg_service.training.optimizers import make_optimizer
 
     assert set(models.BLOCKS) == set(catalog.BLOCKS)
     for name in catalog.BLOCKS:

@@ -8,9 +8,10 @@ and the registry all follow.
 import numpy as np
 import pytest
 
-from kg_service.config import schema as config_lib
+from kg_service.config import loading as config_lib
 from kg_service.sweep import pipeline
 from kg_service.tasks import base as tasks
+from kg_service.tasks import classification
 from kg_service.errors import ServiceError
 
 TOY_CONFIG = """\
@@ -36,7 +37,7 @@ def _blobs(cfg):
 @pytest.fixture
 def blobs_task():
     task = tasks.register(
-        tasks.classification(
+        classification.task(
             "blobs",
             _blobs,
             features="three blob coordinates, as make_blobs returns them",
@@ -65,7 +66,7 @@ def test_config_accepts_a_task_only_once_it_is_registered(tmp_path):
     with pytest.raises(ServiceError, match='data.dataset.*"blobs"'):
         config_lib.load_config(str(path))
     tasks.register(
-        tasks.classification(
+        classification.task(
             "blobs", _blobs, features="", feature_names=(), class_names=()
         )
     )

@@ -22,9 +22,9 @@ from kg_service.config.schema import TrainingConfig
 from kg_service.tasks.base import load_dataset
 from kg_service.errors import ServiceError
 from kg_service.tasks.classification.models import build_model
-from kg_service.tasks.classification.train import describe_device
+from kg_service.training.device import describe_device
 from kg_service.tasks import base as tasks
-from kg_service.tasks.classification.train import train_sweep
+from kg_service.training.loop import train_sweep
 
 HISTORY_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")
 REPO = os.path.dirname(
@@ -338,7 +338,7 @@ JAX_SWEEP = textwrap.dedent("""
     from kg_service.tasks import base as tasks
     from kg_service.tasks.base import load_dataset
     from kg_service.tasks.classification.models import build_model
-    from kg_service.tasks.classification.train import train_sweep
+    from kg_service.training.loop import train_sweep
 
     ds = load_dataset(DataConfig(n_samples=200))
     config = Config(

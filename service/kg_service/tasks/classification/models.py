@@ -130,16 +130,7 @@ def build_model(
             f"{', '.join(sorted(BLOCKS))}."
         )
     inputs = keras.Input((input_dim,), name="features")
-    x = inputs
-    if normalization is not None:
-        # float32 under mixed precision: raw digits pixels (0..16) minus
-        # their mean would lose bits in bfloat16 before the first layer.
-        x = keras.layers.Normalization(
-            mean=np.asarray(normalization.mean, "float64").tolist(),
-            variance=np.asarray(normalization.variance, "float64").tolist(),
-            name="normalization",
-            dtype=_float32_if_mixed(dtype),
-        )(x)
+    x = _standardized(inputs, normalization, dtype)
     x = block(x, model_cfg, activation, dtype)
     outputs = keras.layers.Dense(
         n_classes,
@@ -149,6 +140,20 @@ def build_model(
     )(x)
     model = keras.Model(inputs, outputs, name=name)
     return model if members is None else stack_model(model, members)
+
+
+def _standardized(x, normalization, dtype):
+    """`x`, z-scored by the training split's statistics if there are any."""
+    if normalization is None:
+        return x
+    # float32 under mixed precision: raw digits pixels (0..16) minus
+    # their mean would lose bits in bfloat16 before the first layer.
+    return keras.layers.Normalization(
+        mean=np.asarray(normalization.mean, "float64").tolist(),
+        variance=np.asarray(normalization.variance, "float64").tolist(),
+        name="normalization",
+        dtype=_float32_if_mixed(dtype),
+    )(x)
 
 
 def stack_model(model, members, name=None):

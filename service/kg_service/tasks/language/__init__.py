@@ -1,1 +1,54 @@
-"""The byte-level Python-code language model: corpus, model, layers, training, pyfunc."""
+"""A byte-level language model of the Python standard library's source.
+
+Its corpus, model, layers, training loop and served model are this
+folder's `corpus`, `model`, `lm_layers`, `train` and `pyfunc`. The
+task's callables import them (Keras) when called: registering the tasks
+happens whenever the service starts, `kg-train --dry-run` and a config
+error included, which must not pay Keras' 5 to 12 seconds.
+"""
+
+from kg_service.tasks.base import Metric
+from kg_service.tasks.base import Task
+
+TEST_LOG_PERPLEXITY = Metric(
+    "test_loss", higher_is_better=False, label="test log-perplexity (nats per byte)"
+)
+VAL_LOSS = Metric("val_loss", higher_is_better=False, label="final validation loss")
+
+
+def _load_corpus(data_cfg):
+    from kg_service.tasks.language import corpus  # see the module docstring
+
+    return corpus.load("python_code", data_cfg)
+
+
+def _build_language_model(model_cfg, activation, dataset, dtype=None, name=None):
+    from kg_service.tasks.language import model  # Keras: see the module docstring
+
+    return model.build_language_model(
+        model_cfg, activation, dataset, dtype=dtype, name=name
+    )
+
+
+def _train_language_model(task, dataset, config, activation, seeds, report):
+    from kg_service.tasks.language import train as language  # Keras: see the module docstring
+
+    return language.train_language_model(task, dataset, config, activation, seeds, report)
+
+
+PYTHON_CODE = Task(
+    name="python_code",
+    description="byte-level causal language model of the Python standard "
+    "library's source (offline; ReLU's Revival trains on Python code)",
+    load=_load_corpus,
+    build_model=_build_language_model,
+    train=_train_language_model,
+    compared=TEST_LOG_PERPLEXITY,
+    selects=VAL_LOSS,
+    figures=("learning_curves", "per_seed", "attention_entropy", "leaky_slopes"),
+    sample_splits=False,
+    serving="language_model",
+    # Members train one after another with a plain fit, not in a
+    # strategy scope.
+    data_parallel=False,
+)

@@ -1,28 +1,13 @@
-"""A small decoder-only language model from keras_gelu blocks, its
-training, and the attention entropy of "ReLU's Revival".
-
-The model (`build_language_model`) is GPT-2's layout at any size:
-byte embedding + learned positions, then one block per width w in
-`model.hidden_units`:
-
-    x = x + MultiHeadAttention(LN(x), causal)
-    x = x + keras_gelu.FeedForward(w, activation, output_dim=d)(LN(x))
-
-then a final LN and the logits, through the token embedding transposed
-(`model.tie_embeddings`) or a Dense head. `model.layer_norm: false` removes
-every LayerNorm ("normalization-free", as in the paper). Every Keras piece
-is Keras' own (`MultiHeadAttention` with `use_causal_mask`), the FFN is
-keras_gelu's, so any activation of `keras_gelu.names()` fits, gated ones
-parameter-matched with `model.match_params`.
+"""Training the language model, and the attention entropy of "ReLU's Revival".
 
 Members train one after another (`train_language_model`); each epoch is
 `training.steps_per_epoch` steps of `training.batch_size` windows drawn
 at random offsets of the training split by the member's own
 `np.random.default_rng(seed)`, the weights from
-`keras.utils.set_random_seed(seed)`. After each epoch: validation loss,
-next-byte accuracy, perplexity, bits per byte, training tokens/s, the
-attention entropy of every layer and head on a fixed validation batch,
-and the slope of every learnable leaky ReLU.
+`keras.utils.set_random_seed(seed)` (the model: `model.py`). After each
+epoch: validation loss, next-byte accuracy, perplexity, bits per byte,
+training tokens/s, the attention entropy of every layer and head on a
+fixed validation batch, and the slope of every learnable leaky ReLU.
 
 Pure apart from the device settings: no MLflow, no files.
 """
@@ -34,81 +19,17 @@ import keras
 import numpy as np
 
 import keras_gelu
-from kg_service.tasks.language import lm_layers
 from kg_service.results import MemberResult
+from kg_service.training.device import dtype_policy
+from kg_service.training.loop import epochs_to_threshold
+from kg_service.training.loop import first_non_finite_epoch
+from kg_service.training.optimizers import make_optimizer
 
 # The first validation windows, the same for every member and epoch, that
 # the attention entropy is averaged over (data.eval_windows sets how many
 # windows the validation loss uses; the test split is evaluated whole).
 ENTROPY_BATCH = 8
 QUARTERS = 4
-
-
-def build_language_model(model_cfg, activation, corpus, dtype=None, name=None):
-    """The causal language model of `model_cfg` with one FFN activation.
-
-    Args:
-        model_cfg: A `kg_service.config.schema.ModelConfig`: `hidden_units` (one
-            block per FFN width), `d_model`, `heads`, `layer_norm`,
-            `tie_embeddings`, `dropout`, `match_params`.
-        activation: A name from `keras_gelu.names()`.
-        corpus: A `kg_service.tasks.language.corpus.Corpus` (vocabulary size, context).
-        dtype: Dtype policy of the layers; `None` for the global one. The
-            logits are float32 under a mixed policy.
-        name: Model name.
-
-    Returns:
-        An uncompiled `keras.Model`, `int32 [batch, t] -> float32 [batch,
-        t, vocabulary]` logits, `t <= data.context`.
-    """
-    d = model_cfg.d_model
-    tokens = keras.Input((None,), dtype="int32", name="tokens")
-    embedding = lm_layers.ReversibleEmbedding(
-        corpus.n_classes,
-        d,
-        embeddings_initializer=keras.initializers.RandomNormal(stddev=0.02),
-        name="token_embedding",
-        dtype=dtype,
-    )
-    x = embedding(tokens)
-    x = lm_layers.PositionEmbedding(
-        corpus.context, name="position_embedding", dtype=dtype
-    )(x)
-    for i, width in enumerate(model_cfg.hidden_units):
-        h = _norm(x, model_cfg, f"block_{i}_attention_norm", dtype)
-        attended = keras.layers.MultiHeadAttention(
-            model_cfg.heads,
-            key_dim=d // model_cfg.heads,
-            dropout=model_cfg.dropout,
-            name=f"block_{i}_attention",
-            dtype=dtype,
-        )(h, h, use_causal_mask=True)
-        x = keras.layers.Add(name=f"block_{i}_attention_residual", dtype=dtype)([x, attended])
-        h = _norm(x, model_cfg, f"block_{i}_ffn_norm", dtype)
-        ffn = keras_gelu.FeedForward(
-            width,
-            activation=activation,
-            output_dim=d,
-            dropout=model_cfg.dropout,
-            match_params=model_cfg.match_params,
-            name=f"block_{i}_ffn",
-            dtype=dtype,
-        )(h)
-        x = keras.layers.Add(name=f"block_{i}_ffn_residual", dtype=dtype)([x, ffn])
-    x = _norm(x, model_cfg, "final_norm", dtype)
-    if model_cfg.tie_embeddings:
-        logits = embedding(x, reverse=True)
-    else:
-        logits = keras.layers.Dense(corpus.n_classes, name="head", dtype=dtype)(x)
-    # float32 logits under mixed precision: the loss and log-softmax need them.
-    logits = keras.layers.Activation("linear", name="logits", dtype="float32")(logits)
-    return keras.Model(tokens, logits, name=name)
-
-
-def _norm(x, model_cfg, name, dtype):
-    if not model_cfg.layer_norm:
-        return x
-    return keras.layers.LayerNormalization(epsilon=1e-5, name=name, dtype=dtype)(x)
 
 
 # --- What the paper measures. ---------------------------------------------
@@ -241,66 +162,19 @@ def train_language_model(task, corpus, config, activation, seeds, report):
     (learnable leaky ReLU only); `final` holds "test_perplexity" and
     "test_bits_per_byte".
     """
-    from kg_service.tasks.classification import train as train_lib
-
     training = config.training
-    context = corpus.context
     val_x, val_y = corpus.windows("validation", limit=config.data.eval_windows)
     test_x, test_y = corpus.windows("test")
-    probe_x = val_x[:ENTROPY_BATCH]
     steps = training.steps_per_epoch or max(
-        1, (len(corpus.train) - 1) // (context * training.batch_size)
+        1, (len(corpus.train) - 1) // (corpus.context * training.batch_size)
     )
     results = []
     for seed in seeds:
         start = time.perf_counter()
-        with train_lib._dtype_policy(config.device.mixed_precision):
-            keras.utils.set_random_seed(seed)
-            model = task.build_model(
-                config.model, activation, corpus, name=f"{activation}_seed{seed}"
-            )
-        model.compile(
-            optimizer=train_lib.make_optimizer(training),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"],
-            jit_compile=True if config.device.xla else "auto",
-            steps_per_execution=steps,
-        )
-        probe = attention_probe(model)
-        rng = np.random.default_rng(seed)
-        history = {}
-
-        def record(key, value):
-            history.setdefault(key, []).append(float(value))
-
-        for epoch in range(1, training.epochs + 1):
-            x, y = _random_windows(corpus.train, context, steps * training.batch_size, rng)
-            tic = time.perf_counter()
-            logs = model.fit(
-                x, y, batch_size=training.batch_size, epochs=1, shuffle=False, verbose=0
-            ).history
-            seconds = time.perf_counter() - tic
-            val_loss, val_accuracy = _evaluate(model, val_x, val_y, training.batch_size)
-            record("loss", logs["loss"][-1])
-            record("accuracy", logs["accuracy"][-1])
-            record("val_loss", val_loss)
-            record("val_accuracy", val_accuracy)
-            for key, value in language_metrics(val_loss).items():
-                record(f"val_{key}", value)
-            record("tokens_per_second", x.size / seconds)
-            entropies = [attention_entropy(s) for s in probe(probe_x)]
-            for i, heads in enumerate(entropies):
-                for j, value in enumerate(heads):
-                    record(f"entropy.block{i}.head{j}", value)
-            for k, share in enumerate(entropy_quarters(np.concatenate(entropies))):
-                record(f"entropy_quarter{k + 1}", share)
-            for block, slope in leaky_slopes(model).items():
-                record(f"leaky_slope.block{block}", slope)
-            report(epoch, np.array([val_accuracy]))
-            if not math.isfinite(val_loss):
-                break  # diverged: NaN weights from here on
+        model = _compiled_member(task, corpus, config, activation, seed, steps)
+        history = _fit_member(model, corpus, training, seed, steps, (val_x, val_y), report)
         test_loss, test_accuracy = _evaluate(model, test_x, test_y, training.batch_size)
-        diverged = train_lib.first_non_finite_epoch(history)
+        diverged = first_non_finite_epoch(history)
         results.append(
             MemberResult(
                 activation=activation,
@@ -308,7 +182,7 @@ def train_language_model(task, corpus, config, activation, seeds, report):
                 history=history,
                 test_loss=test_loss,
                 test_accuracy=test_accuracy,
-                epochs_to_threshold=train_lib.epochs_to_threshold(
+                epochs_to_threshold=epochs_to_threshold(
                     history["val_accuracy"], training.convergence_threshold
                 ),
                 model=model,
@@ -322,3 +196,59 @@ def train_language_model(task, corpus, config, activation, seeds, report):
             )
         )
     return results
+
+
+def _compiled_member(task, corpus, config, activation, seed, steps):
+    """Member `seed`'s model, its weights from the seed, compiled."""
+    with dtype_policy(config.device.mixed_precision):
+        keras.utils.set_random_seed(seed)
+        model = task.build_model(
+            config.model, activation, corpus, name=f"{activation}_seed{seed}"
+        )
+    model.compile(
+        optimizer=make_optimizer(config.training),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+        jit_compile=True if config.device.xla else "auto",
+        steps_per_execution=steps,
+    )
+    return model
+
+
+def _fit_member(model, corpus, training, seed, steps, validation, report):
+    """Trains one member epoch by epoch; returns its history (see above)."""
+    val_x, val_y = validation
+    probe, probe_x = attention_probe(model), val_x[:ENTROPY_BATCH]
+    rng = np.random.default_rng(seed)
+    history = {}
+
+    def record(key, value):
+        history.setdefault(key, []).append(float(value))
+
+    for epoch in range(1, training.epochs + 1):
+        x, y = _random_windows(corpus.train, corpus.context, steps * training.batch_size, rng)
+        tic = time.perf_counter()
+        logs = model.fit(
+            x, y, batch_size=training.batch_size, epochs=1, shuffle=False, verbose=0
+        ).history
+        seconds = time.perf_counter() - tic
+        val_loss, val_accuracy = _evaluate(model, val_x, val_y, training.batch_size)
+        record("loss", logs["loss"][-1])
+        record("accuracy", logs["accuracy"][-1])
+        record("val_loss", val_loss)
+        record("val_accuracy", val_accuracy)
+        for key, value in language_metrics(val_loss).items():
+            record(f"val_{key}", value)
+        record("tokens_per_second", x.size / seconds)
+        entropies = [attention_entropy(s) for s in probe(probe_x)]
+        for i, heads in enumerate(entropies):
+            for j, value in enumerate(heads):
+                record(f"entropy.block{i}.head{j}", value)
+        for k, share in enumerate(entropy_quarters(np.concatenate(entropies))):
+            record(f"entropy_quarter{k + 1}", share)
+        for block, slope in leaky_slopes(model).items():
+            record(f"leaky_slope.block{block}", slope)
+        report(epoch, np.array([val_accuracy]))
+        if not math.isfinite(val_loss):
+            break  # diverged: NaN weights from here on
+    return history

@@ -1,4 +1,4 @@
-"""kg_service.sweep.parallel: data-parallel training on the backends' engines.
+"""kg_service.training.parallel: data-parallel training on the backends' engines.
 
 The role of a process comes from TF_CONFIG alone (no backend); the
 engines run for real on two CPU devices: TensorFlow's MirroredStrategy
@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from kg_service.cli import train as cli
-from kg_service.sweep import parallel as distribution
+from kg_service.training import parallel as distribution
 from kg_service.config.schema import DeviceConfig
 from kg_service.errors import ServiceError
 
@@ -160,14 +160,15 @@ TWO_DEVICES = textwrap.dedent("""
 # in one process; prints each one's replicas, weights and histories.
 TRAIN = TWO_DEVICES + textwrap.dedent("""
     from kg_service.tasks import base as tasks
-    from kg_service.tasks.classification import train
-    from kg_service.config.schema import load_config
+    from kg_service.training import device as device_lib
+    from kg_service.training import loop as train
+    from kg_service.config.loading import load_config
 
     out = {}
     for kind in sys.argv[3].split(","):
         config = load_config(sys.argv[2], [f"device.distribution={kind}"])
         task = tasks.get(config.data.dataset)
-        device = train.describe_device(config.device)
+        device = device_lib.describe_device(config.device)
         results = train.train_sweep(task, task.load(config.data), config)
         out[kind] = {
             "replicas": device["replicas"],
@@ -239,7 +240,7 @@ def test_jax_data_parallel_over_two_host_devices_trains_the_weights_of_one():
 
 
 UNEVEN = TWO_DEVICES + textwrap.dedent("""
-    from kg_service.sweep import parallel as distribution
+    from kg_service.training import parallel as distribution
     from kg_service.config.schema import DeviceConfig
     from kg_service.errors import ServiceError
     for batches in (

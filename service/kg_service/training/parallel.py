@@ -332,13 +332,14 @@ def replicas(device_cfg):
     return 1 if made is None else made.replicas
 
 
-def check_language_model(task):
+def check_supported(task):
     """Raises for a task that trains without the distribution engines.
 
-    The `python_code` language model trains its members one after another
-    with a plain `fit` (`kg_service.tasks.language.train`), not in a strategy scope.
+    A task says so itself (`Task.data_parallel`): the language model, for
+    one, trains its members one after another with a plain `fit`, not in
+    a strategy scope.
     """
-    if task.serving == "language_model":
+    if not task.data_parallel:
         raise ServiceError(
             f"device.distribution: the {task.name} task trains on one device; "
             f"data-parallel training covers the classification tasks. Set "
@@ -360,7 +361,7 @@ def check_batches(device_cfg, batches):
     Args:
         device_cfg: A `kg_service.config.schema.DeviceConfig`.
         batches: `{what: size}` of every batch the model sees, the full
-            training batch first, e.g. `train.batch_sizes(...)`.
+            training batch first, e.g. `loop.batch_sizes(...)`.
 
     Raises:
         ServiceError: naming each size that does not divide.

@@ -1,0 +1,165 @@
+"""What follows from a validated config alone: the (activation, seed)
+grid, registered model names, the tracking URI, a memory estimate, and
+the same sweep at smoke sizes.
+"""
+
+import dataclasses
+import math
+import os
+
+from kg_service.config import catalog
+from kg_service.config.schema import GENERATED_FEATURES
+from kg_service.config.schema import split_sizes
+from kg_service.config.schema import template_fields
+from kg_service.errors import ServiceError
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+
+
+def grid(config):
+    """Every (activation, seed) member of a sweep: activation-major, in
+    config order, seeds in config order within each."""
+    return [(a, s) for a in config.activations for s in config.seeds]
+
+
+def registered_model_name(config, activation):
+    """The registered model (and export directory) name for one activation."""
+    return config.registry.model_name.format(
+        experiment=config.experiment, dataset=config.data.dataset, activation=activation
+    )
+
+
+def memory_estimate(config):
+    """About how many bytes of memory a run of `config` needs at its peak.
+
+    A classifier: its generated data (float64, with the generator's
+    temporaries), and each epoch's evaluation, a forward pass of every
+    member over the whole training + validation splits at once (float32,
+    the input and the two widest layers). A language model: one epoch's
+    training windows (int64 offsets, int32 inputs and targets) and one
+    batch's logits over 256 bytes. An estimate, within a factor of about
+    two: what it is for is refusing 1e9 samples before numpy fails.
+    """
+    data, model, training = config.data, config.model, config.training
+    task = catalog.task(data.dataset)
+    members = len(config.seeds)
+    widest = sorted(tuple(model.hidden_units) + (model.d_model,))[-2:]
+    if not task.sample_splits:
+        steps = training.steps_per_epoch or max(
+            1, data.corpus_bytes // (data.context * training.batch_size)
+        )
+        windows = steps * training.batch_size * (data.context + 1) * (8 + 4 + 4 + 4)
+        logits = training.batch_size * data.context * 256 * 4 * 3
+        return windows + logits + data.corpus_bytes * 8
+    if task.fixed_samples:
+        return 256 * 2**20  # a bundled set: small
+    train, validation, _ = split_sizes(data)
+    generated = data.n_samples * GENERATED_FEATURES * 8 * 4
+    evaluation = (train + validation) * members * (GENERATED_FEATURES + sum(widest) + 2) * 4
+    return generated + evaluation
+
+
+def resolve_tracking_uri(config, environ=None):
+    """The MLflow tracking URI a run uses.
+
+    `config.tracking.uri` (which `--tracking-uri` sets), else the
+    `MLFLOW_TRACKING_URI` environment variable, else `sqlite:///mlflow.db`
+    (a file in the working directory).
+    """
+    return tracking_uri_and_origin(config, environ)[0]
+
+
+def tracking_uri_for(flag, environ=None):
+    """The tracking URI of a command that takes `--tracking-uri` but no
+    config (kg serve, predict, models): the flag, else MLFLOW_TRACKING_URI,
+    else `sqlite:///mlflow.db`, as for a sweep.
+
+    Raises:
+        ServiceError: for an empty flag.
+    """
+    if flag is not None and not flag.strip():
+        raise ServiceError(
+            "--tracking-uri: got an empty string; expected an MLflow tracking URI, "
+            "e.g. sqlite:///mlflow.db."
+        )
+    return _uri_and_origin(flag and flag.strip(), "--tracking-uri", environ)[0]
+
+
+def tracking_uri_and_origin(config, environ=None):
+    """(the tracking URI a run uses, where it came from: words for the plan)."""
+    return _uri_and_origin(config.tracking.uri, "tracking.uri", environ)
+
+
+def _uri_and_origin(explicit, origin, environ):
+    environ = os.environ if environ is None else environ
+    if explicit:
+        return explicit, origin
+    if environ.get("MLFLOW_TRACKING_URI", "").strip():
+        return environ["MLFLOW_TRACKING_URI"].strip(), "from MLFLOW_TRACKING_URI"
+    return DEFAULT_TRACKING_URI, "default; set tracking.uri, MLFLOW_TRACKING_URI or --tracking-uri"
+
+
+# --- Smoke sizes: the same sweep in seconds. -----------------------------
+
+SMOKE_SAMPLES = 200
+SMOKE_WIDTH = 8
+SMOKE_EPOCHS = 2
+SMOKE_SEEDS = 2
+SMOKE_CORPUS_BYTES = 300_000  # python_code: about 40 stdlib files
+SMOKE_CONTEXT = 32
+SMOKE_EVAL_WINDOWS = 8
+SMOKE_STEPS = 5
+
+
+def smoke(config):
+    """`config` at smoke sizes: the same pipeline, done in seconds.
+
+    Every activation and every stage stay (training, tracking, statistics,
+    report, export, registry); what shrinks is the data (at most
+    `SMOKE_SAMPLES` generated samples), the widths (at most `SMOKE_WIDTH`),
+    the epochs (at most `SMOKE_EPOCHS`) and the seeds (the first
+    `SMOKE_SEEDS`); a corpus, its bytes, context, steps and evaluation
+    windows. The experiment and registered model names get a
+    `-smoke` suffix (once: a model name made from `{experiment}` has it
+    already), so a smoke run never moves the real models' aliases nor
+    mixes its runs into the real experiment.
+
+    Example:
+
+    >>> from kg_service.config.schema import Config
+    >>> smoke(Config(seeds=(3, 4, 5))).seeds
+    (3, 4)
+    """
+    d_model = min(config.model.d_model, SMOKE_WIDTH)
+    data = dataclasses.replace(
+        config.data,
+        n_samples=min(config.data.n_samples, SMOKE_SAMPLES),
+        corpus_bytes=min(config.data.corpus_bytes, SMOKE_CORPUS_BYTES),
+        context=min(config.data.context, SMOKE_CONTEXT),
+        eval_windows=min(config.data.eval_windows, SMOKE_EVAL_WINDOWS),
+    )
+    model = dataclasses.replace(
+        config.model,
+        hidden_units=tuple(min(w, SMOKE_WIDTH) for w in config.model.hidden_units),
+        d_model=d_model,
+        heads=math.gcd(config.model.heads, d_model),
+    )
+    training = dataclasses.replace(
+        config.training,
+        epochs=min(config.training.epochs, SMOKE_EPOCHS),
+        steps_per_epoch=min(config.training.steps_per_epoch or SMOKE_STEPS, SMOKE_STEPS),
+    )
+    # A template with {experiment} gets the experiment's suffix already.
+    template = config.registry.model_name
+    if "experiment" not in [field for field, _, _ in template_fields(template)]:
+        template += "-smoke"
+    registry = dataclasses.replace(config.registry, model_name=template)
+    return dataclasses.replace(
+        config,
+        experiment=f"{config.experiment}-smoke",
+        seeds=tuple(config.seeds[:SMOKE_SEEDS]),
+        data=data,
+        model=model,
+        training=training,
+        registry=registry,
+    )

@@ -1,0 +1,127 @@
+"""What a run of a config would do, in words: the lines `--dry-run` prints.
+
+Words for the CLI (the issue's target puts them in `kg_service.cli.plan`);
+they stay here until the CLI's room takes them.
+"""
+
+from kg_service.config import catalog
+from kg_service.config.derived import registered_model_name
+from kg_service.config.derived import tracking_uri_and_origin
+from kg_service.config.excerpts import show
+from kg_service.config.schema import split_sizes
+
+
+def _retry_text(seconds):
+    if not seconds:
+        return "not retried if it fails mid-sweep"
+    return f"retried for {seconds:g} s if it fails mid-sweep"
+
+
+def _seeds_text(seeds):
+    if seeds == tuple(range(len(seeds))) and len(seeds) > 2:
+        return f"0..{len(seeds) - 1}"
+    return ", ".join(str(s) for s in seeds)
+
+
+def _distribution_text(device):
+    if device.distribution == "none":
+        return ""
+    over = f" over {', '.join(device.devices)}" if device.devices else ""
+    return f", data-parallel {device.distribution}{over} (global batch split across replicas)"
+
+
+def describe_plan(config, environ=None):
+    """What a run of `config` would do, as the lines `--dry-run` prints."""
+    data, model, training = config.data, config.model, config.training
+    task = catalog.task(data.dataset)
+    if not task.sample_splits:
+        return _describe_language_plan(config, task, environ)
+    train, validation, test = split_sizes(data)
+    if task.fixed_samples:
+        source = f"{data.dataset}: {task.fixed_samples} samples, {task.description}"
+    else:
+        source = f"{data.dataset}: {data.n_samples} samples, noise {data.noise}"
+    source += f", data seed {data.seed}"
+    source += (
+        ", features standardized inside the model"
+        if data.standardize
+        else ", raw features"
+    )
+    arch = f"{model.block} block, hidden {list(model.hidden_units)}"
+    if model.block == "feedforward":
+        arch += f", d_model {model.d_model}"
+        arch += ", gated widths matched to plain parameters" if model.match_params else ""
+    arch += f", dropout {model.dropout}"
+    rows = [
+        ("data", source),
+        ("split", f"{train} train / {validation} validation / {test} test "
+                  "(test held out for the final evaluation only)"),
+        ("model", arch),
+        ("training", f"{training.optimizer}, learning rate {training.learning_rate:g}, "
+                     f"batch size {training.batch_size}, {training.epochs} epochs, "
+                     f"convergence at val accuracy {training.convergence_threshold:g}"),
+    ]
+    return _plan(config, rows, environ)
+
+
+def _describe_language_plan(config, task, environ):
+    data, model, training = config.data, config.model, config.training
+    steps = training.steps_per_epoch or "one pass over the training bytes"
+    rows = [
+        ("data", f"{data.dataset}: {task.description}; first {data.corpus_bytes:,} "
+                 f"bytes of sorted files, split by file (seed {data.seed}), windows of "
+                 f"{data.context} bytes"),
+        ("split", f"test {data.test_fraction:g} / validation "
+                  f"{data.validation_fraction:g} of the rest, by file; "
+                  f"{data.eval_windows} validation windows per epoch, the whole test "
+                  "split once at the end"),
+        ("model", f"decoder-only transformer, {len(model.hidden_units)} blocks, "
+                  f"d_model {model.d_model}, {model.heads} heads, FFN widths "
+                  f"{list(model.hidden_units)}"
+                  + (", gated widths matched to plain parameters" if model.match_params else "")
+                  + f", LayerNorm {'on' if model.layer_norm else 'off (normalization-free)'}"
+                  + f", {'tied' if model.tie_embeddings else 'untied'} embeddings"
+                  + f", dropout {model.dropout}"),
+        ("training", f"{training.optimizer}, learning rate {training.learning_rate:g}"
+                     + (f", weight decay {training.weight_decay:g}"
+                        if training.weight_decay is not None else "")
+                     + f", batch size {training.batch_size} windows, {training.epochs} "
+                     f"epochs of {steps} steps"),
+    ]
+    return _plan(config, rows, environ)
+
+
+def _plan(config, rows, environ):
+    activations = ", ".join(
+        a + (" (baseline)" if a == config.baseline else "") for a in config.activations
+    )
+    n_act, n_seeds = len(config.activations), len(config.seeds)
+    uri, origin = tracking_uri_and_origin(config, environ)
+    device = config.device
+    precision = device.mixed_precision or "float32"
+    if config.registry.enabled:
+        names = ", ".join(f"{registered_model_name(config, a)}" for a in config.activations)
+        registry = f"{names} (alias {show(config.registry.alias)})"
+    else:
+        registry = "off"
+    if config.export.enabled:
+        export = (
+            f"{config.export.dir}/<model name>/<version>/ (SavedModel, max abs diff "
+            f"{config.export.tolerance:g})"
+        )
+    else:
+        export = "off"
+    rows = rows + [
+        ("activations", activations),
+        ("seeds", f"{_seeds_text(config.seeds)} ({n_seeds} seeds)"),
+        ("members", f"{n_act} activations x {n_seeds} seeds = {n_act * n_seeds} training runs"),
+        ("device", f"{device.type}, {precision}, XLA {'on' if device.xla else 'off'}"
+                   + _distribution_text(device)),
+        ("tracking", f"{uri} ({origin}), {_retry_text(config.tracking.retry_seconds)}"),
+        ("registry", registry),
+        ("export", export),
+        ("output", config.output_dir),
+    ]
+    head = f'kg-train plan for experiment "{config.experiment}"'
+    head += f" ({config.source})" if config.source else ""
+    return "\n".join([head] + [f"  {k:<12} {v}" for k, v in rows])

@@ -1,0 +1,113 @@
+"""Reading a config file: YAML with each key's line, duplicate keys caught,
+and a file that cannot be read said as the user can fix it."""
+
+import difflib
+import pathlib
+
+import yaml
+
+from kg_service.config.excerpts import kind_of
+from kg_service.errors import ServiceError
+
+
+class Mapping(dict):
+    """A YAML mapping that remembers the line of each key."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lines = {}
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_mapping(loader, node):
+    explicit = sum(1 for key, _ in node.value if key.tag != "tag:yaml.org,2002:merge")
+    loader.flatten_mapping(node)  # `<<:` merge keys come first, then the rest
+    merged = len(node.value) - explicit
+    mapping = Mapping()
+    yield mapping
+    for position, (key_node, value_node) in enumerate(node.value):
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, "a key is a list or mapping; keys are names", key_node.start_mark
+            )
+        if position >= merged and key in mapping and key in mapping.lines:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f'duplicate key "{key}" (first on line {mapping.lines[key]})',
+                key_node.start_mark,
+            )
+        mapping[key] = loader.construct_object(value_node, deep=True)
+        if position >= merged:
+            mapping.lines[key] = key_node.start_mark.line + 1
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
+
+
+def parse_yaml(text):
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+def _yaml_problem(error):
+    mark = getattr(error, "problem_mark", None)
+    what = getattr(error, "problem", None) or str(error)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    return f"{where}not valid YAML: {what}"
+
+
+def read(path):
+    """Returns the file's top-level mapping, or raises a ServiceError."""
+    shown = str(path)
+    p = pathlib.Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ServiceError(
+            f"config file {shown}: no such file.{_closest_file(p)} Pass --config the path "
+            "of a YAML config, e.g. configs/moons.yaml."
+        ) from None
+    except IsADirectoryError:
+        raise ServiceError(f"config file {shown}: is a directory; expected a YAML file.") from None
+    except PermissionError:
+        raise ServiceError(f"config file {shown}: cannot be read: permission denied.") from None
+    except UnicodeDecodeError as error:
+        raise ServiceError(
+            f"config file {shown}: is not UTF-8 text (byte {error.start}); expected a YAML file."
+        ) from None
+    except OSError as error:
+        raise ServiceError(f"config file {shown}: cannot be read: {error.strerror}.") from None
+    try:
+        raw = parse_yaml(text)
+    except yaml.YAMLError as error:
+        raise ServiceError(f"config file {shown}: {_yaml_problem(error)}.") from None
+    if raw is None:
+        raise ServiceError(
+            f"config file {shown}: is empty; expected a mapping of settings such as "
+            f"{_top_level_example()}."
+        )
+    if not isinstance(raw, dict):
+        raise ServiceError(
+            f"config file {shown}: the top level is {kind_of(raw)}; expected a mapping of "
+            f"settings such as {_top_level_example()}."
+        )
+    return raw
+
+
+def _closest_file(path):
+    try:
+        candidates = [c.name for c in path.parent.iterdir() if c.suffix in (".yaml", ".yml")]
+    except OSError:
+        return ""
+    match = difflib.get_close_matches(path.name, candidates, n=1, cutoff=0.6)
+    return f' Did you mean "{path.parent / match[0]}"?' if match else ""
+
+
+def _top_level_example():
+    return "experiment: ..., activations: [relu, gelu], seeds: 5, data: {dataset: moons}"

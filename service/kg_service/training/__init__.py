@@ -1,0 +1,6 @@
+"""What every task's training shares: device, dtype policy, optimizer, the
+data-parallel engines and the loop over a sweep's activations.
+
+Below `kg_service.tasks` (a task's training uses it) and above
+`kg_service.config` (it reads the typed config); it never names a task.
+"""

@@ -1,0 +1,153 @@
+"""The device a sweep trains on, its dtype policy, and TensorFlow's noise.
+
+`describe_device` applies `device.type` (hiding the GPUs for "cpu") and
+says what the sweep runs on; `dtype_policy` sets the mixed-precision
+policy around model building. Both tasks' training use them.
+"""
+
+import contextlib
+import logging
+import platform
+
+import keras
+
+from kg_service.errors import ServiceError
+from kg_service.training import parallel
+
+
+def _tensorflow_gpus(hide):
+    import tensorflow as tf
+
+    gpus = tf.config.get_visible_devices("GPU")
+    if hide and gpus:
+        try:
+            tf.config.set_visible_devices([], "GPU")
+        except RuntimeError:  # TensorFlow has already set them up.
+            raise ServiceError(
+                "device.type: cpu, but TensorFlow is already using the GPU in "
+                "this process. Run with CUDA_VISIBLE_DEVICES= (empty) instead."
+            ) from None
+        return []
+    return [
+        tf.config.experimental.get_device_details(gpu).get(
+            "device_name", gpu.name
+        )
+        for gpu in gpus
+    ]
+
+
+def _jax_gpus(hide):
+    import jax
+
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:  # No GPU backend.
+        gpus = []
+    if hide and gpus:
+        jax.config.update("jax_default_device", jax.devices("cpu")[0])
+        return []
+    return [gpu.device_kind for gpu in gpus]
+
+
+def _torch_gpus(hide):
+    import torch
+
+    if hide or not torch.cuda.is_available():
+        return []
+    return [
+        torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())
+    ]
+
+
+# One line per Keras backend: hide=bool -> names of the GPUs it will use.
+# Each probe imports its backend when called: only the configured one is
+# loaded (and the others need not be installed).
+_GPU_PROBES = {
+    "tensorflow": _tensorflow_gpus,
+    "jax": _jax_gpus,
+    "torch": _torch_gpus,
+}
+
+
+def describe_device(device_cfg):
+    """Applies `device_cfg.type` and says what the sweep will run on.
+
+    `"cpu"` hides the GPUs from the backend (TensorFlow: only before it
+    first touches them); `"gpu"` requires one; `"auto"` uses one if any.
+
+    Args:
+        device_cfg: A `kg_service.config.schema.DeviceConfig`.
+
+    Returns:
+        A dict: `device` ("cpu" or "gpu"), `device_name`, `backend` (the
+        Keras backend), `mixed_precision` (policy name or None), `xla`,
+        `distribution` and `replicas` (how many devices share each batch;
+        `kg_service.training.parallel` makes its engine here, once the GPUs
+        are hidden or not).
+
+    Raises:
+        ServiceError: for `type: gpu` when the backend sees no GPU; for a
+            distribution the backend does not run.
+
+    Example:
+
+    >>> from kg_service.config.schema import DeviceConfig
+    >>> describe_device(DeviceConfig(type="cpu"))["device"]
+    'cpu'
+    """
+    backend = keras.backend.backend()
+    probe = _GPU_PROBES.get(backend, lambda hide: [])
+    gpus = probe(device_cfg.type == "cpu")
+    if device_cfg.type == "gpu" and not gpus:
+        raise ServiceError(
+            f"device.type: gpu, but the {backend} backend sees no GPU. Set "
+            f"device.type to auto or cpu, or check the CUDA installation "
+            f"(nvidia-smi, and a GPU build of {backend})."
+        )
+    on_gpu = bool(gpus)
+    return {
+        "device": "gpu" if on_gpu else "cpu",
+        "device_name": gpus[0] if on_gpu else (platform.processor() or "cpu"),
+        "backend": backend,
+        "mixed_precision": device_cfg.mixed_precision,
+        "xla": bool(device_cfg.xla),
+        "distribution": device_cfg.distribution,
+        "replicas": parallel.replicas(device_cfg),
+    }
+
+
+@contextlib.contextmanager
+def dtype_policy(name):
+    """Sets the global dtype policy inside the block (None: unchanged)."""
+    if not name:
+        yield
+        return
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(name)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+class _DropRetracingWarnings(logging.Filter):
+    def filter(self, record):
+        return "triggered tf.function retracing" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def quiet_retracing_warnings():
+    """Drops TensorFlow's "excessive retracing" warning inside the block.
+
+    Each activation builds new models, whose tf.functions share their
+    code with the previous models'; TensorFlow counts each new model's
+    first traces as retracing and warns, wrongly, from the third
+    activation on.
+    """
+    logger = logging.getLogger("tensorflow")
+    quiet = _DropRetracingWarnings()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)

@@ -1,0 +1,140 @@
+"""The loop over a sweep's activations, and what every task's members share.
+
+`train_sweep` hands each activation's missing seeds to `task.train`
+(whatever the task: it reads the task object, never its name), keeps the
+members a resumed sweep already trained, and reports progress;
+`epochs_to_threshold` and `first_non_finite_epoch` read a member's
+history the same way for every task.
+"""
+
+import numpy as np
+
+from kg_service.config.derived import grid
+from kg_service.training import device
+from kg_service.training import parallel
+
+
+def epochs_to_threshold(val_accuracy, threshold):
+    """First epoch (1-based) whose validation accuracy is >= threshold."""
+    for epoch, value in enumerate(val_accuracy, start=1):
+        if value >= threshold:
+            return epoch
+    return None
+
+
+def check_distribution(task, dataset, config):
+    """Raises a ServiceError, before any training, for a task or batches
+    that `device.distribution` cannot run (nothing to check for none)."""
+    if config.device.distribution == "none":
+        return
+    parallel.check_supported(task)
+    parallel.check_batches(config.device, batch_sizes(dataset, config.training))
+
+
+def batch_sizes(dataset, training_cfg):
+    """`{what: size}` of every batch a stacked model sees: training steps
+    (the last one partial, if any), the per-epoch evaluation of the training
+    and validation splits, and the test split."""
+    n_train = len(dataset.y_train)
+    batch = min(training_cfg.batch_size, n_train)  # larger: the whole split
+    sizes = {"training.batch_size": batch}
+    if n_train % batch:
+        sizes["the last training batch"] = n_train % batch
+    sizes["the training + validation splits"] = n_train + len(dataset.y_val)
+    sizes["the test split"] = len(dataset.y_test)
+    return sizes
+
+
+def train_sweep(
+    task, dataset, config, progress=None, done=None, on_trained=None, members=None
+):
+    """Trains every (activation, seed) member of `config` on `dataset`.
+
+    Each activation's seeds go to `task.train` together; a classification
+    task trains them as one stacked model
+    (`kg_service.tasks.classification.train.train_activation`).
+
+    Args:
+        task: A `kg_service.tasks.base.Task`.
+        dataset: What `task.load` returned.
+        config: A `kg_service.config.schema.Config` (activations, seeds, model,
+            training, device).
+        done: Optional `{(activation, seed): MemberResult}` of members
+            already trained (a resumed sweep's, from the tracking store):
+            they are not trained again.
+        on_trained: Optional callable, called with the list of new
+            `MemberResult`s as soon as each activation's missing seeds
+            have trained, so they reach the tracking store before the
+            next activation starts.
+        members: Optional (activation, seed) pairs to train (a shard's
+            slice); default: every pair of the config. The others are
+            neither trained nor returned.
+        progress: Optional callable, called once per epoch per activation
+            with a dict: `activation`, `epoch`, `epochs`, `members_done`
+            (members of the activations before this one), `group_size`
+            (members training now), `members_total` and `val_accuracy`
+            (mean over the members training now of the epoch's value of
+            the task's selection metric).
+
+    Returns:
+        A list of `MemberResult` (of `members`, if given), activations in
+        config order, seeds in config order within each.
+
+    Raises:
+        ServiceError: for an unavailable device, an unknown optimizer
+            or block, or batches the distribution cannot split.
+    """
+    device.describe_device(config.device)
+    check_distribution(task, dataset, config)
+    keys = grid(config)
+    wanted = set(keys if members is None else members)
+    total = len(wanted)
+    done = dict(done or {})
+    results = []
+    with device.quiet_retracing_warnings():
+        for activation in config.activations:
+            seeds = tuple(s for a, s in keys if a == activation and (a, s) in wanted)
+            missing = tuple(s for s in seeds if (activation, s) not in done)
+            finished = len(results) + len(seeds) - len(missing)
+
+            def report(epoch, values, activation=activation, finished=finished):
+                if progress is not None:
+                    progress(
+                        {
+                            "activation": activation,
+                            "epoch": epoch,
+                            "epochs": config.training.epochs,
+                            "members_done": finished,
+                            "group_size": len(missing),
+                            "members_total": total,
+                            "val_accuracy": float(np.mean(values)),
+                        }
+                    )
+
+            new = []
+            if missing:
+                new = task.train(task, dataset, config, activation, missing, report)
+                if on_trained is not None:
+                    on_trained(new)
+            by_seed = {r.seed: r for r in new}
+            results.extend(by_seed.get(s) or done[(activation, s)] for s in seeds)
+    return results
+
+
+def first_non_finite_epoch(history):
+    """The first epoch (1-based) whose training or validation loss is NaN
+    or inf, else None.
+
+    A diverged member's weights are NaN from then on; in a stacked group
+    the other members train on unharmed (the loss is a sum of per-member
+    terms, so each member's gradient is its own).
+
+    Example:
+
+    >>> first_non_finite_epoch({"loss": [0.5, float("nan")], "val_loss": [0.6, 0.7]})
+    2
+    """
+    for epoch, values in enumerate(zip(history["loss"], history["val_loss"]), start=1):
+        if not np.all(np.isfinite(values)):
+            return epoch
+    return None
