@@ -36,11 +36,11 @@ MODEL_URI_HELP = (
 
 
 def _mlflow():
-    from kg_service.tracking import mlflow_store as tracking
+    from kg_service.tracking import client as mlflow_client
 
     # A bar per download: noise in front of printed predictions.
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    return tracking._mlflow()
+    return mlflow_client.import_mlflow()
 
 
 @contextlib.contextmanager

@@ -706,9 +706,9 @@ def _check_same_settings(flag, store, run_id, params):
 
 def store_param(value):
     """A param value as the tracking store keeps it (text)."""
-    from kg_service.tracking import mlflow_store as tracking
+    from kg_service.tracking import store as tracking_store
 
-    return tracking.param_text(value)
+    return tracking_store.param_text(value)
 
 
 def _interrupted(config, sweep_run_id, held):
@@ -864,7 +864,7 @@ def export(config, pre, compared, progress, sweep_run_id=""):
 def register(config, pre, compared, tracked, exported, progress):
     """Registers each champion, moves the alias, promotes its export."""
     from kg_service.serving import export as export_lib
-    from kg_service.tracking import mlflow_store as tracking
+    from kg_service.tracking import model_logging
     from kg_service.analysis import wording
 
     if not config.registry.enabled:
@@ -895,7 +895,7 @@ def register(config, pre, compared, tracked, exported, progress):
             description=registry_description(
                 compared.summary, activation, member, config, pre.dataset
             ),
-            pip_requirements=tracking.pip_requirements(),
+            pip_requirements=model_logging.pip_requirements(),
             metadata=pre.dataset.metadata(),
             serving=pre.task.serving,
         )
