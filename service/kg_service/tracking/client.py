@@ -8,6 +8,7 @@ pyfunc model files it logs import it themselves).
 
 import contextlib
 import difflib
+import fcntl
 import logging
 import os
 import pathlib
@@ -63,8 +64,6 @@ def sqlite_setup_lock(tracking_uri):
     if not tracking_uri.startswith(prefix):
         yield
         return
-    import fcntl
-
     db = pathlib.Path(tracking_uri[len(prefix):])
     with open(f"{db}.lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -77,6 +76,7 @@ def sqlite_setup_lock(tracking_uri):
 def store_problem(uri, error):
     """Why the store at `uri` could not be used (`error`), in words a user
     can act on."""
+    # MLflow on first use (see import_mlflow): serving imports this module.
     from mlflow.tracking.registry import UnsupportedModelRegistryStoreURIException
 
     if isinstance(error, UnsupportedModelRegistryStoreURIException):

@@ -10,6 +10,12 @@ import time
 import warnings
 
 import numpy as np
+from mlflow.types import ColSpec
+from mlflow.types import DataType
+from mlflow.types import ParamSchema
+from mlflow.types import ParamSpec
+from mlflow.types import Schema
+from mlflow.types.schema import Array
 
 # Deliberate choices MLflow warns about on every logged model: a float32
 # tensor signature instead of predict() type hints, and no input example
@@ -35,13 +41,6 @@ def classifier_signature(mlflow, model):
 def language_model_signature(mlflow, model):
     """A `prompt` string column in; `continuation` and the next-byte
     log-probabilities out; `max_new_tokens` a request parameter."""
-    from mlflow.types import ColSpec
-    from mlflow.types import DataType
-    from mlflow.types import ParamSchema
-    from mlflow.types import ParamSpec
-    from mlflow.types import Schema
-    from mlflow.types.schema import Array
-
     return mlflow.models.ModelSignature(
         inputs=Schema([ColSpec(DataType.string, "prompt")]),
         outputs=Schema(
@@ -88,6 +87,8 @@ def log_pyfunc(
         code_paths: files beside keras_gelu its model needs to load,
             relative to kg_service/.
     """
+    # Keras at its point of use: mlflow_store imports this module, and a
+    # wrong store must fail before TensorFlow loads (see mlflow_store).
     import keras_gelu
 
     signature = make_signature(mlflow, model)
@@ -120,6 +121,8 @@ def log_pyfunc(
 
 def pip_requirements():
     """Pinned requirements of a logged model (explicit: no inference)."""
+    # Keras at its point of use (see log_pyfunc); of the backends, only the
+    # active one is imported (the others may not be installed).
     import keras
 
     requirements = [f"keras=={keras.__version__}", f"numpy=={np.__version__}"]

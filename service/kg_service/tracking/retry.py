@@ -11,6 +11,9 @@ import logging
 import random
 import time
 
+import requests
+from mlflow.exceptions import RestException
+
 from kg_service.errors import StoreUnavailable
 from kg_service.tracking import client
 
@@ -63,9 +66,6 @@ def transient(error):
     MlflowException "API request ... failed" whose context is requests'
     ConnectionError.
     """
-    import requests
-    from mlflow.exceptions import RestException
-
     seen = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
