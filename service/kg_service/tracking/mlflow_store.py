@@ -427,17 +427,8 @@ class Tracker(store.TrackingStore):
     # --- The model registry. ---------------------------------------------
 
     def register(
-        self,
-        run_id,
-        model,
-        model_name,
-        alias,
-        tags,
-        description,
-        pip_requirements,
-        extra_artifacts=None,
-        metadata=None,
-        serving="classifier",
+        self, run_id, model, model_name, alias, tags, description,
+        pip_requirements, extra_artifacts=None, metadata=None, serving="classifier",
     ):
         """Logs `model` as a pyfunc in `run_id`, registers it, sets `alias`.
 
