@@ -1,16 +1,16 @@
 """An in-memory `TrackingStore`: test-only, and the proof that the
-pipeline's tracking seam is real (no MLflow call escapes it)."""
+pipeline's tracking seam is real (no MLflow call escapes it). It keeps
+things in dicts; the bookkeeping (statuses, member names and tags, which
+sweep parent wins, version numbers) is the base class's."""
 
-import contextlib
 import copy
 import itertools
 import json
 
-from kg_service.tracking.mlflow_store import TrackingStore
-from kg_service.tracking.mlflow_store import param_text
+from kg_service.tracking import store
 
 
-class MemoryStore(TrackingStore):
+class MemoryStore(store.TrackingStore):
     """Keeps runs, artifacts and registered versions in dicts."""
 
     def __init__(self):
@@ -18,57 +18,44 @@ class MemoryStore(TrackingStore):
         self.artifacts = {}  # (run id, file) -> content
         self.models = {}  # name -> {version: dict(run_id, tags, description, ...)}
         self.aliases = {}  # (name, alias) -> version
-        self._ids = itertools.count(1)
-        self.parent_run_id = None
+        self.ids = itertools.count(1)
 
-    def _new_run(self, name, params, tags, parent=None):
-        run_id = f"run-{next(self._ids)}"
+    def create_run(self, run_name, params, tags, parent=None):
+        run_id = f"run-{next(self.ids)}"
         self.runs[run_id] = dict(
-            name=name,
-            params={k: param_text(v) for k, v in params.items()},  # text, as MLflow
+            name=run_name,
+            params={k: store.param_text(v) for k, v in params.items()},  # text, as MLflow
             tags=dict(tags),
             metrics={},
-            status="RUNNING",
+            status=store.RUNNING,
             parent=parent,
         )
         return run_id
 
-    @contextlib.contextmanager
-    def sweep_run(self, run_name, params, tags, resume=None):
+    def delete_run(self, run_id):
+        del self.runs[run_id]
+
+    def open_sweep(self, run_name, params, tags, resume=None):
         if resume is None:
-            self.parent_run_id = self._new_run(run_name, params, tags)
-        else:
-            self.parent_run_id = resume
-            self.runs[resume]["tags"].update(tags)
-        self.runs[self.parent_run_id]["status"] = "RUNNING"
-        status = "FAILED"
-        try:
-            yield self.parent_run_id
-            status = "FINISHED"
-        except KeyboardInterrupt:
-            status = "KILLED"
-            raise
-        finally:
-            self.runs[self.parent_run_id]["status"] = status
+            return self.create_run(run_name, params, tags)
+        self.runs[resume]["tags"].update(tags)
+        self.runs[resume]["status"] = store.RUNNING
+        return resume
 
-    def join_sweep(self, run_name, params, tags, sweep_id):
-        found = self.find_sweeps(sweep_id)
-        created = not found
-        if created:
-            found = [self._new_run(run_name, params, {**tags, "kg.sweep_id": sweep_id})]
-        self.parent_run_id = found[-1]
-        return self.parent_run_id, created
+    def close_sweep(self, status):
+        self.runs[self.parent_run_id]["status"] = status
 
-    def find_sweeps(self, sweep_id=None):
+    def sweep_parents(self, sweep_id=None):
         return [
-            run_id
-            for run_id, run in reversed(self.runs.items())
-            if run["tags"].get("kg.role") == "sweep"
-            and sweep_id in (None, run_id, run["tags"].get("kg.sweep_id"))
+            store.SweepParent(run_id, run["tags"].get(store.SWEEP_ID_TAG))
+            for run_id, run in self.runs.items()
+            if run["tags"].get("kg.role") == store.SWEEP_ROLE
+            and sweep_id in (None, run["tags"].get(store.SWEEP_ID_TAG))
         ]
 
-    def member_keys(self, sweep_run_id):
-        return {key: run_id for key, (run_id, _) in self.finished_members(sweep_run_id).items()}
+    def sweep_info(self, run_id):
+        run = self.runs[run_id]
+        return run["name"], run["params"], run["status"]
 
     def claim(self, run_id, key, value):
         return self.runs[run_id]["params"].setdefault(key, value) == value
@@ -80,37 +67,28 @@ class MemoryStore(TrackingStore):
         self.artifacts[(run_id, artifact_file)] = json.loads(json.dumps(data))
 
     def log_member(self, result, params, tags):
-        run_id = self._new_run(
-            f"{result.activation}-seed{result.seed}",
-            {**params, "activation": result.activation, "seed": result.seed},
-            {
-                **tags,
-                "activation": result.activation,
-                "seed": result.seed,
-                "kg.sweep_id": self.runs[self.parent_run_id]["tags"].get("kg.sweep_id"),
-            },
+        sweep_id = self.runs[self.parent_run_id]["tags"].get(store.SWEEP_ID_TAG)
+        run_id = self.create_run(
+            store.member_run_name(result),
+            store.member_params(result, params),
+            store.member_tags(result, tags, sweep_id),
             parent=self.parent_run_id,
         )
         run = self.runs[run_id]
         run["metrics"] = {key: list(values) for key, values in result.history.items()}
-        run["metrics"]["test_accuracy"] = [result.test_accuracy]
-        run["metrics"]["test_loss"] = [result.test_loss]
+        run["metrics"].update({k: [v] for k, v in store.member_finals(result).items()})
         run["result"] = result
-        run["status"] = "FINISHED" if result.ok else "FAILED"
+        run["status"] = store.member_status(result)
         return run_id
 
-    def sweep_info(self, run_id):
-        run = self.runs[run_id]
-        return run["name"], run["params"], run["status"]
-
     def finished_members(self, sweep_run_id):
-        sweep_id = self.runs[sweep_run_id]["tags"].get("kg.sweep_id")
+        sweep_id = self.runs[sweep_run_id]["tags"].get(store.SWEEP_ID_TAG)
         return {
             (r["result"].activation, r["result"].seed): (run_id, r["result"])
             for run_id, r in self.runs.items()
             if "result" in r
-            and (r["tags"]["kg.sweep_id"] == sweep_id if sweep_id else r["parent"] == sweep_run_id)
-            and r["status"] in ("FINISHED", "FAILED")
+            and (r["tags"][store.SWEEP_ID_TAG] == sweep_id if sweep_id else r["parent"] == sweep_run_id)
+            and r["status"] in store.MEMBER_DONE
         }
 
     def log_summary(self, metrics, tags, artifact_paths):
@@ -139,5 +117,5 @@ class MemoryStore(TrackingStore):
     def set_version_tag(self, model_name, version, key, value):
         self.models[model_name][version]["tags"][key] = value
 
-    def next_version(self, model_name):
-        return 1 + max((int(v) for v in self.models.get(model_name, {})), default=0)
+    def version_numbers(self, model_name):
+        return [int(v) for v in self.models.get(model_name, {})]

@@ -238,12 +238,12 @@ def models(names, tracking_uri, output_format):
       kg models --format json | jq '.[0].aliases'
     """
     from kg_service.config import derived as config
-    from kg_service.tracking import mlflow_store as tracking
+    from kg_service.tracking import registry
     from kg_service.analysis import tables
 
     try:
         uri = config.tracking_uri_for(tracking_uri)
-        found = tracking.registered_versions(uri, names)
+        found = registry.registered_versions(uri, names)
     except ServiceError as error:
         _fail("models", error)
     if output_format == "json":

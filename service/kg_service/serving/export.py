@@ -42,7 +42,7 @@ def check_can_export():
             f"turn export off with `--set export.enabled=false`."
         )
     try:
-        import tensorflow  # noqa: F401
+        import tensorflow  # noqa: F401 -- is it installed? (a jax backend may lack it)
     except ImportError:
         raise ServiceError(
             "SavedModel export needs TensorFlow, which is not installed here "
@@ -106,7 +106,7 @@ def stage(model, export_dir, model_name, inputs, tolerance, owner=""):
         ExportVerificationError: if the reloaded SavedModel's predictions
             differ by more than `tolerance`.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # installed: check_can_export ran; not on every backend
 
     tolerance = tolerance_for(model, tolerance)
     path = staging_dir(export_dir, model_name, owner)

@@ -12,6 +12,7 @@ invalid body is echoed back in the error; strings ("1e3") and booleans are
 cast to float32 and answered 200; unknown `params` are dropped silently.
 """
 
+import difflib
 import json
 
 FORMATS = ("inputs", "instances", "dataframe_split", "dataframe_records")
@@ -138,8 +139,6 @@ def _check_params(params, names):
         raise BadRequest(f"params: expected a dictionary of name: value; {takes}.")
     unknown = sorted(set(params) - set(names))
     if unknown:
-        import difflib
-
         hints = [
             f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name)
             for name in unknown

@@ -40,9 +40,7 @@ model's own `checked_input`) is MLflow's answer, unchanged.
 """
 
 import asyncio
-import csv
 import hmac
-import io
 import json
 import os
 
@@ -51,6 +49,7 @@ import mlflow.pyfunc
 from mlflow.pyfunc import scoring_server
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from kg_service.serving import model_input
 from kg_service.serving import request_checks
 
 MODEL_PATH_ENV = "KG_SERVE_MODEL_PATH"  # as kg_service.serving.server sets them
@@ -164,7 +163,7 @@ class Guard:
                 return await _answer(send, 413, self._too_large(f"over {len(body)}"))
         body = bytes(body)
         if media_type == "text/csv":
-            body, problem = await asyncio.to_thread(_csv_as_json, body, self.features)
+            body, problem = await asyncio.to_thread(model_input.csv_as_json, body, self.features)
         else:
             problem = await asyncio.to_thread(self._json_problem, body)
         if problem:
@@ -305,89 +304,6 @@ def _cut(text):
     return f"{text[:MESSAGE_LIMIT]}... ({len(text) - MESSAGE_LIMIT} more characters cut)"
 
 
-def csv_rows(text):
-    """The rows of a CSV text (a header row, then one row per example) as a
-    DataFrame, read without the model's signature: MLflow's own CSV reader
-    asks a tensor signature for pandas column types and fails.
-
-    Raises:
-        ValueError: naming what is wrong with the CSV.
-    """
-    import warnings
-
-    import pandas as pd
-
-    try:
-        # A row longer than the header: pandas would take its first field
-        # as the row's index (or, index_col=False, drop the rest with a
-        # warning); either way the wrong features. An error here.
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(
-                io.StringIO(text) if isinstance(text, str) else io.BytesIO(text),
-                index_col=False,
-            )
-    except Exception as error:  # pandas raises many kinds for bad CSV
-        raise ValueError(
-            f"cannot read it as CSV ({type(error).__name__}: {error}); expected a "
-            f"header row, then one row of numbers per example."
-        ) from None
-    if frame.empty:
-        raise ValueError(
-            "the CSV has no data rows: its first line is read as the header "
-            "(column names), then one row of numbers per example."
-        )
-    return frame
-
-
-def csv_width(text):
-    """The number of columns in a CSV text's header row, read alone."""
-    if isinstance(text, bytes):
-        end = text.find(b"\n")
-        text = (text if end < 0 else text[:end]).decode("utf-8", "replace")
-    else:
-        text = text.split("\n", 1)[0]
-    return len(next(csv.reader([text]), []))
-
-
-def csv_matrix(text, features):
-    """A numeric model's CSV rows as a float64 matrix: the header's width is
-    checked before any row is read (a 30,000-column body took pandas 24 s).
-
-    Raises:
-        ValueError: naming what is wrong with the CSV.
-    """
-    width = csv_width(text)
-    if width != features:
-        raise ValueError(
-            f"the header row has {width} column{'s' * (width != 1)}; this model "
-            f"takes {features} features: a header such as "
-            f"{','.join('x%d' % k for k in range(min(features, 4)))}{',...' * (features > 4)}, "
-            f"then one row of {features} numbers per example."
-        )
-    frame = csv_rows(text)
-    for column in frame.columns:
-        if frame[column].dtype.kind not in "iuf":
-            raise ValueError(
-                f"column {column!r} holds text, not numbers (e.g. "
-                f"{str(frame[column].iloc[0])[:20]!r}); every feature must be a number."
-            )
-    return frame.to_numpy(dtype="float64")
-
-
-def _csv_as_json(body, features):
-    """A CSV body as JSON MLflow parses, or a problem."""
-    try:
-        if features is None:  # the language model's prompts: text columns
-            split = csv_rows(body).to_json(orient="split", index=False).encode()
-            return b'{"dataframe_split": ' + split + b"}", None
-        # json.dumps writes inf as Infinity, which MLflow reads back: the
-        # model reports "got inf" (pandas' to_json wrote null: "got nan").
-        return json.dumps({"inputs": csv_matrix(body, features).tolist()}).encode(), None
-    except ValueError as error:
-        return None, f"CSV body: {error}"
-
-
 def _replace_content_type(headers):
     return [(k, v) for k, v in headers if k.lower() != b"content-type"] + [
         (b"content-type", b"application/json")
@@ -467,28 +383,14 @@ class ClientTimeouts(H11Protocol):
         self.transport.close()
 
 
-def _features(model):
-    schema = model.metadata.get_input_schema()
-    try:
-        return int(schema.inputs[0].shape[-1])
-    except (AttributeError, IndexError, TypeError):
-        return None
-
-
-def param_names(model):
-    """The `params` a model's signature declares."""
-    schema = model.metadata.get_params_schema()
-    return tuple(p.name for p in schema.params) if schema else ()
-
-
 def build(model_path, max_bytes):
     model = mlflow.pyfunc.load_model(model_path)
     token_file = os.environ.get(TOKEN_FILE_ENV)
     return Guard(
         scoring_server.init(model),
         max_bytes,
-        _features(model),
-        param_names=param_names(model),
+        model_input.feature_count(model),
+        param_names=model_input.param_names(model),
         token=read_token(token_file) if token_file else None,
         expose_docs=os.environ.get(EXPOSE_DOCS_ENV) == "1",
         client_timeout=float(os.environ.get(CLIENT_TIMEOUT_ENV, DEFAULT_CLIENT_TIMEOUT)),

@@ -5,16 +5,24 @@ a SavedModel folder (TF Serving's `<export dir>/<name>/<version>`). Either
 way it becomes a local MLflow pyfunc model folder (`local_model`), which
 MLflow's scoring server (`kg_service.serving.scoring_app`, under uvicorn) or
 `mlflow.pyfunc.load_model` loads.
+
+MLflow, pandas and TensorFlow are imported where they are used: the CLI
+imports this module for `kg serve` and `kg predict`, and `kg --help` must
+not wait seconds for them.
 """
 
 import contextlib
 import csv
+import ctypes
 import dataclasses
+import difflib
 import io
 import json
 import os
 import pathlib
+import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +34,8 @@ import numpy as np
 
 from kg_service.config import derived as config_lib
 from kg_service.errors import ServiceError
+from kg_service.serving import request_checks
+from kg_service.tracking import client as mlflow_client
 
 STOP_GRACE_SECONDS = 10  # after SIGTERM, before SIGKILL
 MODEL_URI_HELP = (
@@ -36,11 +46,9 @@ MODEL_URI_HELP = (
 
 
 def _mlflow():
-    from kg_service.tracking import mlflow_store as tracking
-
     # A bar per download: noise in front of printed predictions.
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    return tracking._mlflow()
+    return mlflow_client.import_mlflow()
 
 
 @contextlib.contextmanager
@@ -97,9 +105,6 @@ def local_model(model_uri, tracking_uri=None):
 def _closest_model(mlflow, uri, model_uri):
     """' Did you mean models:/NAME@...?' for a models:/ URI whose name is
     not registered but close to one that is (difflib, as config errors)."""
-    import difflib
-    import re
-
     match = re.match(r"models:/([^/@]+)(.*)", model_uri)
     if not match:
         return ""
@@ -129,7 +134,7 @@ def _wrap_saved_model(saved_model, target):
     # to cuInit" ERROR line on a machine without a GPU) before TF loads.
     from kg_service.tasks.classification import pyfunc as mlflow_model  # noqa: F401
 
-    import tensorflow as tf
+    import tensorflow as tf  # only a SavedModel needs it; seconds to import
 
     mlflow = _mlflow()
     loaded = tf.saved_model.load(str(saved_model))
@@ -188,8 +193,6 @@ def _bracketed(host):
 
 
 def _free_port(host):
-    import socket
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family) as sock:
         sock.bind((host, 0))
@@ -199,8 +202,6 @@ def _free_port(host):
 def _die_with_parent():
     """In the server process: SIGTERM when kg dies, even by SIGKILL (Linux)."""
     try:
-        import ctypes
-
         ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
@@ -299,7 +300,7 @@ def start(
     any server starts. With `token_file`, every route but /ping and /health
     needs `Authorization: Bearer <its first line>`.
     """
-    from kg_service.serving import scoring_app as app
+    from kg_service.serving import scoring_app as app  # uvicorn, MLflow: start-up
 
     if token_file is not None:
         try:
@@ -353,7 +354,7 @@ def predict(model_uri, input_path, *, tracking_uri=None):
     Raises:
         ServiceError: for a file it cannot read or parse, or bad rows.
     """
-    from mlflow.exceptions import MlflowException
+    from mlflow.exceptions import MlflowException  # start-up: see the module docstring
 
     kind, content = _read(input_path)
     mlflow = _mlflow()
@@ -390,24 +391,24 @@ def _read(path):
 
 def _parse(content, kind, shown, model):
     """`(rows, params)` for the model, or a ServiceError naming the problem."""
+    # MLflow and pandas: start-up, see the module docstring.
     from mlflow.exceptions import MlflowException
     from mlflow.pyfunc import scoring_server
 
-    from kg_service.serving import request_checks
-    from kg_service.serving import scoring_app
+    from kg_service.serving import model_input
 
-    features = scoring_app._features(model)
+    features = model_input.feature_count(model)
     try:
         if kind == "npy":
             return _matrix(content, features), None
         if kind == "csv":
             if features is None:
-                return scoring_app.csv_rows(content), None
+                return model_input.csv_rows(content), None
             # As a matrix: a tensor signature does not take named columns.
-            return _matrix(scoring_app.csv_matrix(content, features), features), None
+            return _matrix(model_input.csv_matrix(content, features), features), None
         request = request_checks.decode(content)
-        request_checks.check(request, features, scoring_app.param_names(model))
-        data, params = scoring_server._split_data_and_params(request)
+        request_checks.check(request, features, model_input.param_names(model))
+        data, params = model_input.split_data_and_params(request)
         return scoring_server.infer_and_parse_data(data, model.metadata.get_input_schema()), params
     except ValueError as error:  # request_checks, csv_rows, text in a number's place
         raise ServiceError(f"--input {shown}: {error}") from None
@@ -419,8 +420,6 @@ def _matrix(array, features):
     """A numeric array as the model's float32 rows. Cast as the server casts
     JSON numbers (float64, numpy's default, and ints): a value beyond
     float32's range becomes inf, which the model then reports."""
-    from kg_service.serving import request_checks
-
     if array.dtype.kind not in "iuf":
         raise request_checks.BadRequest(
             f"holds {array.dtype} values; features are numbers (float32, or "

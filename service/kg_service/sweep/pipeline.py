@@ -49,7 +49,7 @@ class Preflight:
 
     task: Any  # kg_service.tasks.base.Task
     dataset: Any  # what task.load returned
-    store: Any  # kg_service.tracking.mlflow_store.TrackingStore
+    store: Any  # kg_service.tracking.store.TrackingStore
     tracking_uri: str
     resume: Optional[str]  # the sweep run id to continue, or None
     done: Mapping[tuple, tuple]  # (activation, seed) -> (run id, MemberResult)
@@ -710,9 +710,9 @@ def _check_same_settings(flag, store, run_id, params):
 
 def store_param(value):
     """A param value as the tracking store keeps it (text)."""
-    from kg_service.tracking import mlflow_store as tracking
+    from kg_service.tracking import store as tracking_store
 
-    return tracking.param_text(value)
+    return tracking_store.param_text(value)
 
 
 def _interrupted(config, sweep_run_id, held):
@@ -869,7 +869,7 @@ def export(config, pre, compared, progress, sweep_run_id=""):
 def register(config, pre, compared, tracked, exported, progress):
     """Registers each champion, moves the alias, promotes its export."""
     from kg_service.serving import export as export_lib
-    from kg_service.tracking import mlflow_store as tracking
+    from kg_service.tracking import model_logging
     from kg_service.analysis import wording
 
     if not config.registry.enabled:
@@ -900,7 +900,7 @@ def register(config, pre, compared, tracked, exported, progress):
             description=registry_description(
                 compared.summary, activation, member, config, pre.dataset
             ),
-            pip_requirements=tracking.pip_requirements(),
+            pip_requirements=model_logging.pip_requirements(),
             metadata=pre.dataset.metadata(),
             serving=pre.task.serving,
         )

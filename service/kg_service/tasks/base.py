@@ -66,7 +66,7 @@ class Task:
         serving: How the registered model is served: "classifier"
             (features in, class probabilities out) or "language_model"
             (a prompt string in, a continuation out); see
-            `kg_service.tracking.mlflow_store.SERVING`.
+            `kg_service.tracking.model_logging.SERVING`.
         data_parallel: Whether its training runs under
             `device.distribution` (`kg_service.training.parallel`).
     """

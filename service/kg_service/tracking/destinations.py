@@ -122,6 +122,8 @@ def check_store(tracking_uri):
 
 def _sqlite_file(uri):
     """The database file of a sqlite URI; None for an in-memory database."""
+    # Start-up: these checks run before the heavy imports, and only a
+    # sqlite URI needs SQLAlchemy.
     from sqlalchemy.engine import make_url
 
     try:

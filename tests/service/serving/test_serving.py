@@ -22,6 +22,7 @@ import pytest
 
 import keras_gelu
 from kg_service.tracking import mlflow_store as tracking
+from kg_service.tracking import model_logging
 from tests.service import servers
 
 FEATURES, CLASSES = 2, 3
@@ -52,7 +53,7 @@ def registered(tmp_path_factory):
             "champion",
             tags={},
             description="test model",
-            pip_requirements=tracking.pip_requirements(),
+            pip_requirements=model_logging.pip_requirements(),
         )
     finally:
         os.chdir(cwd)

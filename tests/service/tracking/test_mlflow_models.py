@@ -7,6 +7,7 @@ import keras
 import pytest
 
 from kg_service.tracking import mlflow_store as tracking
+from kg_service.tracking import model_logging
 
 # MLflow's red warning for a predict() type hint it cannot use (an `Any`,
 # say), printed on every logged model with raw ANSI colour codes.
@@ -18,7 +19,7 @@ def _any_model():
     return keras.Model(inputs, keras.layers.Dense(2, activation="softmax")(inputs))
 
 
-@pytest.mark.parametrize("serving", sorted(tracking.SERVING))
+@pytest.mark.parametrize("serving", sorted(model_logging.SERVING))
 def test_logging_a_model_prints_no_unsupported_type_hint_warning(tmp_path, serving):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     store = tracking.Tracker(uri, f"hints-{serving}")

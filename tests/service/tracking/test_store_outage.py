@@ -30,6 +30,7 @@ import mlflow
 import pytest
 
 from kg_service.tracking import mlflow_store as tracking
+from kg_service.tracking import retry
 from tests.service import servers
 from tests.service.sweep.test_faults import kg_train_process
 from tests.service.sweep.test_golden import GOLDEN
@@ -40,18 +41,18 @@ ACTIVATIONS = ("relu", "gelu", "swiglu", "learnable_leaky_relu")  # GOLDEN's, 3 
 
 
 def test_backoff_waits_double_with_jitter_and_the_last_try_comes_at_the_window():
-    waits = tracking.backoff_waits(120, random.Random(0))
+    waits = retry.backoff_waits(120, random.Random(0))
     assert sum(waits) == pytest.approx(120)
     for i, wait in enumerate(waits[:-1]):
         step = min(2.0**i, 30.0)
         assert step / 2 <= wait <= step
-    assert tracking.backoff_waits(0) == ()
+    assert retry.backoff_waits(0) == ()
 
 
 def test_the_http_answers_retried_are_mlflows_own_transient_ones():
     from mlflow.utils.request_utils import _TRANSIENT_FAILURE_RESPONSE_CODES
 
-    assert tracking.TRANSIENT_HTTP_STATUS == _TRANSIENT_FAILURE_RESPONSE_CODES
+    assert retry.TRANSIENT_HTTP_STATUS == _TRANSIENT_FAILURE_RESPONSE_CODES
 
 
 def test_a_locked_sqlite_store_is_retried_until_the_lock_goes(tmp_path, caplog):

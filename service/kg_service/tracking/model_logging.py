@@ -1,0 +1,153 @@
+"""Logging a trained Keras model as an MLflow pyfunc model: its signature,
+its pinned requirements, and what each task's served model is made of.
+"""
+
+import os
+import pathlib
+import re
+import tempfile
+import time
+import warnings
+
+import numpy as np
+from mlflow.types import ColSpec
+from mlflow.types import DataType
+from mlflow.types import ParamSchema
+from mlflow.types import ParamSpec
+from mlflow.types import Schema
+from mlflow.types.schema import Array
+
+# Deliberate choices MLflow warns about on every logged model: a float32
+# tensor signature instead of predict() type hints, and no input example
+# (input_example crashes keras logging, mlflow#16183). Its log_model forces
+# a "once" filter, so these are caught and dropped rather than filtered.
+DELIBERATE = re.compile("Add type hints to the `predict`|An input example was not provided")
+PACKAGE = pathlib.Path(__file__).parents[1]  # kg_service/: SERVING's paths are in it
+LM_DEFAULT_NEW_TOKENS = 32  # the language pyfunc's DEFAULT_NEW_TOKENS: the same when no params come
+
+
+def classifier_signature(mlflow, model):
+    """float32 `[-1, features]` in, `[-1, classes]` probabilities out."""
+    return mlflow.models.ModelSignature(
+        inputs=mlflow.types.Schema(
+            [mlflow.types.TensorSpec(np.dtype("float32"), (-1, model.input_shape[-1]))]
+        ),
+        outputs=mlflow.types.Schema(
+            [mlflow.types.TensorSpec(np.dtype("float32"), (-1, model.output_shape[-1]))]
+        ),
+    )
+
+
+def language_model_signature(mlflow, model):
+    """A `prompt` string column in; `continuation` and the next-byte
+    log-probabilities out; `max_new_tokens` a request parameter."""
+    return mlflow.models.ModelSignature(
+        inputs=Schema([ColSpec(DataType.string, "prompt")]),
+        outputs=Schema(
+            [
+                ColSpec(DataType.string, "continuation"),
+                ColSpec(Array(DataType.double), "next_token_logprobs"),
+            ]
+        ),
+        params=ParamSchema(
+            [ParamSpec("max_new_tokens", DataType.long, LM_DEFAULT_NEW_TOKENS)]
+        ),
+    )
+
+
+# Task.serving -> (the pyfunc model file, its signature, the code paths
+# beside keras_gelu that its model needs to load), all under kg_service/.
+# The tasks' own knowledge: it moves into the Task object (issue 16);
+# `log_pyfunc` takes the three as arguments, so that move is one line in
+# mlflow_store.Tracker.register.
+SERVING = {
+    "classifier": ("tasks/classification/pyfunc.py", classifier_signature, ()),
+    "language_model": (
+        "tasks/language/pyfunc.py",
+        language_model_signature,
+        ("tasks/language/lm_layers.py",),
+    ),
+}
+
+
+def log_pyfunc(
+    mlflow, run_id, model, *, python_model, make_signature, code_paths,
+    pip_requirements, metadata=None, extra_artifacts=None,
+):
+    """Logs `model` in `run_id` as the pyfunc model "model"; returns
+    MLflow's `ModelInfo`.
+
+    The logged model carries its own copy of keras_gelu (code path) and a
+    pyfunc loader that imports it, so `mlflow models serve` works in a
+    fresh process that never imported keras_gelu.
+
+    Args:
+        python_model: the pyfunc model file, relative to kg_service/.
+        make_signature: `(mlflow, model) -> ModelSignature`.
+        code_paths: files beside keras_gelu its model needs to load,
+            relative to kg_service/.
+    """
+    # Keras at its point of use: mlflow_store imports this module, and a
+    # wrong store must fail before TensorFlow loads (see mlflow_store).
+    import keras_gelu
+
+    signature = make_signature(mlflow, model)
+    with tempfile.TemporaryDirectory() as tmp:
+        keras_path = os.path.join(tmp, "model.keras")
+        model.save(keras_path)
+        artifacts = {"keras_model": keras_path, **(extra_artifacts or {})}
+        with mlflow.start_run(run_id=run_id, nested=True), warnings.catch_warnings(
+            record=True
+        ) as caught:
+            warnings.simplefilter("always")
+            _test_pause("register")
+            info = mlflow.pyfunc.log_model(
+                name="model",
+                python_model=str(PACKAGE / python_model),
+                artifacts=artifacts,
+                code_paths=[os.path.dirname(keras_gelu.__file__)]
+                + [str(PACKAGE / path) for path in code_paths],
+                signature=signature,
+                pip_requirements=pip_requirements,
+                metadata=metadata,
+            )
+        for warning in caught:
+            if not DELIBERATE.search(str(warning.message)):
+                warnings.warn_explicit(
+                    warning.message, warning.category, warning.filename, warning.lineno
+                )
+    return info
+
+
+def pip_requirements():
+    """Pinned requirements of a logged model (explicit: no inference)."""
+    # Keras at its point of use (see log_pyfunc); of the backends, only the
+    # active one is imported (the others may not be installed).
+    import keras
+
+    requirements = [f"keras=={keras.__version__}", f"numpy=={np.__version__}"]
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        requirements.append(f"tensorflow=={tf.__version__}")
+    elif backend == "jax":
+        import jax
+
+        requirements.append(f"jax=={jax.__version__}")
+    elif backend == "torch":
+        import torch
+
+        requirements.append(f"torch=={torch.__version__.split('+')[0]}")
+    return requirements
+
+
+def _test_pause(point):
+    """For the kill tests: with KG_TEST_PAUSE=<point>, writes the file
+    KG_TEST_PAUSE_MARKER and waits there until the process is killed, so
+    that a test kills it at a known point, not after a guessed delay."""
+    if os.environ.get("KG_TEST_PAUSE") != point:
+        return
+    pathlib.Path(os.environ["KG_TEST_PAUSE_MARKER"]).write_text(str(os.getpid()))
+    while True:
+        time.sleep(1)
