@@ -17,17 +17,13 @@ import click
 
 from kg_service.config import schema as config_lib
 from kg_service.sweep import shards
-from kg_service.cli.train import _configure_logging
-from kg_service.cli.train import _native_stderr_to_file
-from kg_service.cli.train import _sigterm_as_interrupt
+from kg_service.cli import options
 from kg_service.errors import ServiceError
-
-EXIT_INTERRUPTED = 130
 
 
 @click.command(
     "report",
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    context_settings=options.CONTEXT,
 )
 @click.option("--experiment", required=True, metavar="NAME", help="The MLflow experiment.")
 @click.option(
@@ -43,12 +39,10 @@ EXIT_INTERRUPTED = 130
     "refused if the sweep is registered already.",
 )
 @click.option("--output-dir", metavar="DIR", help="Where the report goes (default: the sweep config's).")
-@click.option(
-    "--tracking-uri",
-    metavar="URI",
-    help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).",
+@options.tracking_uri(
+    "MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)."
 )
-@click.option("-q", "--quiet", is_flag=True, help="Log lines instead of the progress display.")
+@options.QUIET
 @click.pass_context
 def report(ctx, experiment, sweep_id, register, output_dir, tracking_uri, quiet):
     """Rebuild a sweep's report (statistics, tables, figures) from the tracking
@@ -63,16 +57,12 @@ def report(ctx, experiment, sweep_id, register, output_dir, tracking_uri, quiet)
     try:
         if sweep_id is not None:
             shards.check_sweep_id(sweep_id)
-        if tracking_uri is not None and not tracking_uri.strip():
-            raise ServiceError(
-                "--tracking-uri: got an empty string; expected an MLflow "
-                "tracking URI, e.g. sqlite:///mlflow.db."
-            )
+        tracking_uri = options.checked_tracking_uri(tracking_uri)
         uri = tracking_uri or config_lib.resolve_tracking_uri(config_lib.Config())
         # TensorFlow's C++ start-up chatter would bury the report.
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        with _native_stderr_to_file(enabled=True), _sigterm_as_interrupt():
-            _configure_logging(quiet=quiet, verbose=False)
+        with options.native_stderr_to_file(enabled=True), options.sigterm_as_interrupt():
+            options.configure_logging(quiet=quiet, verbose=False)
             from kg_service.sweep import pipeline  # TensorFlow, MLflow: only for a real run
 
             code = pipeline.report_sweep(
@@ -86,10 +76,10 @@ def report(ctx, experiment, sweep_id, register, output_dir, tracking_uri, quiet)
             )
     except ServiceError as error:
         click.echo(f"kg report: error: {error}", err=True)
-        ctx.exit(getattr(error, "exit_code", 2))
+        ctx.exit(getattr(error, "exit_code", options.EXIT_USAGE))
     except KeyboardInterrupt:
         click.echo("\nkg report: interrupted.", err=True)
-        ctx.exit(EXIT_INTERRUPTED)
+        ctx.exit(options.EXIT_INTERRUPTED)
     ctx.exit(code or 0)
 
 

@@ -30,27 +30,20 @@ summary and where the report went). The return value is the exit code
 (None counts as 0). Raise `ServiceError` for anything the user can fix.
 """
 
-import contextlib
 import dataclasses
-import logging
 import os
-import sys
-import tempfile
 
 import click
 
+from kg_service.cli import options
 from kg_service.config.schema import describe_plan
 from kg_service.config.schema import smoke as smoke_sizes
 from kg_service.config.schema import load_config
 from kg_service.errors import ServiceError
 from kg_service.errors import SweepInterrupted
 
-EXIT_INTERRUPTED = 130
 
-
-@click.command(
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
-)
+@click.command(context_settings=options.CONTEXT)
 @click.option(
     "--config",
     "config_path",
@@ -71,11 +64,7 @@ EXIT_INTERRUPTED = 130
     is_flag=True,
     help="Validate the config, print the plan and exit; trains and writes nothing.",
 )
-@click.option(
-    "--tracking-uri",
-    metavar="URI",
-    help="MLflow tracking URI; wins over tracking.uri and MLFLOW_TRACKING_URI.",
-)
+@options.tracking_uri("MLflow tracking URI; wins over tracking.uri and MLFLOW_TRACKING_URI.")
 @click.option(
     "--output-dir",
     metavar="DIR",
@@ -115,7 +104,7 @@ EXIT_INTERRUPTED = 130
     "started with the same config share one sweep); a new ID runs the same "
     "config again as a new sweep. Alone: --shard 1/1.",
 )
-@click.option("-q", "--quiet", is_flag=True, help="Log lines instead of the progress display.")
+@options.QUIET
 @click.option(
     "-v",
     "--verbose",
@@ -164,11 +153,11 @@ def main(
         if not verbose:
             # TensorFlow's C++ start-up chatter would bury the progress display.
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        with _native_stderr_to_file(enabled=not verbose):
-            _configure_logging(quiet=quiet, verbose=verbose)
+        with options.native_stderr_to_file(enabled=not verbose):
+            options.configure_logging(quiet=quiet, verbose=verbose)
             from kg_service.sweep import pipeline  # TensorFlow, MLflow: only for a real run
 
-            with _sigterm_as_interrupt():
+            with options.sigterm_as_interrupt():
                 if shard is None:
                     code = pipeline.run(
                         config, quiet=quiet, echo=click.echo, resume=resume
@@ -182,27 +171,11 @@ def main(
         ctx.exit(error.exit_code)
     except ServiceError as error:
         click.echo(f"kg-train: error: {error}", err=True)
-        ctx.exit(getattr(error, "exit_code", 2))
+        ctx.exit(getattr(error, "exit_code", options.EXIT_USAGE))
     except KeyboardInterrupt:
         click.echo("\nkg-train: interrupted.", err=True)
-        ctx.exit(EXIT_INTERRUPTED)
+        ctx.exit(options.EXIT_INTERRUPTED)
     ctx.exit(code or 0)
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM (a scheduler, `kill`, Kubernetes) stops a sweep like Ctrl-C:
-    the pipeline marks the sweep KILLED and says how to resume."""
-    import signal
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _shard(text, sweep_id, resume):
@@ -235,13 +208,9 @@ def _shard_plan(config, shard, sweep_id):
 
 def _apply_flags(config, *, tracking_uri, output_dir):
     """Returns `config` with --tracking-uri and --output-dir applied."""
+    tracking_uri = options.checked_tracking_uri(tracking_uri)
     if tracking_uri is not None:
-        if not tracking_uri.strip():
-            raise ServiceError(
-                "--tracking-uri: got an empty string; expected an MLflow tracking URI, "
-                "e.g. sqlite:///mlflow.db."
-            )
-        tracking = dataclasses.replace(config.tracking, uri=tracking_uri.strip())
+        tracking = dataclasses.replace(config.tracking, uri=tracking_uri)
         config = dataclasses.replace(config, tracking=tracking)
     if output_dir is not None:
         if not output_dir.strip():
@@ -258,61 +227,6 @@ def _config_yaml(config):
     from kg_service.config.schema import config_to_dict
 
     return yaml.safe_dump(config_to_dict(config), sort_keys=False).rstrip()
-
-
-@contextlib.contextmanager
-def _native_stderr_to_file(enabled):
-    """Sends C++ logs (TensorFlow, XLA, absl) written to fd 2 to a file.
-
-    absl's "I0000 ..." lines ignore TF_CPP_MIN_LOG_LEVEL. Python's own
-    stderr (progress, logging, errors) keeps going to the terminal through a
-    duplicate of the original descriptor. The file is kept, and its path
-    printed, only if the run fails. Off with --verbose, and wherever stderr
-    is not a real file descriptor (e.g. click's test runner).
-    """
-    try:
-        real = enabled and sys.stderr.fileno() == 2
-    except (AttributeError, OSError, ValueError):
-        real = False
-    if not real:
-        yield
-        return
-    sys.stderr.flush()
-    native = tempfile.NamedTemporaryFile(
-        prefix="kg-train-native-", suffix=".log", delete=False
-    )
-    saved_fd = os.dup(2)
-    saved_stderr = sys.stderr
-    os.dup2(native.fileno(), 2)
-    sys.stderr = os.fdopen(os.dup(saved_fd), "w", buffering=1)
-    succeeded = False
-    try:
-        yield
-        succeeded = True
-    except ServiceError:
-        succeeded = True  # a user's mistake: its own message says it all
-        raise
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved_fd, 2)
-        os.close(saved_fd)
-        sys.stderr.close()
-        sys.stderr = saved_stderr
-        native.close()
-        if succeeded:
-            os.unlink(native.name)
-        else:
-            click.echo(f"kg-train: native (C++) log: {native.name}", err=True)
-
-
-def _configure_logging(*, quiet, verbose):
-    level = logging.DEBUG if verbose else logging.INFO if quiet else logging.WARNING
-    logging.basicConfig(
-        force=True,
-        level=level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
 
 
 if __name__ == "__main__":
