@@ -2,7 +2,7 @@
 
 A thin shell over `kg_service.sweep.pipeline.report_sweep`, like kg-train's over
 `pipeline.run`: it imports the pipeline (TensorFlow, MLflow) only for a
-real run. `report` is a click command for the `kg` group
+real run, and prints what it returns with `kg_service.cli.summary`. `report` is a click command for the `kg` group
 (`group.add_command(report)`); `python -m kg_service.cli.report` runs it
 alone.
 
@@ -17,6 +17,7 @@ import click
 
 from kg_service.config import schema as config_lib
 from kg_service.sweep import shards
+from kg_service.cli import messages
 from kg_service.cli import options
 from kg_service.errors import ServiceError
 
@@ -63,9 +64,7 @@ def report(ctx, experiment, sweep_id, register, output_dir, tracking_uri, quiet)
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         with options.native_stderr_to_file(enabled=True), options.sigterm_as_interrupt():
             options.configure_logging(quiet=quiet, verbose=False)
-            from kg_service.sweep import pipeline  # TensorFlow, MLflow: only for a real run
-
-            code = pipeline.report_sweep(
+            code = report_sweep(
                 experiment,
                 uri.strip(),
                 sweep_id=sweep_id,
@@ -75,12 +74,37 @@ def report(ctx, experiment, sweep_id, register, output_dir, tracking_uri, quiet)
                 echo=click.echo,
             )
     except ServiceError as error:
-        click.echo(f"kg report: error: {error}", err=True)
+        click.echo(f"kg report: error: {messages.describe(error)}", err=True)
         ctx.exit(getattr(error, "exit_code", options.EXIT_USAGE))
     except KeyboardInterrupt:
         click.echo("\nkg report: interrupted.", err=True)
         ctx.exit(options.EXIT_INTERRUPTED)
     ctx.exit(code or 0)
+
+
+def report_sweep(
+    experiment, tracking_uri, sweep_id=None, register=False, output_dir=None,
+    quiet=False, echo=click.echo, store=None,
+):  # fmt: skip
+    """Rebuilds a sweep's report (`kg_service.sweep.pipeline.report_sweep`)
+    with a progress display, prints its summary; returns the exit code (0)."""
+    # TensorFlow, MLflow, rich: only for a real run.
+    from kg_service.cli import summary
+    from kg_service.cli.progress import SweepProgress
+    from kg_service.sweep import pipeline
+
+    outcome = pipeline.report_sweep(
+        experiment,
+        tracking_uri,
+        claimant="kg report",
+        sweep_id=sweep_id,
+        register=register,
+        output_dir=output_dir,
+        progress=SweepProgress(quiet=quiet),
+        store=store,
+    )
+    summary.show(echo, outcome)
+    return 0
 
 
 if __name__ == "__main__":

@@ -5,29 +5,28 @@ hands the `Config` to `kg_service.sweep.pipeline.run`. It imports the pipeline (
 so TensorFlow and MLflow) only once the config is valid and the run is
 real: `--help`, `--dry-run` and config errors are fast and write nothing.
 
-Exit codes: 0 done; 2 a usage or config error (`ServiceError`, or click's
-own usage errors), printed as one paragraph without a traceback; 75
-(sysexits.h's EX_TEMPFAIL) the tracking store failed mid-sweep and stayed
-down past `tracking.retry_seconds`: what trained is kept, and the message
-gives the `--resume` command for when the store is back; 130 interrupted;
-otherwise what `pipeline.run` returns. Any other exception is a bug and
-keeps its traceback.
+Exit codes (`kg_service.cli.options`): 0 done; 2 a usage or config
+error (`ServiceError`, or click's own usage errors), printed as one
+paragraph without a traceback; 75 (sysexits.h's EX_TEMPFAIL) the tracking
+store failed mid-sweep and stayed down past `tracking.retry_seconds`: what
+trained is kept, and the message gives the `--resume` command for when the
+store is back; 130 interrupted; otherwise what `run` returns. Any other
+exception is a bug and keeps its traceback.
 
-The pipeline contract:
+The hand-off, for a whole sweep and for one job's share of a sharded one
+(--shard/--sweep-id):
 
-    kg_service.sweep.pipeline.run(config, *, quiet, echo, resume) -> int
-    kg_service.sweep.pipeline.run_shard(config, shard, sweep_id, *, quiet, echo) -> int
-
-(`run_shard` for --shard/--sweep-id: one job's share of a sharded sweep.)
+    run(config, *, quiet, echo, resume) -> exit code
+    run_shard(config, shard, sweep_id, *, quiet, echo) -> exit code
 
 `config` is a validated `kg_service.config.schema.Config` (`tracking.uri` and
-`output_dir` already carry `--tracking-uri`/`--output-dir`; use
-`kg_service.config.schema.resolve_tracking_uri(config)` for the URI). `quiet` True
+`output_dir` already carry `--tracking-uri`/`--output-dir`). `quiet` True
 means no progress display, only log records through `logging` (the CLI
 configures the root logger: INFO when quiet, DEBUG with --verbose, else
-WARNING). `echo(line)` prints one line for the user on stdout (e.g. the
-summary and where the report went). The return value is the exit code
-(None counts as 0). Raise `ServiceError` for anything the user can fix.
+WARNING). `echo(line)` prints one line for the user on stdout. Each builds
+the progress display, hands both to `kg_service.sweep.pipeline`, and
+prints the outcome it returns with `kg_service.cli.summary`. The core's
+typed errors become sentences in `kg_service.cli.messages`.
 """
 
 import dataclasses
@@ -35,6 +34,7 @@ import os
 
 import click
 
+from kg_service.cli import messages
 from kg_service.cli import options
 from kg_service.config.schema import describe_plan
 from kg_service.config.schema import smoke as smoke_sizes
@@ -155,27 +155,62 @@ def main(
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         with options.native_stderr_to_file(enabled=not verbose):
             options.configure_logging(quiet=quiet, verbose=verbose)
-            from kg_service.sweep import pipeline  # TensorFlow, MLflow: only for a real run
-
             with options.sigterm_as_interrupt():
                 if shard is None:
-                    code = pipeline.run(
-                        config, quiet=quiet, echo=click.echo, resume=resume
-                    )
+                    code = run(config, quiet=quiet, echo=click.echo, resume=resume)
                 else:
-                    code = pipeline.run_shard(
-                        config, shard, sweep_id, quiet=quiet, echo=click.echo
-                    )
+                    code = run_shard(config, shard, sweep_id, quiet=quiet, echo=click.echo)
     except SweepInterrupted as error:
-        click.echo(f"\nkg-train: {error}", err=True)
+        click.echo(f"\nkg-train: {messages.describe(error)}", err=True)
         ctx.exit(error.exit_code)
     except ServiceError as error:
-        click.echo(f"kg-train: error: {error}", err=True)
+        click.echo(f"kg-train: error: {messages.describe(error)}", err=True)
         ctx.exit(getattr(error, "exit_code", options.EXIT_USAGE))
     except KeyboardInterrupt:
         click.echo("\nkg-train: interrupted.", err=True)
         ctx.exit(options.EXIT_INTERRUPTED)
     ctx.exit(code or 0)
+
+
+def run(config, *, quiet=False, echo=click.echo, store=None, resume=None):
+    """Runs the sweep of `config` with a progress display, prints its
+    summary and returns the exit code (0)."""
+    # TensorFlow, MLflow, rich: only for a real run (--help, --dry-run
+    # and config errors stay fast).
+    from kg_service.cli import summary
+    from kg_service.cli.progress import SweepProgress
+    from kg_service.sweep import pipeline
+
+    outcome = pipeline.run(
+        config,
+        claimant="kg-train",
+        progress=SweepProgress(quiet=quiet),
+        echo=echo,
+        store=store,
+        resume=resume,
+    )
+    summary.show(echo, outcome)
+    return 0
+
+
+def run_shard(config, shard, sweep_id=None, *, quiet=False, echo=click.echo, store=None):
+    """Runs one job's share of a sharded sweep, as `run` a whole one."""
+    # TensorFlow, MLflow, rich: only for a real run.
+    from kg_service.cli import summary
+    from kg_service.cli.progress import SweepProgress
+    from kg_service.sweep import pipeline
+
+    outcome = pipeline.run_shard(
+        config,
+        shard,
+        sweep_id,
+        claimant=f"kg-train --shard {shard}",
+        progress=SweepProgress(quiet=quiet),
+        echo=echo,
+        store=store,
+    )
+    summary.show(echo, outcome)
+    return 0
 
 
 def _shard(text, sweep_id, resume):
