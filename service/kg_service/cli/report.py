@@ -16,9 +16,9 @@ import os
 import click
 
 from kg_service.config import schema as config_lib
-from kg_service.sweep import shards
 from kg_service.cli import messages
 from kg_service.cli import options
+from kg_service.cli import sharding
 from kg_service.errors import ServiceError
 
 
@@ -57,7 +57,7 @@ def report(ctx, experiment, sweep_id, register, output_dir, tracking_uri, quiet)
     """
     try:
         if sweep_id is not None:
-            shards.check_sweep_id(sweep_id)
+            sharding.check_sweep_id(sweep_id)
         tracking_uri = options.checked_tracking_uri(tracking_uri)
         uri = tracking_uri or config_lib.resolve_tracking_uri(config_lib.Config())
         # TensorFlow's C++ start-up chatter would bury the report.

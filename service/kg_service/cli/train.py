@@ -33,14 +33,18 @@ import dataclasses
 import os
 
 import click
+import yaml
 
 from kg_service.cli import messages
 from kg_service.cli import options
+from kg_service.cli import sharding
+from kg_service.config.schema import config_to_dict
 from kg_service.config.schema import describe_plan
 from kg_service.config.schema import smoke as smoke_sizes
 from kg_service.config.schema import load_config
 from kg_service.errors import ServiceError
 from kg_service.errors import SweepInterrupted
+from kg_service.sweep import shards
 
 
 @click.command(context_settings=options.CONTEXT)
@@ -215,10 +219,8 @@ def run_shard(config, shard, sweep_id=None, *, quiet=False, echo=click.echo, sto
 
 def _shard(text, sweep_id, resume):
     """The `Shard` of --shard/--sweep-id (None: a whole sweep)."""
-    from kg_service.sweep import shards
-
     if sweep_id is not None:
-        shards.check_sweep_id(sweep_id)
+        sharding.check_sweep_id(sweep_id)
     if text is None and sweep_id is None:
         return None
     if resume is not None:
@@ -227,12 +229,10 @@ def _shard(text, sweep_id, resume):
             f"a sharded sweep, which resumes by itself when a shard restarts. "
             f"Use one or the other."
         )
-    return shards.parse(text) if text is not None else shards.Shard(1, 1, "--sweep-id")
+    return sharding.parse(text) if text is not None else shards.Shard(1, 1, "--sweep-id")
 
 
 def _shard_plan(config, shard, sweep_id):
-    from kg_service.sweep import shards
-
     mine = shards.members(config, shard)
     listed = ", ".join(f"{a}/{s}" for a, s in mine) or "none (more shards than members)"
     return (
@@ -257,10 +257,6 @@ def _apply_flags(config, *, tracking_uri, output_dir):
 
 
 def _config_yaml(config):
-    import yaml
-
-    from kg_service.config.schema import config_to_dict
-
     return yaml.safe_dump(config_to_dict(config), sort_keys=False).rstrip()
 
 

@@ -205,7 +205,7 @@ def process_role(config, resume=None):
         # No backend to ask: preflight's cheap checks still come before
         # TensorFlow's start-up.
         return parallel.Role()
-    import keras
+    import keras  # the backend's start-up: only for a distributed run
 
     role = parallel.role(config.device, keras.backend.backend())
     if resume is not None and config.device.distribution == "multi_worker":

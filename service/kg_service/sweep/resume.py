@@ -8,6 +8,8 @@ raise typed errors with data (`ResumeRefused`, `SweepMismatch`,
 """
 
 import os
+import socket
+import uuid
 
 from kg_service.config import schema as config_lib
 from kg_service.errors import Kept
@@ -28,9 +30,6 @@ REGISTRAR = "kg.registered_by"
 
 def registrar_token(what):
     """A claim value unique to this process: what, host, pid, random."""
-    import socket
-    import uuid
-
     return f"{what} on {socket.gethostname()} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
 
 

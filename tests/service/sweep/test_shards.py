@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from kg_service.cli import train as cli
+from kg_service.cli import sharding
 from kg_service.sweep import shards
 from kg_service.config.schema import Config
 from kg_service.config.schema import load_config
@@ -55,7 +56,7 @@ TINY = REPO / "configs" / "tiny.yaml"
     ],
 )
 def test_shard_comes_from_the_flag_or_the_scheduler(text, environ, expected):
-    shard = shards.parse(text, environ)
+    shard = sharding.parse(text, environ)
     assert (shard.index, shard.count) == expected
 
 
@@ -81,7 +82,7 @@ def test_shard_comes_from_the_flag_or_the_scheduler(text, environ, expected):
 )
 def test_bad_shards_are_one_clear_error(text, environ, says):
     with pytest.raises(ServiceError, match=None) as error:
-        shards.parse(text, environ)
+        sharding.parse(text, environ)
     assert says in str(error.value)
 
 
