@@ -155,6 +155,11 @@ def run(config, *, claimant, progress=None, echo=print, store=None, resume=None)
     except StoreUnavailable as error:
         progress.close()
         raise store_failed(config, sweep_run_id, len(logged), error) from None
+    return concluded(config, pre, compared, registered, started)
+
+
+def concluded(config, pre, compared, registered, started):
+    """The `SweepOutcome` of a sweep compared `started` (monotonic) ago."""
     return SweepOutcome(
         config=config,
         compared=compared,
@@ -324,14 +329,7 @@ def run_shard(config, shard, sweep_id=None, *, claimant, progress=None, echo=pri
     except KeyboardInterrupt:
         progress.close()
         raise SweepInterrupted(sweep_run_id, shard=str(shard), sweep_id=sweep_id) from None
-    return SweepOutcome(
-        config=config,
-        compared=compared,
-        registered=registered,
-        out_dir=pre.out_dir,
-        tracking_uri=pre.tracking_uri,
-        seconds=time.monotonic() - started,
-    )
+    return concluded(config, pre, compared, registered, started)
 
 
 def join(config, pre, shard, sweep_id):
@@ -423,14 +421,7 @@ def report_sweep(
     else:
         compared = stages.compare(config, pre, trained)
     progress.close()
-    return SweepOutcome(
-        config=config,
-        compared=compared,
-        registered=registered,
-        out_dir=pre.out_dir,
-        tracking_uri=pre.tracking_uri,
-        seconds=time.monotonic() - started,
-    )
+    return concluded(config, pre, compared, registered, started)
 
 
 def find_sweep(store, experiment, sweep_id, tracking_uri):
