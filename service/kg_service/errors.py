@@ -1,4 +1,12 @@
-"""The one exception type the service raises for a user's mistake."""
+"""The exceptions the service raises for what a user can act on.
+
+The core raises them with data (a run id, what a stopped sweep kept, what
+resuming it takes); `kg_service.cli.messages` turns that data into the
+sentences and the commands a user reads, so no flag is spelled here.
+"""
+
+import dataclasses
+from typing import Optional
 
 
 class ServiceError(Exception):
@@ -12,30 +20,99 @@ class ServiceError(Exception):
     exit_code = 2
 
 
+@dataclasses.dataclass(frozen=True)
+class ResumeHint:
+    """What resuming a stopped sweep takes; the CLI writes it as a command.
+
+    `tracking_uri` and `output_dir` are set only where the config was
+    given them (the folder is where members kept locally wait).
+    """
+
+    run_id: str
+    config_path: Optional[str]
+    tracking_uri: Optional[str] = None
+    output_dir: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Kept:
+    """What a stopped sweep keeps: `held` of `total` members in the
+    tracking store, its parent run's status now `run_state` ("KILLED" or
+    "RUNNING"), and `spooled` more on local disk in `spool_dir`."""
+
+    held: int
+    total: int
+    run_state: str
+    spooled: int = 0
+    spool_dir: Optional[str] = None
+
+
 class SweepInterrupted(ServiceError):
     """SIGINT or SIGTERM stopped a sweep; what is done is in the store.
 
-    Carries the sweep's parent run id, which `--resume` takes.
+    Carries the sweep's parent run id (None if it never started), what it
+    kept and how to resume it; for a shard of a sharded sweep, the shard
+    and the sweep id instead (a shard resumes by running again).
     """
 
     exit_code = 130
 
-    def __init__(self, message, run_id):
-        super().__init__(message)
+    def __init__(self, run_id, kept=None, resume=None, shard=None, sweep_id=None):
+        super().__init__("interrupted")
         self.run_id = run_id
+        self.kept = kept
+        self.resume = resume
+        self.shard = shard
+        self.sweep_id = sweep_id
 
 
 class StoreUnavailable(ServiceError):
     """The tracking store failed mid-sweep and stayed down past its retries.
 
     Exit code 75 is sysexits.h's EX_TEMPFAIL ("a temporary failure; the
-    user is invited to retry later"): what was trained is kept, and
-    `--resume` finishes the sweep once the store is back. Carries the
-    sweep's parent run id (None if the sweep never started).
+    user is invited to retry later"): what was trained is kept, and a
+    resume finishes the sweep once the store is back. The message says
+    what failed; `in_sweep` is True once the pipeline has added what the
+    sweep kept (`run_id`, `kept`, `resume`: None if it never started).
     """
 
     exit_code = 75
 
-    def __init__(self, message, run_id=None):
+    def __init__(self, message, run_id=None, kept=None, resume=None, in_sweep=False):
         super().__init__(message)
         self.run_id = run_id
+        self.kept = kept
+        self.resume = resume
+        self.in_sweep = in_sweep
+
+
+class ResumeRefused(ServiceError):
+    """A sweep cannot be resumed: `reason` is "experiment" (it belongs to
+    another), "finished" or "multi_worker". The message says why; the CLI
+    puts the run id it was given in front."""
+
+    def __init__(self, message, run_id, reason):
+        super().__init__(message)
+        self.run_id = run_id
+        self.reason = reason
+
+
+class SweepMismatch(ServiceError):
+    """A config differs from the sweep it would resume or join: `changed`
+    holds (key, logged value, new value); `sweep_id` is set when the sweep
+    was named by its sweep id, else `run_id` named it."""
+
+    def __init__(self, message, run_id, changed, sweep_id=None):
+        super().__init__(message)
+        self.run_id = run_id
+        self.changed = tuple(changed)
+        self.sweep_id = sweep_id
+
+
+class RegisteredAlready(ServiceError):
+    """A sweep is registered already, or being registered by `registrar`."""
+
+    def __init__(self, message, run_id, registrar):
+        super().__init__(message)
+        self.run_id = run_id
+        self.registrar = registrar

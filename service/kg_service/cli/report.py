@@ -2,7 +2,7 @@
 
 A thin shell over `kg_service.sweep.pipeline.report_sweep`, like kg-train's over
 `pipeline.run`: it imports the pipeline (TensorFlow, MLflow) only for a
-real run. `report` is a click command for the `kg` group
+real run, and prints what it returns with `kg_service.cli.summary`. `report` is a click command for the `kg` group
 (`group.add_command(report)`); `python -m kg_service.cli.report` runs it
 alone.
 
@@ -16,19 +16,16 @@ import os
 import click
 
 from kg_service.config import derived
-from kg_service.config import schema
-from kg_service.sweep import shards
-from kg_service.cli.train import _configure_logging
-from kg_service.cli.train import _native_stderr_to_file
-from kg_service.cli.train import _sigterm_as_interrupt
+from kg_service.config import schema as config_lib
+from kg_service.cli import messages
+from kg_service.cli import options
+from kg_service.cli import sharding
 from kg_service.errors import ServiceError
-
-EXIT_INTERRUPTED = 130
 
 
 @click.command(
     "report",
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    context_settings=options.CONTEXT,
 )
 @click.option("--experiment", required=True, metavar="NAME", help="The MLflow experiment.")
 @click.option(
@@ -44,12 +41,10 @@ EXIT_INTERRUPTED = 130
     "refused if the sweep is registered already.",
 )
 @click.option("--output-dir", metavar="DIR", help="Where the report goes (default: the sweep config's).")
-@click.option(
-    "--tracking-uri",
-    metavar="URI",
-    help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).",
+@options.tracking_uri(
+    "MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)."
 )
-@click.option("-q", "--quiet", is_flag=True, help="Log lines instead of the progress display.")
+@options.QUIET
 @click.pass_context
 def report(ctx, experiment, sweep_id, register, output_dir, tracking_uri, quiet):
     """Rebuild a sweep's report (statistics, tables, figures) from the tracking
@@ -63,20 +58,14 @@ def report(ctx, experiment, sweep_id, register, output_dir, tracking_uri, quiet)
     """
     try:
         if sweep_id is not None:
-            shards.check_sweep_id(sweep_id)
-        if tracking_uri is not None and not tracking_uri.strip():
-            raise ServiceError(
-                "--tracking-uri: got an empty string; expected an MLflow "
-                "tracking URI, e.g. sqlite:///mlflow.db."
-            )
-        uri = tracking_uri or derived.resolve_tracking_uri(schema.Config())
+            sharding.check_sweep_id(sweep_id)
+        tracking_uri = options.checked_tracking_uri(tracking_uri)
+        uri = tracking_uri or derived.resolve_tracking_uri(config_lib.Config())
         # TensorFlow's C++ start-up chatter would bury the report.
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        with _native_stderr_to_file(enabled=True), _sigterm_as_interrupt():
-            _configure_logging(quiet=quiet, verbose=False)
-            from kg_service.sweep import pipeline  # TensorFlow, MLflow: only for a real run
-
-            code = pipeline.report_sweep(
+        with options.native_stderr_to_file(enabled=True), options.sigterm_as_interrupt():
+            options.configure_logging(quiet=quiet, verbose=False)
+            code = report_sweep(
                 experiment,
                 uri.strip(),
                 sweep_id=sweep_id,
@@ -86,12 +75,37 @@ def report(ctx, experiment, sweep_id, register, output_dir, tracking_uri, quiet)
                 echo=click.echo,
             )
     except ServiceError as error:
-        click.echo(f"kg report: error: {error}", err=True)
-        ctx.exit(getattr(error, "exit_code", 2))
+        click.echo(f"kg report: error: {messages.describe(error)}", err=True)
+        ctx.exit(getattr(error, "exit_code", options.EXIT_USAGE))
     except KeyboardInterrupt:
         click.echo("\nkg report: interrupted.", err=True)
-        ctx.exit(EXIT_INTERRUPTED)
+        ctx.exit(options.EXIT_INTERRUPTED)
     ctx.exit(code or 0)
+
+
+def report_sweep(
+    experiment, tracking_uri, sweep_id=None, register=False, output_dir=None,
+    quiet=False, echo=click.echo, store=None,
+):  # fmt: skip
+    """Rebuilds a sweep's report (`kg_service.sweep.pipeline.report_sweep`)
+    with a progress display, prints its summary; returns the exit code (0)."""
+    # TensorFlow, MLflow, rich: only for a real run.
+    from kg_service.cli import summary
+    from kg_service.cli.progress import SweepProgress
+    from kg_service.sweep import pipeline
+
+    outcome = pipeline.report_sweep(
+        experiment,
+        tracking_uri,
+        claimant="kg report",
+        sweep_id=sweep_id,
+        register=register,
+        output_dir=output_dir,
+        progress=SweepProgress(quiet=quiet),
+        store=store,
+    )
+    summary.show(echo, outcome)
+    return 0
 
 
 if __name__ == "__main__":

@@ -5,52 +5,49 @@ hands the `Config` to `kg_service.sweep.pipeline.run`. It imports the pipeline (
 so TensorFlow and MLflow) only once the config is valid and the run is
 real: `--help`, `--dry-run` and config errors are fast and write nothing.
 
-Exit codes: 0 done; 2 a usage or config error (`ServiceError`, or click's
-own usage errors), printed as one paragraph without a traceback; 75
-(sysexits.h's EX_TEMPFAIL) the tracking store failed mid-sweep and stayed
-down past `tracking.retry_seconds`: what trained is kept, and the message
-gives the `--resume` command for when the store is back; 130 interrupted;
-otherwise what `pipeline.run` returns. Any other exception is a bug and
-keeps its traceback.
+Exit codes (`kg_service.cli.options`): 0 done; 2 a usage or config
+error (`ServiceError`, or click's own usage errors), printed as one
+paragraph without a traceback; 75 (sysexits.h's EX_TEMPFAIL) the tracking
+store failed mid-sweep and stayed down past `tracking.retry_seconds`: what
+trained is kept, and the message gives the `--resume` command for when the
+store is back; 130 interrupted; otherwise what `run` returns. Any other
+exception is a bug and keeps its traceback.
 
-The pipeline contract:
+The hand-off, for a whole sweep and for one job's share of a sharded one
+(--shard/--sweep-id):
 
-    kg_service.sweep.pipeline.run(config, *, quiet, echo, resume) -> int
-    kg_service.sweep.pipeline.run_shard(config, shard, sweep_id, *, quiet, echo) -> int
-
-(`run_shard` for --shard/--sweep-id: one job's share of a sharded sweep.)
+    run(config, *, quiet, echo, resume) -> exit code
+    run_shard(config, shard, sweep_id, *, quiet, echo) -> exit code
 
 `config` is a validated `kg_service.config.schema.Config` (`tracking.uri` and
-`output_dir` already carry `--tracking-uri`/`--output-dir`; use
-`kg_service.config.schema.resolve_tracking_uri(config)` for the URI). `quiet` True
+`output_dir` already carry `--tracking-uri`/`--output-dir`). `quiet` True
 means no progress display, only log records through `logging` (the CLI
 configures the root logger: INFO when quiet, DEBUG with --verbose, else
-WARNING). `echo(line)` prints one line for the user on stdout (e.g. the
-summary and where the report went). The return value is the exit code
-(None counts as 0). Raise `ServiceError` for anything the user can fix.
+WARNING). `echo(line)` prints one line for the user on stdout. Each builds
+the progress display, hands both to `kg_service.sweep.pipeline`, and
+prints the outcome it returns with `kg_service.cli.summary`. The core's
+typed errors become sentences in `kg_service.cli.messages`.
 """
 
-import contextlib
 import dataclasses
-import logging
 import os
-import sys
-import tempfile
 
 import click
+import yaml
 
+from kg_service.cli import messages
+from kg_service.cli import options
+from kg_service.cli import sharding
+from kg_service.config.loading import config_to_dict
+from kg_service.config.plan import describe_plan
 from kg_service.config.derived import smoke as smoke_sizes
 from kg_service.config.loading import load_config
-from kg_service.config.plan import describe_plan
 from kg_service.errors import ServiceError
 from kg_service.errors import SweepInterrupted
+from kg_service.sweep import shards
 
-EXIT_INTERRUPTED = 130
 
-
-@click.command(
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
-)
+@click.command(context_settings=options.CONTEXT)
 @click.option(
     "--config",
     "config_path",
@@ -71,11 +68,7 @@ EXIT_INTERRUPTED = 130
     is_flag=True,
     help="Validate the config, print the plan and exit; trains and writes nothing.",
 )
-@click.option(
-    "--tracking-uri",
-    metavar="URI",
-    help="MLflow tracking URI; wins over tracking.uri and MLFLOW_TRACKING_URI.",
-)
+@options.tracking_uri("MLflow tracking URI; wins over tracking.uri and MLFLOW_TRACKING_URI.")
 @click.option(
     "--output-dir",
     metavar="DIR",
@@ -115,7 +108,7 @@ EXIT_INTERRUPTED = 130
     "started with the same config share one sweep); a new ID runs the same "
     "config again as a new sweep. Alone: --shard 1/1.",
 )
-@click.option("-q", "--quiet", is_flag=True, help="Log lines instead of the progress display.")
+@options.QUIET
 @click.option(
     "-v",
     "--verbose",
@@ -164,53 +157,70 @@ def main(
         if not verbose:
             # TensorFlow's C++ start-up chatter would bury the progress display.
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        with _native_stderr_to_file(enabled=not verbose):
-            _configure_logging(quiet=quiet, verbose=verbose)
-            from kg_service.sweep import pipeline  # TensorFlow, MLflow: only for a real run
-
-            with _sigterm_as_interrupt():
+        with options.native_stderr_to_file(enabled=not verbose):
+            options.configure_logging(quiet=quiet, verbose=verbose)
+            with options.sigterm_as_interrupt():
                 if shard is None:
-                    code = pipeline.run(
-                        config, quiet=quiet, echo=click.echo, resume=resume
-                    )
+                    code = run(config, quiet=quiet, echo=click.echo, resume=resume)
                 else:
-                    code = pipeline.run_shard(
-                        config, shard, sweep_id, quiet=quiet, echo=click.echo
-                    )
+                    code = run_shard(config, shard, sweep_id, quiet=quiet, echo=click.echo)
     except SweepInterrupted as error:
-        click.echo(f"\nkg-train: {error}", err=True)
+        click.echo(f"\nkg-train: {messages.describe(error)}", err=True)
         ctx.exit(error.exit_code)
     except ServiceError as error:
-        click.echo(f"kg-train: error: {error}", err=True)
-        ctx.exit(getattr(error, "exit_code", 2))
+        click.echo(f"kg-train: error: {messages.describe(error)}", err=True)
+        ctx.exit(getattr(error, "exit_code", options.EXIT_USAGE))
     except KeyboardInterrupt:
         click.echo("\nkg-train: interrupted.", err=True)
-        ctx.exit(EXIT_INTERRUPTED)
+        ctx.exit(options.EXIT_INTERRUPTED)
     ctx.exit(code or 0)
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM (a scheduler, `kill`, Kubernetes) stops a sweep like Ctrl-C:
-    the pipeline marks the sweep KILLED and says how to resume."""
-    import signal
+def run(config, *, quiet=False, echo=click.echo, store=None, resume=None):
+    """Runs the sweep of `config` with a progress display, prints its
+    summary and returns the exit code (0)."""
+    # TensorFlow, MLflow, rich: only for a real run (--help, --dry-run
+    # and config errors stay fast).
+    from kg_service.cli import summary
+    from kg_service.cli.progress import SweepProgress
+    from kg_service.sweep import pipeline
 
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
+    outcome = pipeline.run(
+        config,
+        claimant="kg-train",
+        progress=SweepProgress(quiet=quiet),
+        echo=echo,
+        store=store,
+        resume=resume,
+    )
+    summary.show(echo, outcome)
+    return 0
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+
+def run_shard(config, shard, sweep_id=None, *, quiet=False, echo=click.echo, store=None):
+    """Runs one job's share of a sharded sweep, as `run` a whole one."""
+    # TensorFlow, MLflow, rich: only for a real run.
+    from kg_service.cli import summary
+    from kg_service.cli.progress import SweepProgress
+    from kg_service.sweep import pipeline
+
+    outcome = pipeline.run_shard(
+        config,
+        shard,
+        sweep_id,
+        claimant=f"kg-train --shard {shard}",
+        progress=SweepProgress(quiet=quiet),
+        echo=echo,
+        store=store,
+    )
+    summary.show(echo, outcome)
+    return 0
 
 
 def _shard(text, sweep_id, resume):
     """The `Shard` of --shard/--sweep-id (None: a whole sweep)."""
-    from kg_service.sweep import shards
-
     if sweep_id is not None:
-        shards.check_sweep_id(sweep_id)
+        sharding.check_sweep_id(sweep_id)
     if text is None and sweep_id is None:
         return None
     if resume is not None:
@@ -219,12 +229,10 @@ def _shard(text, sweep_id, resume):
             f"a sharded sweep, which resumes by itself when a shard restarts. "
             f"Use one or the other."
         )
-    return shards.parse(text) if text is not None else shards.Shard(1, 1, "--sweep-id")
+    return sharding.parse(text) if text is not None else shards.Shard(1, 1, "--sweep-id")
 
 
 def _shard_plan(config, shard, sweep_id):
-    from kg_service.sweep import shards
-
     mine = shards.members(config, shard)
     listed = ", ".join(f"{a}/{s}" for a, s in mine) or "none (more shards than members)"
     return (
@@ -235,13 +243,9 @@ def _shard_plan(config, shard, sweep_id):
 
 def _apply_flags(config, *, tracking_uri, output_dir):
     """Returns `config` with --tracking-uri and --output-dir applied."""
+    tracking_uri = options.checked_tracking_uri(tracking_uri)
     if tracking_uri is not None:
-        if not tracking_uri.strip():
-            raise ServiceError(
-                "--tracking-uri: got an empty string; expected an MLflow tracking URI, "
-                "e.g. sqlite:///mlflow.db."
-            )
-        tracking = dataclasses.replace(config.tracking, uri=tracking_uri.strip())
+        tracking = dataclasses.replace(config.tracking, uri=tracking_uri)
         config = dataclasses.replace(config, tracking=tracking)
     if output_dir is not None:
         if not output_dir.strip():
@@ -253,66 +257,7 @@ def _apply_flags(config, *, tracking_uri, output_dir):
 
 
 def _config_yaml(config):
-    import yaml
-
-    from kg_service.config.loading import config_to_dict
-
     return yaml.safe_dump(config_to_dict(config), sort_keys=False).rstrip()
-
-
-@contextlib.contextmanager
-def _native_stderr_to_file(enabled):
-    """Sends C++ logs (TensorFlow, XLA, absl) written to fd 2 to a file.
-
-    absl's "I0000 ..." lines ignore TF_CPP_MIN_LOG_LEVEL. Python's own
-    stderr (progress, logging, errors) keeps going to the terminal through a
-    duplicate of the original descriptor. The file is kept, and its path
-    printed, only if the run fails. Off with --verbose, and wherever stderr
-    is not a real file descriptor (e.g. click's test runner).
-    """
-    try:
-        real = enabled and sys.stderr.fileno() == 2
-    except (AttributeError, OSError, ValueError):
-        real = False
-    if not real:
-        yield
-        return
-    sys.stderr.flush()
-    native = tempfile.NamedTemporaryFile(
-        prefix="kg-train-native-", suffix=".log", delete=False
-    )
-    saved_fd = os.dup(2)
-    saved_stderr = sys.stderr
-    os.dup2(native.fileno(), 2)
-    sys.stderr = os.fdopen(os.dup(saved_fd), "w", buffering=1)
-    succeeded = False
-    try:
-        yield
-        succeeded = True
-    except ServiceError:
-        succeeded = True  # a user's mistake: its own message says it all
-        raise
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved_fd, 2)
-        os.close(saved_fd)
-        sys.stderr.close()
-        sys.stderr = saved_stderr
-        native.close()
-        if succeeded:
-            os.unlink(native.name)
-        else:
-            click.echo(f"kg-train: native (C++) log: {native.name}", err=True)
-
-
-def _configure_logging(*, quiet, verbose):
-    level = logging.DEBUG if verbose else logging.INFO if quiet else logging.WARNING
-    logging.basicConfig(
-        force=True,
-        level=level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import json
 import pathlib
 import shutil
 
+from kg_service.results import MemberResult
+
 _RESULT = "member.json"
 _MODEL = "model.keras"
 
@@ -49,10 +51,11 @@ def write(where, results):
 
 def read(where):
     """The members kept in `where`: `{(activation, seed): MemberResult}`."""
+    # Keras (TensorFlow): only where members wait; importing the spool
+    # stays cheap, before pre-flight's checks.
     import keras
 
     import keras_gelu  # noqa: F401 -- registers its layers for loading
-    from kg_service.results import MemberResult
 
     found = {}
     for member in sorted(pathlib.Path(where).glob(f"*/{_RESULT}")):

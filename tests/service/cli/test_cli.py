@@ -61,6 +61,7 @@ def pipeline(monkeypatch):
         return stub.result
 
     stub.run = run
+    monkeypatch.setattr(cli, "run", run)
     monkeypatch.setitem(sys.modules, "kg_service.sweep.pipeline", stub)
     monkeypatch.setattr(service, "pipeline", stub, raising=False)
     return stub

@@ -209,16 +209,16 @@ def test_kg_train_exits_2_with_one_paragraph_and_writes_nothing(tmp_path, a_file
 
 
 def test_memory_check_names_the_need_and_what_the_machine_has():
-    from kg_service.sweep import pipeline
+    from kg_service.sweep import preflight
     from kg_service.config.loading import load_config
 
     config = load_config(TINY, ["data.n_samples=10000000", "seeds=10"])
     need = config_module.memory_estimate(config)
     with pytest.raises(ServiceError) as info:
-        pipeline.check_memory(config, available=need - 1)
+        preflight.check_memory(config, available=need - 1)
     assert f"about {need / 2**30:,.1f} GiB" in str(info.value)
     assert f"has {(need - 1) / 2**30:,.1f} GiB available" in str(info.value)
-    pipeline.check_memory(config, available=need)  # enough: no error
+    preflight.check_memory(config, available=need)  # enough: no error
 
 
 def test_memory_estimate_grows_with_samples_and_seeds_and_tiny_is_small():

@@ -71,7 +71,7 @@ def test_failed_verification_registers_nothing(tmp_path, monkeypatch):
     import mlflow
 
     from kg_service.config import loading as config_lib
-    from kg_service.sweep import pipeline
+    from kg_service.cli import train as kg_train
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -85,7 +85,7 @@ def test_failed_verification_registers_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(export, "stage", stage_then_fail_on_gelu)
     with pytest.raises(export.ExportVerificationError):
-        pipeline.run(config, quiet=True, echo=lambda line: None)
+        kg_train.run(config, quiet=True, echo=lambda line: None)
     client = mlflow.MlflowClient(
         f"sqlite:///{tmp_path / 'mlflow.db'}",
         # Explicit: an earlier in-process sweep set MLflow's global

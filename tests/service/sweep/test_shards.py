@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from kg_service.cli import train as cli
+from kg_service.cli import sharding
 from kg_service.sweep import shards
 from kg_service.config.schema import Config
 from kg_service.config.loading import load_config
@@ -55,7 +56,7 @@ TINY = REPO / "configs" / "tiny.yaml"
     ],
 )
 def test_shard_comes_from_the_flag_or_the_scheduler(text, environ, expected):
-    shard = shards.parse(text, environ)
+    shard = sharding.parse(text, environ)
     assert (shard.index, shard.count) == expected
 
 
@@ -81,7 +82,7 @@ def test_shard_comes_from_the_flag_or_the_scheduler(text, environ, expected):
 )
 def test_bad_shards_are_one_clear_error(text, environ, says):
     with pytest.raises(ServiceError, match=None) as error:
-        shards.parse(text, environ)
+        sharding.parse(text, environ)
     assert says in str(error.value)
 
 
@@ -261,7 +262,9 @@ def test_shards_and_kg_report_run_on_another_tracking_store_without_mlflow(
     three shards of a 2 x 2 grid (the third with nothing to train) make one
     sweep, registered once, by the job that completed it; report_sweep then
     gives the same statistics, and refuses a second registration."""
-    from kg_service.sweep import pipeline
+    from kg_service.cli import report as kg_report
+    from kg_service.cli import train as kg_train
+    from kg_service.sweep.resume import REGISTRAR
     from tests.service.memory_store import MemoryStore
 
     monkeypatch.chdir(tmp_path)
@@ -276,29 +279,29 @@ def test_shards_and_kg_report_run_on_another_tracking_store_without_mlflow(
     said = []
     for index in (3, 1, 2):
         shard = shards.Shard(index, 3)
-        assert pipeline.run_shard(config, shard, quiet=True, echo=said.append, store=store) == 0
+        assert kg_train.run_shard(config, shard, quiet=True, echo=said.append, store=store) == 0
     assert len(store.find_sweeps()) == 1
     (parent_id,) = store.find_sweeps(shards.sweep_id(config))
     parent = store.runs[parent_id]
     assert parent["status"] == "FINISHED"
-    assert parent["params"][pipeline.REGISTRAR].startswith("kg-train --shard 2/3")
+    assert parent["params"][REGISTRAR].startswith("kg-train --shard 2/3")
     assert [len(v) for v in store.models.values()] == [1, 1]
     table = said[said.index("") + 1]
     # Another grid under the same sweep id is refused before it trains.
     with pytest.raises(ServiceError, match=r"seeds: was \[0, 1\], now \[0, 1, 2\]"):
-        pipeline.run_shard(
+        kg_train.run_shard(
             dataclasses.replace(config, seeds=(0, 1, 2)), shards.Shard(1, 2),
             shards.sweep_id(config), quiet=True, echo=said.append, store=store,
         )
 
     said.clear()
-    assert pipeline.report_sweep(
+    assert kg_report.report_sweep(
         "in-memory", f"sqlite:///{tmp_path}/unused.db", output_dir="rebuilt",
         quiet=True, echo=said.append, store=store,
     ) == 0
     assert said[said.index("") + 1] == table
     with pytest.raises(ServiceError, match="registered already"):
-        pipeline.report_sweep(
+        kg_report.report_sweep(
             "in-memory", f"sqlite:///{tmp_path}/unused.db", register=True,
             quiet=True, echo=said.append, store=store,
         )

@@ -15,7 +15,7 @@ import pytest
 from kg_service.tasks.language import corpus as corpus_lib
 from kg_service.tasks.language import model as language_model
 from kg_service.tasks.language import train as language
-from kg_service.sweep import pipeline
+from kg_service.cli import train as kg_train
 from kg_service.tasks import base as tasks
 from kg_service.config.schema import Config
 from kg_service.config.schema import DataConfig
@@ -210,7 +210,7 @@ def sweep(tmp_path_factory):
         export=ExportConfig(dir=str(tmp / "exports")),
     )
     lines = []
-    assert pipeline.run(config, quiet=True, echo=lines.append) == 0
+    assert kg_train.run(config, quiet=True, echo=lines.append) == 0
     return tmp, uri, config
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from kg_service.config import loading as config_lib
-from kg_service.sweep import pipeline
-from kg_service.tasks import base as tasks
+from kg_service.cli import train as kg_train
 from kg_service.tasks import classification
+from kg_service.tasks import base as tasks
 from kg_service.errors import ServiceError
 
 TOY_CONFIG = """\
@@ -84,7 +84,7 @@ def test_a_task_defined_in_a_test_runs_a_whole_sweep(blobs_task, tmp_path, monke
     path.write_text(TOY_CONFIG)
     config = config_lib.load_config(str(path))
     lines = []
-    assert pipeline.run(config, quiet=True, echo=lines.append) == 0
+    assert kg_train.run(config, quiet=True, echo=lines.append) == 0
 
     client = mlflow.MlflowClient(
         f"sqlite:///{tmp_path / 'mlflow.db'}",
@@ -140,7 +140,7 @@ def test_a_sweep_runs_on_another_tracking_store_without_mlflow(tmp_path, monkeyp
     )
     store = MemoryStore()
     config = config_lib.load_config(str(path))
-    assert pipeline.run(config, quiet=True, echo=lambda line: None, store=store) == 0
+    assert kg_train.run(config, quiet=True, echo=lambda line: None, store=store) == 0
 
     parent = store.runs[store.parent_run_id]
     assert parent["status"] == "FINISHED" and parent["tags"]["winner"] in ("relu", "gelu")

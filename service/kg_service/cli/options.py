@@ -1,0 +1,129 @@
+"""What every kg command shares: exit codes, options, logging, signals.
+
+Like MLflow's `cli_args`: a command takes `@options.QUIET` instead of
+spelling `-q/--quiet` again, and every command exits with the codes
+defined here, once.
+
+Exit codes: 0 done; 2 a usage or config error (`ServiceError`, or
+click's own usage errors), one paragraph on stderr without a traceback;
+75 (sysexits.h's EX_TEMPFAIL) the tracking store failed mid-sweep and
+stayed down past its retries; 130 interrupted (SIGINT, SIGTERM).
+"""
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import tempfile
+
+import click
+
+from kg_service.errors import ServiceError
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+QUIET = click.option(
+    "-q", "--quiet", is_flag=True, help="Log lines instead of the progress display."
+)
+
+
+def tracking_uri(help):
+    """The `--tracking-uri URI` option; `help` says what each command uses it for."""
+    return click.option("--tracking-uri", metavar="URI", help=help)
+
+
+def checked_tracking_uri(value):
+    """`--tracking-uri`'s value, stripped; None if not given.
+
+    Raises:
+        ServiceError: for an empty or blank value.
+    """
+    if value is None:
+        return None
+    if not value.strip():
+        raise ServiceError(
+            "--tracking-uri: got an empty string; expected an MLflow tracking URI, "
+            "e.g. sqlite:///mlflow.db."
+        )
+    return value.strip()
+
+
+def fail(command, error):
+    """Prints a `ServiceError` as `command: error: ...` and exits with its code."""
+    click.echo(f"{command}: error: {error}", err=True)
+    sys.exit(getattr(error, "exit_code", EXIT_USAGE))
+
+
+def configure_logging(*, quiet, verbose):
+    """The root logger: INFO when quiet, DEBUG with --verbose, else WARNING."""
+    level = logging.DEBUG if verbose else logging.INFO if quiet else logging.WARNING
+    logging.basicConfig(
+        force=True,
+        level=level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """SIGTERM (a scheduler, `kill`, Kubernetes) stops a sweep like Ctrl-C:
+    the pipeline marks the sweep KILLED and says how to resume."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def native_stderr_to_file(enabled):
+    """Sends C++ logs (TensorFlow, XLA, absl) written to fd 2 to a file.
+
+    absl's "I0000 ..." lines ignore TF_CPP_MIN_LOG_LEVEL. Python's own
+    stderr (progress, logging, errors) keeps going to the terminal through a
+    duplicate of the original descriptor. The file is kept, and its path
+    printed, only if the run fails. Off with --verbose, and wherever stderr
+    is not a real file descriptor (e.g. click's test runner).
+    """
+    try:
+        real = enabled and sys.stderr.fileno() == 2
+    except (AttributeError, OSError, ValueError):
+        real = False
+    if not real:
+        yield
+        return
+    sys.stderr.flush()
+    native = tempfile.NamedTemporaryFile(
+        prefix="kg-train-native-", suffix=".log", delete=False
+    )
+    saved_fd = os.dup(2)
+    saved_stderr = sys.stderr
+    os.dup2(native.fileno(), 2)
+    sys.stderr = os.fdopen(os.dup(saved_fd), "w", buffering=1)
+    succeeded = False
+    try:
+        yield
+        succeeded = True
+    except ServiceError:
+        succeeded = True  # a user's mistake: its own message says it all
+        raise
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved_fd, 2)
+        os.close(saved_fd)
+        sys.stderr.close()
+        sys.stderr = saved_stderr
+        native.close()
+        if succeeded:
+            os.unlink(native.name)
+        else:
+            click.echo(f"kg-train: native (C++) log: {native.name}", err=True)

@@ -1,0 +1,204 @@
+"""Pre-flight: everything that can fail on the user's side, checked before
+training so that a mistake costs nothing.
+
+The cheap checks (memory, the report and export folders, the tracking
+store's files and server) come first, before TensorFlow's start-up; then
+the data is loaded, the device and the distribution checked, the store
+opened, and a resumed sweep's members read back.
+"""
+
+import dataclasses
+import datetime
+import os
+import pathlib
+import subprocess
+from typing import Any
+from typing import Mapping
+from typing import Optional
+
+from kg_service.config import derived
+from kg_service.config import loading
+from kg_service.config.loading import flatten
+from kg_service.errors import ServiceError
+from kg_service.sweep import resume as resume_lib
+from kg_service.sweep import spool
+from kg_service.tracking import destinations
+
+
+@dataclasses.dataclass(frozen=True)
+class Preflight:
+    """Everything checked and loaded before training."""
+
+    task: Any  # kg_service.tasks.base.Task
+    dataset: Any  # what task.load returned
+    store: Any  # kg_service.tracking.mlflow_store.TrackingStore
+    tracking_uri: str
+    resume: Optional[str]  # the sweep run id to continue, or None
+    done: Mapping[tuple, tuple]  # (activation, seed) -> (run id, MemberResult)
+    # Trained by an earlier try but kept locally, not in the store yet
+    # (the store failed): (activation, seed) -> MemberResult.
+    spooled: Mapping[tuple, Any]
+    model_names: Mapping[str, str]  # activation -> registered model name
+    out_dir: pathlib.Path
+    resolved: Mapping[str, Any]  # the config as plain data
+    params: Mapping[str, Any]  # flattened, for the tracking store
+    tags: Mapping[str, Any]  # common to every run
+
+
+def preflight(config, store=None, resume=None):
+    """Loads the data and checks every outside dependency before training.
+
+    With `resume`, also checks that the run is a sweep of this same
+    config, and loads the members it already holds.
+
+    Raises:
+        ServiceError: for an unavailable device or batches its
+            distribution cannot split, an unusable tracking
+            store, missing export prerequisites, or an export folder the
+            registry's next version would overwrite; for a report or
+            export folder that is (or runs through) a file or cannot be
+            written. Those folders are checked first, and the tracking
+            store's files and server before MLflow opens it.
+    """
+    # Absolute: MLflow caches stores by URI, so a relative sqlite path
+    # would keep pointing at the first working directory's file.
+    tracking_uri = absolute_uri(derived.resolve_tracking_uri(config))
+    # First, before the heavy imports: a wrong path or a server that is
+    # down costs a second, not TensorFlow's start-up.
+    check_memory(config)
+    destinations.check_run(config, tracking_uri)
+    # TensorFlow, MLflow: only once the cheap checks above passed.
+    from kg_service.serving import export as export_lib
+    from kg_service.tasks import base as tasks
+    from kg_service.training import device as device_lib
+    from kg_service.training import loop as train_lib
+    from kg_service.tracking import mlflow_store as tracking
+
+    names = {a: derived.registered_model_name(config, a) for a in config.activations}
+    device = device_lib.describe_device(config.device)
+    task = tasks.get(config.data.dataset)
+    dataset = task.load(config.data)
+    train_lib.check_distribution(task, dataset, config)
+    if config.export.enabled:
+        export_lib.check_can_export()
+    if store is None:
+        store = tracking.Tracker(
+            tracking_uri, config.experiment, config.tracking.retry_seconds
+        )
+    resolved = loading.config_to_dict(config)
+    params = flatten(
+        {k: v for k, v in resolved.items() if k not in ("activations", "seeds")}
+    )
+    done, spooled = previous_members(config, store, resume, params)
+    if config.registry.enabled and config.export.enabled:
+        check_export_folders(config, store, names.values())
+    return Preflight(
+        task=task,
+        dataset=dataset,
+        store=store,
+        tracking_uri=tracking_uri,
+        resume=resume,
+        done=done,
+        spooled=spooled,
+        model_names=names,
+        out_dir=pathlib.Path(config.output_dir)
+        / f"{config.experiment}-{datetime.datetime.now():%Y%m%d-%H%M%S}",
+        resolved=resolved,
+        params=params,
+        tags={
+            **tracking.library_versions(),
+            **{f"device.{k}": v for k, v in device.items()},
+            "git_commit": git_commit(),
+            "config_file": config.source,
+            "dataset": config.data.dataset,
+            **dataset.tags(),
+        },
+    )
+
+
+def previous_members(config, store, resume, params):
+    """What an earlier try of sweep `resume` left: `(done, spooled)`, the
+    members in the store and those kept locally only; empty without
+    `resume`. Checks first that the sweep may be resumed with `config`."""
+    if resume is None:
+        return {}, {}
+    resume_lib.check_resumable(config, store, resume, params)
+    done = store.finished_members(resume)
+    kept = spool.read(spool.folder(config.output_dir, resume))
+    return done, {key: result for key, result in kept.items() if key not in done}
+
+
+def check_export_folders(config, store, names):
+    """Raises a ServiceError if the registry's next version of a model in
+    `names` would be exported into a folder that exists already."""
+    from kg_service.serving import export as export_lib  # TensorFlow: a real run only
+
+    for name in names:
+        target = export_lib.version_dir(config.export.dir, name, store.next_version(name))
+        if target.exists():
+            raise ServiceError(
+                f"export folder {target} already exists, but the "
+                f"registry's next version of {name!r} would be written "
+                f"there. Move or delete it, or set export.dir to a new "
+                f"folder (--set export.dir=...)."
+            )
+
+
+def available_memory():
+    """Bytes of memory this process can use now: the kernel's MemAvailable,
+    within the cgroup's limit (a container); None where neither is known."""
+    found = []
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            found.append(int(pathlib.Path(path).read_text().strip()))
+        except (OSError, ValueError):  # absent, or "max"
+            pass
+    return min(found) if found else None
+
+
+def check_memory(config, available=None):
+    """Raises a ServiceError, before the data is loaded, when a run of
+    `config` needs more memory than the machine has (`available` bytes;
+    default: `available_memory()`, and no check if unknown)."""
+    available = available_memory() if available is None else available
+    needed = derived.memory_estimate(config)
+    if available is None or needed <= available:
+        return
+    gib = 2**30
+    raise ServiceError(
+        f"this config needs about {needed / gib:,.1f} GiB of memory (data.n_samples "
+        f"{config.data.n_samples:,}, {len(config.seeds)} seeds evaluated at once, "
+        f"training.batch_size {config.training.batch_size:,}), but this machine has "
+        f"{available / gib:,.1f} GiB available. Lower data.n_samples, the seeds or the "
+        f"batch size (--set data.n_samples=...), or run it on a larger machine."
+    )
+
+
+def git_commit():
+    """The commit of the kg-train code, or None outside a git checkout."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def absolute_uri(uri):
+    """`sqlite:///mlflow.db` -> `sqlite:////abs/path/mlflow.db` (cwd-proof)."""
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
+        return prefix + os.path.abspath(uri[len(prefix) :])
+    return uri

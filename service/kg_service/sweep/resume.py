@@ -1,0 +1,154 @@
+"""Continuing a sweep: what the store holds, whether a config may join it,
+who registers it, and what a stopped sweep keeps.
+
+A sweep is resumed (`run(resume=...)`), joined by a shard, or rebuilt by
+`report_sweep` from its parent run in the tracking store. These checks
+raise typed errors with data (`ResumeRefused`, `SweepMismatch`,
+`RegisteredAlready`); `kg_service.cli.messages` names the flags.
+"""
+
+import os
+import socket
+import uuid
+
+from kg_service.config import schema as config_lib
+from kg_service.errors import Kept
+from kg_service.errors import RegisteredAlready
+from kg_service.errors import ResumeHint
+from kg_service.errors import ResumeRefused
+from kg_service.errors import ServiceError
+from kg_service.errors import SweepMismatch
+from kg_service.sweep import shards
+from kg_service.sweep import spool
+from kg_service.sweep.stages import Tracked
+from kg_service.sweep.stages import Trained
+from kg_service.tracking.store import param_text
+
+# The write-once param on a sweep's parent run that names the process
+# that compares and registers it: exactly one claim succeeds.
+REGISTRAR = "kg.registered_by"
+
+
+def registrar_token(what):
+    """A claim value unique to this process: what, host, pid, random."""
+    return f"{what} on {socket.gethostname()} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
+
+
+def check_resumable(config, store, run_id, params):
+    """Raises unless `run_id` is an unfinished sweep of this experiment
+    with these settings.
+
+    Raises:
+        ResumeRefused: another experiment's sweep, or a finished one.
+        SweepMismatch: a sweep of other settings.
+    """
+    experiment, _, _ = store.sweep_info(run_id)
+    if experiment != config.experiment:
+        raise ResumeRefused(
+            f"that sweep belongs to experiment {experiment!r}, this config "
+            f"to {config.experiment!r}.",
+            run_id,
+            "experiment",
+        )
+    status = check_same_settings(store, run_id, params)
+    if status == "FINISHED":
+        raise ResumeRefused(
+            "that sweep finished already; nothing to resume.", run_id, "finished"
+        )
+
+
+def check_same_settings(store, run_id, params, sweep_id=None):
+    """Raises a `SweepMismatch` unless the sweep `run_id` (named by
+    `sweep_id`, if given) was logged with `params`, where its outputs go
+    aside; returns its status."""
+    _, logged, status = store.sweep_info(run_id)
+    changed = [
+        (key, logged[key], value)
+        for key, value in sorted(params.items())
+        if key in logged
+        and not key.startswith(shards.FREE_KEYS)
+        and logged[key] != store_param(value)
+    ]
+    if changed:
+        shown = "; ".join(f"{key}: was {was}, now {now}" for key, was, now in changed)
+        raise SweepMismatch(
+            f"this config differs from the sweep's: {shown}. Run it with the "
+            f"config the sweep started with.",
+            run_id,
+            changed,
+            sweep_id=sweep_id,
+        )
+    return status
+
+
+def store_param(value):
+    """A param value as the tracking store keeps it (text)."""
+    return param_text(value)
+
+
+def refuse_registration(store, sweep_run_id):
+    """Raises `RegisteredAlready` for the sweep `sweep_run_id`."""
+    _, params, status = store.sweep_info(sweep_run_id)
+    raise RegisteredAlready(
+        f"sweep run {sweep_run_id} is registered already or being "
+        f"registered (status {status}; {REGISTRAR}: {params.get(REGISTRAR)}).",
+        sweep_run_id,
+        params.get(REGISTRAR),
+    )
+
+
+def stored_members(config, pre, sweep_run_id):
+    """Every member of the sweep, from the tracking store, as `Trained`.
+
+    Raises:
+        ServiceError: if some member is not there yet.
+    """
+    stored = pre.store.finished_members(sweep_run_id)
+    grid = shards.grid(config)
+    missing = [key for key in grid if key not in stored]
+    if missing:
+        shown = ", ".join(f"{a} seed {s}" for a, s in missing[:5])
+        raise ServiceError(
+            f"sweep run {sweep_run_id} holds {len(grid) - len(missing)} of its "
+            f"{len(grid)} members; missing: {shown}"
+            + (" ..." if len(missing) > 5 else "")
+            + ". Run (or restart) the shards that train them first."
+        )
+    return Trained(
+        results=tuple(stored[key][1] for key in grid),
+        tracked=Tracked(
+            sweep_run_id=sweep_run_id,
+            run_ids={key: stored[key][0] for key in grid},
+        ),
+    )
+
+
+def kept(config, sweep_run_id, held, run_state):
+    """What a stopped sweep keeps: members in the store, and in the spool."""
+    where = spool.folder(config.output_dir, sweep_run_id)
+    return Kept(
+        held=held,
+        total=len(config.activations) * len(config.seeds),
+        run_state=run_state,
+        spooled=spool.count(where),
+        spool_dir=str(where),
+    )
+
+
+def resume_hint(config, sweep_run_id):
+    """What resuming sweep `sweep_run_id` of `config` takes.
+
+    The tracking URI and the output folder (where members kept locally
+    wait) go in when the config was given them; `--set` overrides are the
+    user's to repeat (resume names any that differ).
+    """
+    return ResumeHint(
+        run_id=sweep_run_id,
+        config_path=config.source,
+        tracking_uri=config.tracking.uri or None,
+        output_dir=(
+            config.output_dir
+            if config.output_dir != config_lib.Config().output_dir
+            else None
+        ),
+    )

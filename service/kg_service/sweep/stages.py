@@ -1,0 +1,318 @@
+"""The stages after pre-flight, one function each:
+
+    train (with track) -> compare -> record -> export -> register
+
+Each takes what the stages before it returned and returns a small frozen
+dataclass. The heavy modules (TensorFlow, MLflow, scipy) are imported
+inside the stages: importing the pipeline stays cheap, so that
+pre-flight's checks of paths and servers come before TensorFlow's start-up.
+"""
+
+import dataclasses
+import pathlib
+from typing import Any
+from typing import Mapping
+from typing import Optional
+
+from kg_service.errors import ServiceError
+from kg_service.errors import StoreUnavailable
+from kg_service.sweep import spool
+
+
+# --- What each stage hands on. ---------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Tracked:
+    sweep_run_id: str
+    run_ids: Mapping[tuple, str]  # (activation, seed) -> member run id
+
+
+@dataclasses.dataclass(frozen=True)
+class Trained:
+    results: tuple  # MemberResult per (activation, seed), config order
+    tracked: Tracked  # every member's run, this process's and earlier ones
+
+
+@dataclasses.dataclass(frozen=True)
+class Compared:
+    summary: Any  # kg_service.analysis.comparisons.Summary (of the members that did not fail)
+    report_paths: tuple
+    champions: Mapping[str, Any]  # activation -> its selected MemberResult
+    failed: tuple  # MemberResults that diverged, listed, never averaged
+
+
+@dataclasses.dataclass(frozen=True)
+class Exported:
+    staged: Mapping[str, Any]  # activation -> export.StagedExport
+
+
+@dataclasses.dataclass(frozen=True)
+class RegisteredModel:
+    activation: str
+    name: str
+    version: str
+    member: Any  # MemberResult
+    export_path: Optional[pathlib.Path]
+
+
+@dataclasses.dataclass(frozen=True)
+class Registered:
+    models: tuple  # RegisteredModel, config order
+
+
+# --- The stages. ------------------------------------------------------------
+
+
+def train(config, pre, sweep_run_id, progress, logged=None, members=None):
+    """Trains every member the store does not hold yet (of `members`, if
+    given: a shard's), tracking each activation's members as soon as they
+    finish (`track`).
+
+    Members an earlier try kept locally (`pre.spooled`) are logged first,
+    not trained again. `logged`, if given, is updated with each member's
+    run id as it lands in the store (what an interrupt leaves behind).
+    Members that trained but could not be logged (the store stayed down,
+    or an interrupt) are kept in `spool` before the error goes on.
+    """
+    # TensorFlow: after pre-flight's cheap checks (see the module's docstring).
+    from kg_service.training import loop as train_lib
+
+    run_ids = {key: run_id for key, (run_id, _) in pre.done.items()}
+    kept = spool.folder(config.output_dir, sweep_run_id)
+
+    def on_trained(results):
+        try:
+            track(pre, results, progress, run_ids, logged)
+        except (StoreUnavailable, KeyboardInterrupt):
+            spool.write(kept, [r for r in results if (r.activation, r.seed) not in run_ids])
+            raise
+        finally:
+            for result in results:
+                if (result.activation, result.seed) in run_ids:
+                    spool.discard(kept, result.activation, result.seed)
+
+    if pre.spooled:
+        on_trained(list(pre.spooled.values()))
+    results = train_lib.train_sweep(
+        pre.task,
+        pre.dataset,
+        config,
+        progress=progress,
+        done={
+            **{key: result for key, (_, result) in pre.done.items()},
+            **pre.spooled,
+        },
+        on_trained=on_trained,
+        members=members,
+    )
+    progress.close()
+    return Trained(
+        results=tuple(results),
+        tracked=Tracked(sweep_run_id=sweep_run_id, run_ids=dict(run_ids)),
+    )
+
+
+def track(pre, results, progress, run_ids, logged=None):
+    """Logs members as child runs of the sweep's run (FAILED if diverged),
+    one at a time: each run id goes into `run_ids` (and `logged`) as it
+    lands, so a failure part-way says exactly which are in the store."""
+    progress.stage(f"logging {len(results)} runs to {pre.tracking_uri}")
+    member_params = {
+        k: v for k, v in pre.params.items() if k.startswith(("model.", "training."))
+    }
+    for result in results:
+        key = (result.activation, result.seed)
+        run_ids[key] = pre.store.log_member(
+            result, member_params, {**pre.tags, "kg.role": "member"}
+        )
+        if logged is not None:
+            logged[key] = run_ids[key]
+
+
+def compare(config, pre, trained):
+    """Statistics over seeds on the task's metric, the report files, and
+    each activation's champion (by the task's selection metric). Writes
+    nothing to the tracking store (`record` does)."""
+    # scipy, matplotlib: after pre-flight's cheap checks.
+    from kg_service.analysis import comparisons
+    from kg_service.analysis import report
+    from kg_service.analysis import stats
+
+    ok = [r for r in trained.results if r.ok]
+    failed = tuple(r for r in trained.results if not r.ok)
+    if not any(r.activation == config.baseline for r in ok):
+        raise ServiceError(
+            f"every seed of the baseline {config.baseline!r} diverged (loss "
+            f"not finite); no comparison is possible. They are logged as "
+            f"FAILED runs. Lower training.learning_rate, or set another "
+            f"baseline."
+        )
+    summary = comparisons.summarize(
+        ok,
+        config.baseline,
+        metric=pre.task.compared.name,
+        higher_is_better=pre.task.compared.higher_is_better,
+        select_by=stats.Metric.of(
+            pre.task.selects.name, pre.task.selects.higher_is_better
+        ),
+    )
+    report_paths = report.write_report(
+        summary,
+        ok,
+        pre.out_dir,
+        title=f"{config.experiment}: {', '.join(config.activations)}",
+        dataset=pre.dataset,
+        config=config,
+        figures=pre.task.figures,
+        failed=failed,
+        resolved=pre.resolved,
+    )
+    champions = {
+        s.activation: best_member(summary, ok, s.activation)
+        for s in summary.activations
+    }
+    return Compared(
+        summary=summary,
+        report_paths=tuple(report_paths),
+        champions=champions,
+        failed=failed,
+    )
+
+
+def record(pre, compared):
+    """The summary's metrics, the winner and the report on the sweep's run."""
+    from kg_service.analysis import plain  # scipy: after pre-flight's checks
+
+    pre.store.log_summary(
+        plain.flat_metrics(compared.summary),
+        {"winner": compared.summary.winner.activation},
+        compared.report_paths,
+    )
+
+
+def export(config, pre, compared, progress, sweep_run_id=""):
+    """Exports and verifies each champion's SavedModel into staging.
+
+    Nothing is registered or promoted here; a failed verification discards
+    every staged export and raises. Staging folders that an earlier,
+    killed try of the same sweep left are removed first.
+    """
+    # TensorFlow: after pre-flight's cheap checks.
+    from kg_service.serving import export as export_lib
+
+    staged = {}
+    if not (config.registry.enabled and config.export.enabled):
+        return Exported(staged=staged)
+    progress.stage("exporting and verifying SavedModels")
+    if sweep_run_id:
+        for name in pre.model_names.values():
+            export_lib.discard_leftovers(config.export.dir, name, sweep_run_id)
+    try:
+        for activation, member in compared.champions.items():
+            staged[activation] = export_lib.stage(
+                member.model,
+                config.export.dir,
+                pre.model_names[activation],
+                pre.dataset.x_test,
+                config.export.tolerance,
+                owner=sweep_run_id,
+            )
+    except BaseException:  # an interrupt too: nothing half-exported stays
+        for item in staged.values():
+            export_lib.discard(item)
+        raise
+    return Exported(staged=staged)
+
+
+def register(config, pre, compared, tracked, exported, progress):
+    """Registers each champion, moves the alias, promotes its export."""
+    # TensorFlow, MLflow, scipy: after pre-flight's cheap checks.
+    from kg_service.analysis import wording
+    from kg_service.serving import export as export_lib
+    from kg_service.tracking import model_logging
+
+    if not config.registry.enabled:
+        return Registered(models=())
+    progress.stage("registering models")
+    selected_by = wording.shown(compared.summary.select_by.name).label
+    models = []
+    for activation, member in compared.champions.items():
+        name = pre.model_names[activation]
+        version = pre.store.register(
+            tracked.run_ids[(activation, member.seed)],
+            member.model,
+            name,
+            config.registry.alias,
+            tags={
+                "activation": activation,
+                "seed": member.seed,
+                "dataset": config.data.dataset,
+                **{
+                    metric.name: f"{getattr(member, metric.name):.6f}"
+                    for metric in (pre.task.selects, pre.task.compared)
+                },
+                "test_accuracy": f"{member.test_accuracy:.6f}",
+                "selected_by": f"final {selected_by}",
+                "git_commit": pre.tags["git_commit"],
+                "sweep_run_id": tracked.sweep_run_id,
+            },
+            description=registry_description(
+                compared.summary, activation, member, config, pre.dataset
+            ),
+            pip_requirements=model_logging.pip_requirements(),
+            metadata=pre.dataset.metadata(),
+            serving=pre.task.serving,
+        )
+        export_path = None
+        if activation in exported.staged:
+            export_path = export_lib.promote(
+                exported.staged[activation], config.export.dir, version
+            )
+            pre.store.set_version_tag(
+                name, version, "saved_model", export_path.resolve()
+            )
+        models.append(
+            RegisteredModel(
+                activation=activation,
+                name=name,
+                version=version,
+                member=member,
+                export_path=export_path,
+            )
+        )
+    return Registered(models=tuple(models))
+
+
+def best_member(summary, results, activation):
+    """The member of `activation` that the summary selected (best seed)."""
+    (seed,) = [s.best_seed for s in summary.activations if s.activation == activation]
+    for result in results:
+        if result.activation == activation and result.seed == seed:
+            return result
+    raise AssertionError(f"no result for {activation} seed {seed}")
+
+
+def registry_description(summary, activation, member, config, dataset):
+    """The model version's description: what it takes, returns and scored."""
+    from kg_service.analysis import wording  # scipy: after pre-flight's checks
+
+    selected_by = wording.shown(summary.select_by.name).label
+    metric = summary.metric.name
+    return (
+        f"Input: {dataset.describe_inputs()} "
+        f"Output: {dataset.describe_outputs()} "
+        f"Best of {len(config.seeds)} seeds (by final {selected_by}, "
+        f"seed {member.seed}) of a kg-train sweep on {config.data.dataset}: "
+        f"{wording.shown(metric).label} {getattr(member, metric):.4f}. "
+        f"{wording.comparison_sentence(summary, activation)}"
+    )
+
+
+def conclude(config, pre, trained, progress):
+    """compare -> record -> export -> register; returns `(Compared, Registered)`."""
+    compared = compare(config, pre, trained)
+    record(pre, compared)
+    exported = export(config, pre, compared, progress, trained.tracked.sweep_run_id)
+    registered = register(config, pre, compared, trained.tracked, exported, progress)
+    return compared, registered
