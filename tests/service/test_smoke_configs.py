@@ -31,7 +31,9 @@ def test_smoke_runs_the_config_end_to_end(config, tmp_path):
     )
     assert out.returncode == 0, out.stderr[-3000:]
     registered = [l for l in out.stdout.splitlines() if l.startswith("  models:/")]
-    assert registered and all("-smoke/" in l for l in registered), out.stdout
+    # Each name carries -smoke once: from the experiment ({experiment}-{activation}) or a suffix.
+    names = [l.split()[0].split("/")[1] for l in registered]
+    assert registered and all(n.count("-smoke") == 1 for n in names), out.stdout
     assert list((tmp_path / "out").rglob("report.md"))
     assert list((tmp_path / "exports").rglob("saved_model.pb"))
 

@@ -23,7 +23,7 @@ def _clock(seconds):
 
 
 class SweepProgress:
-    """Renders the training events of `kg_service.tasks.classification.train.train_sweep`.
+    """Renders the training events of `kg_service.training.loop.train_sweep`.
 
     Events are dicts with "activation", "epoch", "epochs", "members_done",
     "group_size", "members_total" and optionally "val_accuracy". Progress

@@ -39,7 +39,7 @@ from kg_service.cli import messages
 from kg_service.cli import options
 from kg_service.cli import sharding
 from kg_service.config.loading import config_to_dict
-from kg_service.config.plan import describe_plan
+from kg_service.cli.plan import describe_plan
 from kg_service.config.derived import smoke as smoke_sizes
 from kg_service.config.loading import load_config
 from kg_service.errors import ServiceError

@@ -77,7 +77,7 @@ class ShardOutcome:
 class WorkerOutcome:
     """A non-chief process of a multi-worker sweep, done."""
 
-    role: Any  # kg_service.sweep.parallel.Role
+    role: Any  # kg_service.training.parallel.Role
     members: int
 
 

@@ -31,7 +31,7 @@ class Preflight:
 
     task: Any  # kg_service.tasks.base.Task
     dataset: Any  # what task.load returned
-    store: Any  # kg_service.tracking.mlflow_store.TrackingStore
+    store: Any  # kg_service.tracking.store.TrackingStore
     tracking_uri: str
     resume: Optional[str]  # the sweep run id to continue, or None
     done: Mapping[tuple, tuple]  # (activation, seed) -> (run id, MemberResult)

@@ -20,7 +20,7 @@ from kg_service.config.schema import Config
 from kg_service.config.derived import resolve_tracking_uri
 from kg_service.config.loading import config_to_dict
 from kg_service.config.loading import load_config
-from kg_service.config.plan import describe_plan
+from kg_service.cli.plan import describe_plan
 from kg_service.config.schema import split_sizes
 from kg_service.errors import ServiceError
 
@@ -646,7 +646,7 @@ def test_plan_shows_the_environment_tracking_uri_and_disabled_stages(tmp_path):
 def test_loading_and_describing_a_config_imports_neither_keras_nor_tensorflow():
     code = (
         "import sys\n"
-        "from kg_service.config.loading import load_config\nfrom kg_service.config.plan import describe_plan\n"
+        "from kg_service.config.loading import load_config\nfrom kg_service.cli.plan import describe_plan\n"
         "import kg_service.cli.train\n"
         f"config = load_config({str(REPO / 'configs' / 'moons-glu.yaml')!r}, ['activations=[relu,swiglu]'])\n"
         "describe_plan(config)\n"

@@ -1,8 +1,4 @@
-"""What a run of a config would do, in words: the lines `--dry-run` prints.
-
-Words for the CLI (the issue's target puts them in `kg_service.cli.plan`);
-they stay here until the CLI's room takes them.
-"""
+"""What a run of a config would do, in words: the lines `--dry-run` prints."""
 
 from kg_service.config import catalog
 from kg_service.config.derived import registered_model_name
