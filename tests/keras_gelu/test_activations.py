@@ -629,20 +629,20 @@ def test_gated_function_keeps_half_dtype(dtype, name):
 
 
 def test_xla_fusion_context_nests_and_restores_on_error(monkeypatch):
-    from keras_gelu import _backend
+    from keras_gelu.activations import fusion
 
     monkeypatch.setenv("KERAS_GELU_XLA_FUSION", "0")
-    assert not _backend.xla_fusion_enabled()
+    assert not fusion.xla_fusion_enabled()
     with keras_gelu.xla_fusion(True):
-        assert _backend.xla_fusion_enabled()
+        assert fusion.xla_fusion_enabled()
         with pytest.raises(RuntimeError):
             with keras_gelu.xla_fusion(False):
-                assert not _backend.xla_fusion_enabled()
+                assert not fusion.xla_fusion_enabled()
                 raise RuntimeError
-        assert _backend.xla_fusion_enabled()
-    assert not _backend.xla_fusion_enabled()
+        assert fusion.xla_fusion_enabled()
+    assert not fusion.xla_fusion_enabled()
     monkeypatch.setenv("KERAS_GELU_XLA_FUSION", "1")
-    assert _backend.xla_fusion_enabled()
+    assert fusion.xla_fusion_enabled()
 
 
 def _xla_compiled_calls(graph_def):

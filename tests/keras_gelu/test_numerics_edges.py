@@ -175,7 +175,7 @@ def test_exact_gelu_below_the_normal_range_is_tiny_and_never_positive(fusion):
 def test_exact_gelu_gradient_accurate_while_phi_is_a_normal_float32():
     # GELU'(x) = Phi(x) + x phi(x). Below x = -12.95 Phi is subnormal and
     # XLA flushes it: 1/x**2 of GELU' (0.6% at -13), traded for a 6-10%
-    # faster derivative kernel (activations._gelu_exact_grad). torch
+    # faster derivative kernel (formulas._gelu_exact_grad). torch
     # differentiates its tail formula by autograd: its partials go
     # subnormal there too (2.7e-5).
     # Fused only: TensorFlow's unfused path (xla_fusion(False), for
