@@ -75,12 +75,28 @@ print(keras_gelu.gelu.__name__, keras_gelu.GEGLU.__name__)
 """
 
 
-def test_name_table_imports_without_keras_and_the_package_lazily():
+# A process that read the table first (kg-train validating its config)
+# registers the objects for loading by importing keras_gelu.api.
+REGISTERED_AFTER_THE_TABLE = """
+import importlib
+importlib.import_module("keras_gelu.name_table")
+import keras
+import keras_gelu.api
+found = keras.saving.get_registered_object("keras_gelu>FeedForward")
+assert found is keras_gelu.api.FeedForward, found
+print("gelu", "GEGLU")
+"""
+
+
+@pytest.mark.parametrize(
+    "script", [KERAS_FREE, REGISTERED_AFTER_THE_TABLE], ids=["lazy", "api"]
+)
+def test_name_table_imports_without_keras_and_the_package_lazily(script):
     # kg-train validates configs against the table without paying for Keras
     # (issue 16); `keras_gelu.gelu` still works after a bare import.
     root = pathlib.Path(__file__).resolve().parents[2]
     done = subprocess.run(
-        [sys.executable, "-c", KERAS_FREE],
+        [sys.executable, "-c", script],
         cwd=root, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]

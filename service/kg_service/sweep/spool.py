@@ -51,7 +51,7 @@ def read(where):
     """The members kept in `where`: `{(activation, seed): MemberResult}`."""
     import keras
 
-    import keras_gelu  # noqa: F401 -- registers its layers for loading
+    import keras_gelu.api  # noqa: F401 -- registers its layers for loading
     from kg_service.results import MemberResult
 
     found = {}

@@ -578,7 +578,7 @@ class Tracker(TrackingStore):
     def _finished_members(self, sweep_run_id):
         import keras
 
-        import keras_gelu  # noqa: F401 -- registers its layers for loading
+        import keras_gelu.api  # noqa: F401 -- registers its layers for loading
         from kg_service.tasks.language import lm_layers  # noqa: F401 -- a language model's own layers
         from kg_service.results import MemberResult
 
