@@ -14,6 +14,7 @@ keras_gelu only to load a saved model.
 """
 
 import importlib
+import importlib.util
 import sys
 
 __version__ = "0.1.0"
@@ -30,6 +31,11 @@ def _load_api():
 def __getattr__(name):
     if name.startswith("_"):  # dunder probes (tools, pickle) stay Keras-free
         raise AttributeError(f"module 'keras_gelu' has no attribute {name!r}")
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        # A submodule (`from keras_gelu import name_table`): just that one,
+        # as without this hook. Loading the api here would import the
+        # modules that are importing it.
+        return importlib.import_module(f"{__name__}.{name}")
     try:
         return getattr(_load_api(), name)
     except AttributeError:

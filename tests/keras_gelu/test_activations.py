@@ -88,8 +88,18 @@ print("gelu", "GEGLU")
 """
 
 
+# A submodule first, Keras not yet imported (a benchmark does this).
+SUBMODULE_FIRST = """
+from keras_gelu.activations import formulas
+import keras_gelu
+print(keras_gelu.gelu.__name__, keras_gelu.GEGLU.__name__)
+"""
+
+
 @pytest.mark.parametrize(
-    "script", [KERAS_FREE, REGISTERED_AFTER_THE_TABLE], ids=["lazy", "api"]
+    "script",
+    [KERAS_FREE, REGISTERED_AFTER_THE_TABLE, SUBMODULE_FIRST],
+    ids=["lazy", "api", "submodule_first"],
 )
 def test_name_table_imports_without_keras_and_the_package_lazily(script):
     # kg-train validates configs against the table without paying for Keras
