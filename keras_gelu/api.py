@@ -1,8 +1,7 @@
-"""keras_gelu's public names. Importing this module imports Keras and
-registers every keras_gelu object that a `.keras` file may name.
+"""keras_gelu's public names, which `keras_gelu/__init__.py` hands on.
 
-`keras_gelu/__init__.py` hands these names on lazily (PEP 562), so that
-`keras_gelu.name_table` is reachable without Keras.
+Importing this module imports Keras and registers every keras_gelu object
+that a `.keras` file may name.
 """
 
 from keras_gelu import stacking
@@ -38,3 +37,39 @@ from keras_gelu.layers import Bilinear
 from keras_gelu.layers import LearnableLeakyReLU
 from keras_gelu.layers import ReGLU
 from keras_gelu.layers import SwiGLU
+
+__all__ = [
+    "ACTIVATIONS",
+    "Bilinear",
+    "FeedForward",
+    "GEGLU",
+    "GELU",
+    "GLU",
+    "LearnableLeakyReLU",
+    "ReGLU",
+    "SwiGLU",
+    "bilinear",
+    "elu",
+    "geglu",
+    "geglu_tanh",
+    "gelu",
+    "gelu_sigmoid",
+    "gelu_tanh",
+    "get",
+    "glu",
+    "leaky_relu",
+    "linear",
+    "matched_hidden_dim",
+    "mish",
+    "names",
+    "projection_layers",
+    "quick_gelu",
+    "reglu",
+    "relu",
+    "sigmoid",
+    "silu",
+    "stacking",
+    "swiglu",
+    "swish",
+    "xla_fusion",
+]

@@ -1,10 +1,11 @@
 """The one table of activation names, and the one place names are cleaned.
 
 Pure Python, importing nothing: `keras_gelu.activations` binds each name
-to its function, and kg-train's config validation imports this module
-(`importlib.import_module("keras_gelu.name_table")`) to check names
-without Keras: the package `__init__` loads Keras only when a public name
-is first used.
+to its function. kg-train's config validation checks names without Keras
+by loading this file alone (`importlib.util.spec_from_file_location` on
+the path `importlib.util.find_spec("keras_gelu")` reports, which finds the
+package without running its `__init__`, which imports Keras); so this
+module must keep importing nothing but the standard library.
 
 Kinds:
     "elementwise": f(x), same shape out; the target is the function name.
