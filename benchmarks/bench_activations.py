@@ -593,11 +593,11 @@ def _select_form_grad(x):
 def sigmoid_form_candidates():
     """name -> kernel, each built the way keras_gelu builds its own.
 
-    `_backend.fused` gives each form the path the library's kernels take
+    `fusion.fused` gives each form the path the library's kernels take
     on this backend (TF: nested XLA kernel with the analytic gradient;
     JAX: custom_jvp; torch: the formula, op by op).
     """
-    from keras_gelu import _backend
+    from keras_gelu.activations import fusion
 
     forms = {
         "x·σ(1.702x)": (_sigmoid_form, _sigmoid_form_grad),
@@ -617,7 +617,7 @@ def sigmoid_form_candidates():
         ),
     }
     for index, (name, (forward, derivative)) in enumerate(forms.items()):
-        candidates[name] = _backend.fused(
+        candidates[name] = fusion.fused(
             f"bench_sigmoid_form_{index}", forward, derivative
         )
     return candidates
@@ -668,14 +668,14 @@ def bench_sigmoid_forms(harness, args, out):
 # --- e. Exact-mode kernel history, A/B in one process. ----------------------
 
 # Earlier exact-mode kernels, copied so that they run beside the current
-# one, each through `_backend.fused` as the library builds its own (issue
+# one, each through `fusion.fused` as the library builds its own (issue
 # 15: was the tail change of 19f24cf slower, and does the +-inf guard cost
 # anything?). Built from the library's Mills-ratio pieces.
 
 
 def _kernel_before_tail_change(x):
     # 19f24cf~1: x * Phi(x), Phi from the Mills ratio. GELU(-inf) = NaN.
-    from keras_gelu import activations as a
+    from keras_gelu.activations import formulas as a
 
     gaussian = ops.exp(-0.5 * x * x)
     t = ops.minimum(ops.where(x < 0, -x, x), 20.0)
@@ -685,7 +685,7 @@ def _kernel_before_tail_change(x):
 
 def _kernel_tail_change(x):
     # 19f24cf..d8f338a~1: (x * m) * exp(-x**2 / 2). GELU(+-inf) = NaN.
-    from keras_gelu import activations as a
+    from keras_gelu.activations import formulas as a
 
     gaussian = ops.exp(-0.5 * x * x)
     t = ops.minimum(ops.where(x < 0, -x, x), 20.0)
@@ -694,23 +694,23 @@ def _kernel_tail_change(x):
 
 
 def bench_exact_history(harness, args, out):
-    from keras_gelu import _backend
-    from keras_gelu import activations
+    from keras_gelu.activations import formulas
+    from keras_gelu.activations import fusion
 
     rng = np.random.default_rng(4)
     x = harness.tensor(rng.standard_normal(args.size).astype("float32"))
     dy = harness.tensor(rng.standard_normal(args.size).astype("float32"))
-    grad = activations._gelu_exact_grad  # same derivative for all three
+    exact, grad = formulas.GELU_KERNELS["none"]  # same derivative for all three
     candidates = {
         "relu (keras.ops.relu), baseline": ops.relu,
-        "exact, before the tail change (19f24cf~1)": _backend.fused(
+        "exact, before the tail change (19f24cf~1)": fusion.fused(
             "bench_exact_before_tail", _kernel_before_tail_change, grad
         ),
-        "exact, tail change, no ±inf guard (d8f338a~1)": _backend.fused(
+        "exact, tail change, no ±inf guard (d8f338a~1)": fusion.fused(
             "bench_exact_tail", _kernel_tail_change, grad
         ),
-        "exact, with the ±inf guard (this kernel)": _backend.fused(
-            "bench_exact_current", activations._gelu_exact, grad
+        "exact, with the ±inf guard (this kernel)": fusion.fused(
+            "bench_exact_current", exact, grad
         ),
         "keras_gelu.gelu (the same, through the public function)": (
             keras_gelu.gelu

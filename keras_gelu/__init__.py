@@ -1,37 +1,19 @@
-"""keras_gelu: GELU in every mode, gated units and FFN blocks for Keras 3."""
+"""keras_gelu: GELU in every mode, gated units and FFN blocks for Keras 3.
 
-from keras_gelu import stacking
-from keras_gelu._backend import xla_fusion
-from keras_gelu.activations import ACTIVATIONS
-from keras_gelu.activations import bilinear
-from keras_gelu.activations import elu
-from keras_gelu.activations import geglu
-from keras_gelu.activations import geglu_tanh
-from keras_gelu.activations import gelu
-from keras_gelu.activations import gelu_sigmoid
-from keras_gelu.activations import gelu_tanh
-from keras_gelu.activations import get
-from keras_gelu.activations import glu
-from keras_gelu.activations import leaky_relu
-from keras_gelu.activations import linear
-from keras_gelu.activations import mish
-from keras_gelu.activations import names
-from keras_gelu.activations import quick_gelu
-from keras_gelu.activations import reglu
-from keras_gelu.activations import relu
-from keras_gelu.activations import sigmoid
-from keras_gelu.activations import silu
-from keras_gelu.activations import swiglu
-from keras_gelu.activations import swish
-from keras_gelu.blocks import FeedForward
-from keras_gelu.blocks import matched_hidden_dim
-from keras_gelu.blocks import projection_layers
-from keras_gelu.layers import GEGLU
-from keras_gelu.layers import GELU
-from keras_gelu.layers import GLU
-from keras_gelu.layers import Bilinear
-from keras_gelu.layers import LearnableLeakyReLU
-from keras_gelu.layers import ReGLU
-from keras_gelu.layers import SwiGLU
+`import keras_gelu` imports Keras and registers every object a `.keras`
+file may name (`keras_gelu>gelu`, `keras_gelu>GEGLU`, ...), whatever the
+order of the imports: a model saved with `activation=keras_gelu.gelu`
+loads after `import keras_gelu`, before or after `import keras`.
+
+The one table of activation names, `keras_gelu/name_table.py`, imports
+nothing; a tool that must read it without paying for Keras (kg-train's
+config validation) loads that file alone (see its docstring). A lazy
+package face (PEP 562) was tried for that and dropped: with it,
+`import keras_gelu; import keras; keras.saving.load_model(...)` found no
+registered objects.
+"""
+
+from keras_gelu.api import *  # noqa: F401,F403
+from keras_gelu.api import __all__  # noqa: F401
 
 __version__ = "0.1.0"

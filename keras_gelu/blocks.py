@@ -2,10 +2,12 @@
 
 import keras
 
-from keras_gelu import _names
 from keras_gelu import activations
 from keras_gelu import layers
-from keras_gelu.activations import register
+from keras_gelu import name_table
+from keras_gelu.layers.arguments import check_units
+from keras_gelu.layers.arguments import clone_initializer
+from keras_gelu.serialization import register
 
 
 def projection_layers(units, activation, name="proj", dtype=None, **dense_kwargs):
@@ -32,9 +34,9 @@ def projection_layers(units, activation, name="proj", dtype=None, **dense_kwargs
         A list of one or two layers, applied in order.
     """
     activation = activations.gated_name(activation) or activation
-    key = _names.lookup(activation) if isinstance(activation, str) else None
+    key = name_table.lookup(activation) if isinstance(activation, str) else None
     if key is not None:
-        entry = _names.kind(key)
+        entry = name_table.kind(key)
         if entry == "gated":
             return [
                 layers.GLU(
@@ -125,8 +127,8 @@ class FeedForward(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        layers._check_units(hidden_dim, "FeedForward", arg="hidden_dim")
-        layers._check_units(
+        check_units(hidden_dim, "FeedForward", arg="hidden_dim")
+        check_units(
             output_dim, "FeedForward", allow_none=True, arg="output_dim"
         )
         if isinstance(dropout, bool) or not (
@@ -139,7 +141,7 @@ class FeedForward(keras.layers.Layer):
         activation = activations.gated_name(activation) or activation
         if isinstance(activation, str):
             activations.get(activation)  # Unknown names fail here, early.
-            activation = _names.lookup(activation) or activation
+            activation = name_table.lookup(activation) or activation
         self.hidden_dim = hidden_dim
         self.activation = activation
         self.output_dim = output_dim
@@ -152,7 +154,7 @@ class FeedForward(keras.layers.Layer):
         self.supports_masking = True
         self.is_gated = (
             isinstance(activation, str)
-            and _names.lookup(activation) in _names.names("gated")
+            and name_table.lookup(activation) in name_table.names("gated")
         )
         self.inner_dim = (
             matched_hidden_dim(hidden_dim)
@@ -174,10 +176,10 @@ class FeedForward(keras.layers.Layer):
     def _dense_kwargs(self, seed_offset):
         return dict(
             use_bias=self.use_bias,
-            kernel_initializer=layers.clone_initializer(
+            kernel_initializer=clone_initializer(
                 self.kernel_initializer, seed_offset
             ),
-            bias_initializer=layers.clone_initializer(
+            bias_initializer=clone_initializer(
                 self.bias_initializer, seed_offset
             ),
         )
@@ -253,7 +255,7 @@ class FeedForward(keras.layers.Layer):
         if not self.is_gated:
             raise ValueError(
                 f"keras_gelu: set_gated_weights needs a gated activation "
-                f"({', '.join(_names.names('gated'))}); this FeedForward has "
+                f"({', '.join(name_table.names('gated'))}); this FeedForward has "
                 f"activation={self.activation!r}."
             )
         down_kernel = keras.ops.convert_to_numpy(down_kernel)

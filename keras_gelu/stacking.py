@@ -31,7 +31,7 @@ from keras import ops
 
 from keras_gelu import blocks
 from keras_gelu import layers as kg_layers
-from keras_gelu.activations import register
+from keras_gelu.serialization import register
 
 
 # Registered: a saved stacked model loads without custom_objects (issue 15:
@@ -97,7 +97,7 @@ class StackedLearnableLeakyReLU(keras.layers.Layer):
 
     def build(self, input_shape):
         member_shape = (input_shape[0],) + tuple(input_shape[2:])
-        self.slope_shape = self.plain._slope_shape(member_shape)
+        self.slope_shape = self.plain.slope_shape(member_shape)
         self.slope = self.add_weight(
             name="slope",
             shape=(self.members,) + self.slope_shape,

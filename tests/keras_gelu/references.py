@@ -79,6 +79,19 @@ def linear(x):
     return f64(x)
 
 
+
+# Every gated unit in keras_gelu's name table -> the float64 reference of its
+# gate: `value * gate(gate_half)`, value first. The one copy the tests share.
+GATED = {
+    "glu": sigmoid,
+    "geglu": gelu,
+    "geglu_tanh": gelu_tanh,
+    "swiglu": silu,
+    "reglu": relu,
+    "bilinear": linear,
+}
+
+
 def gelu_mpmath(x, dps=40):
     """GELU at 40 digits, for spot values independent of scipy too."""
     import mpmath
@@ -172,6 +185,19 @@ def second_grad(fn, x):
         (h,) = torch.autograd.grad(g.sum(), xt)
         return h.detach().numpy()
     raise NotImplementedError(BACKEND)
+
+
+def assert_relative_error_at_most(y, x, bound):
+    """|y / gelu(x) - 1| <= bound wherever exact GELU(x) is not 0, and y
+    is 0 exactly where it is (only x = 0); names the worst x otherwise."""
+    expected = gelu(x)
+    nonzero = expected != 0
+    assert np.all(y[~nonzero] == 0)  # only x = 0
+    rel = np.abs(y[nonzero] - expected[nonzero]) / np.abs(expected[nonzero])
+    worst = np.argmax(rel)
+    assert (
+        rel[worst] <= bound
+    ), f"rel error {rel[worst]:.4g} at x={x[nonzero][worst]}"
 
 
 def numpy(x):

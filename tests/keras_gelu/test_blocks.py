@@ -14,14 +14,6 @@ from tests.keras_gelu import references as ref
 
 X = np.random.default_rng(11).normal(size=(2, 3, 8)).astype(np.float32)
 D_MODEL, D_FF, D_FF_GATED = 768, 3072, 2048
-GATED = {
-    "glu": ref.sigmoid,
-    "geglu": ref.gelu,
-    "geglu_tanh": ref.gelu_tanh,
-    "swiglu": ref.silu,
-    "reglu": ref.relu,
-    "bilinear": ref.linear,
-}
 
 
 def projection_weights(block, role):
@@ -69,7 +61,7 @@ def test_plain_ffn_parameter_count_without_bias():
     assert block.count_params() == 2 * D_MODEL * D_FF
 
 
-@pytest.mark.parametrize("activation", sorted(GATED))
+@pytest.mark.parametrize("activation", sorted(ref.GATED))
 def test_gated_ffn_match_params_has_plain_ffn_parameter_count(activation):
     block = _built(
         keras_gelu.FeedForward(
@@ -152,7 +144,7 @@ def test_plain_ffn_equals_manual_dense_computation(activation, hidden):
     )
 
 
-@pytest.mark.parametrize("activation", sorted(GATED))
+@pytest.mark.parametrize("activation", sorted(ref.GATED))
 def test_gated_ffn_equals_manual_gated_computation(activation):
     block = keras_gelu.FeedForward(
         16,
@@ -160,7 +152,7 @@ def test_gated_ffn_equals_manual_gated_computation(activation):
         output_dim=5,
         bias_initializer="random_normal",
     )
-    gate = GATED[activation]
+    gate = ref.GATED[activation]
     y = ref.numpy(block(X))
     assert y.shape == (2, 3, 5)
     # The fused up projection: first 16 columns value, last 16 gate.
@@ -220,7 +212,7 @@ def test_ffn_mixed_policy_computes_in_half_keeps_float32_weights(policy):
         keras.backend.standardize_dtype(v.dtype) == "float32"
         for v in block.weights
     )
-    gate = GATED["geglu"]
+    gate = ref.GATED["geglu"]
     expected = manual_ffn(block, X, lambda h: h[..., :16] * gate(h[..., 16:]))
     np.testing.assert_allclose(ref.numpy(y), expected, rtol=5e-2, atol=5e-2)
 

@@ -13,31 +13,23 @@ import pytest
 import keras_gelu
 from tests.keras_gelu import references as ref
 
-GATES = {
-    "glu": ref.sigmoid,
-    "geglu": ref.gelu,
-    "geglu_tanh": ref.gelu_tanh,
-    "swiglu": ref.silu,
-    "reglu": ref.relu,
-    "bilinear": ref.linear,
-}
 
 
 def _reference_grad(name, h):
     """d/dh sum(a * gate(b)) for h = [a, b], in float64."""
     a, b = np.split(ref.f64(h), 2, axis=-1)
     eps = 1e-6
-    gate = GATES[name]
+    gate = ref.GATED[name]
     d_gate = (gate(b + eps) - gate(b - eps)) / (2 * eps)
     return np.concatenate([gate(b), a * d_gate], axis=-1)
 
 
 def test_every_gated_name_is_checked_here():
-    assert sorted(GATES) == keras_gelu.names("gated")
+    assert sorted(ref.GATED) == keras_gelu.names("gated")
 
 
 @pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
-@pytest.mark.parametrize("name", sorted(GATES))
+@pytest.mark.parametrize("name", sorted(ref.GATED))
 def test_gated_function_value_and_gradient_match_float64_reference(name, fusion):
     rng = np.random.default_rng(0)
     # Keep clear of relu's kink at 0, where a finite difference is undefined.
@@ -48,7 +40,7 @@ def test_gated_function_value_and_gradient_match_float64_reference(name, fusion)
     with keras_gelu.xla_fusion(fusion):
         value = ref.numpy(fn(h))
         grad = ref.grad(fn, h)
-    np.testing.assert_allclose(value, a * GATES[name](b), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(value, a * ref.GATED[name](b), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(grad, _reference_grad(name, h), rtol=1e-4, atol=1e-5)
 
 
@@ -89,7 +81,7 @@ def _torch_reference(name, x):
 
 
 @pytest.mark.parametrize("axis", [-1, 1])
-@pytest.mark.parametrize("name", sorted(GATES))
+@pytest.mark.parametrize("name", sorted(ref.GATED))
 def test_gated_function_equals_torch(name, axis):
     x = np.random.default_rng(2).normal(scale=2.0, size=(4, 6, 6)).astype("float32")
     ours = ref.numpy(keras_gelu.get(name)(x, axis=axis))
@@ -100,7 +92,7 @@ def test_gated_function_equals_torch(name, axis):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("name", sorted(GATES))
+@pytest.mark.parametrize("name", sorted(ref.GATED))
 def test_gated_function_keeps_half_precision_dtype_and_gives_no_nan(name, dtype):
     # a * gate(b) may overflow float16 legitimately (|a * b| > 65504);
     # what must not happen is a NaN from a finite input.

@@ -12,10 +12,10 @@ import inspect
 
 import keras
 import pytest
-from keras.src.testing import TestCase
 
 import keras_gelu
 from keras_gelu import stacking
+from tests.keras_gelu import layer_harness
 
 # (case id, layer class, init kwargs, input shape, expected output shape,
 #  trainable weights, supports_masking)
@@ -64,26 +64,11 @@ def test_every_keras_gelu_layer_has_a_conformance_case():
     assert _layers() <= {case[1] for case in CASES}
 
 
-class LayerConformanceTest(TestCase):
-    pass
-
-
 @pytest.mark.parametrize(
     "case", CASES, ids=[case[0] for case in CASES]
 )
 def test_layer_passes_keras_run_layer_test(case):
     _, layer_cls, kwargs, input_shape, output_shape, trainable, masking = case
-    harness = LayerConformanceTest()
-    harness.run_layer_test(
-        layer_cls,
-        init_kwargs=kwargs,
-        input_shape=input_shape,
-        expected_output_shape=output_shape,
-        expected_num_trainable_weights=trainable,
-        expected_num_non_trainable_weights=0,
-        expected_num_seed_generators=0,
-        expected_num_losses=0,
-        supports_masking=masking,
-        run_training_check=True,
-        run_mixed_precision_check=True,
+    layer_harness.run_layer_test(
+        layer_cls, kwargs, input_shape, output_shape, trainable, masking
     )

@@ -140,14 +140,7 @@ def test_exact_gelu_relative_error_below_1e5_wherever_gelu_is_normal(fusion):
     x = np.concatenate([NORMAL_GRID, BEYOND])
     with keras_gelu.xla_fusion(fusion):
         y = ref.numpy(keras_gelu.gelu(ops.convert_to_tensor(x)))
-    expected = ref.gelu(x)
-    nonzero = expected != 0
-    assert np.all(y[~nonzero] == 0)  # only x = 0
-    rel = np.abs(y[nonzero] - expected[nonzero]) / np.abs(expected[nonzero])
-    worst = np.argmax(rel)
-    assert (
-        rel[worst] <= 1e-5
-    ), f"rel error {rel[worst]:.4g} at x={x[nonzero][worst]}"
+    ref.assert_relative_error_at_most(y, x, 1e-5)
 
 
 @FUSION
@@ -175,7 +168,7 @@ def test_exact_gelu_below_the_normal_range_is_tiny_and_never_positive(fusion):
 def test_exact_gelu_gradient_accurate_while_phi_is_a_normal_float32():
     # GELU'(x) = Phi(x) + x phi(x). Below x = -12.95 Phi is subnormal and
     # XLA flushes it: 1/x**2 of GELU' (0.6% at -13), traded for a 6-10%
-    # faster derivative kernel (activations._gelu_exact_grad). torch
+    # faster derivative kernel (formulas._gelu_exact_grad). torch
     # differentiates its tail formula by autograd: its partials go
     # subnormal there too (2.7e-5).
     # Fused only: TensorFlow's unfused path (xla_fusion(False), for
@@ -318,13 +311,10 @@ def test_gelu_modes_and_silu_reach_their_limits_at_infinity(fusion, dtype, name)
     assert np.all(np.isfinite(g[~np.isnan(x)]))
 
 
-GATED_AT_INF = ["glu", "geglu", "geglu_tanh", "swiglu", "reglu", "bilinear"]
-
-
 @NUMPY_OVERFLOW_OK
 @FUSION
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-@pytest.mark.parametrize("name", GATED_AT_INF)
+@pytest.mark.parametrize("name", list(ref.GATED))
 def test_gated_units_reach_their_limits_at_infinity(fusion, dtype, name):
     # [value | gate] with value 3: output 3 * gate(g), which is 3 * the
     # gate's limit at g = +-inf; d/d(gate) = 3 * gate'(g), finite for

@@ -83,24 +83,22 @@ def task(name):
 
 @functools.lru_cache(maxsize=None)
 def names_table():
-    """`keras_gelu._names`, the plugin's one name table, without Keras.
+    """`keras_gelu.name_table`, the plugin's one name table, without Keras.
 
-    The only place the service reaches for it: once keras_gelu's package
-    imports Keras lazily (PEP 562), this becomes `import keras_gelu._names`
-    (or its public successor), one line.
-
-    Importing keras_gelu imports Keras and so TensorFlow (5 to 12 seconds),
-    which validation and `--dry-run` must not pay. `_names.py` imports
-    nothing, so it is loaded here from its file alone, without running
-    `keras_gelu/__init__.py`; once keras_gelu is imported, its own copy
-    is used.
+    The only place the service reaches for it. Importing keras_gelu imports
+    Keras and so TensorFlow (5 to 12 seconds), which validation and
+    `--dry-run` must not pay: `import keras_gelu` registers every object a
+    saved model may name, and must, whatever the import order. The table's
+    file imports nothing, so it is loaded here from its file alone, without
+    running `keras_gelu/__init__.py`; once keras_gelu is imported, its own
+    copy is used.
     """
-    module = sys.modules.get("keras_gelu._names")
+    module = sys.modules.get("keras_gelu.name_table")
     if module is None:
         spec = importlib.util.find_spec("keras_gelu")  # finds, does not import
         folder = pathlib.Path(list(spec.submodule_search_locations)[0])
         spec = importlib.util.spec_from_file_location(
-            "keras_gelu._names", folder / "_names.py"
+            "keras_gelu.name_table", folder / "name_table.py"
         )
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)

@@ -54,7 +54,7 @@ class KerasGeluModel(mlflow.pyfunc.PythonModel):
     def load_context(self, context):
         import keras
 
-        import keras_gelu  # noqa: F401 -- registers the custom objects
+        import keras_gelu.api  # noqa: F401 -- registers the custom objects
 
         self.model = keras.saving.load_model(
             context.artifacts["keras_model"], compile=False

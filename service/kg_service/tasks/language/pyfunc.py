@@ -46,7 +46,7 @@ class KerasGeluLanguageModel(mlflow.pyfunc.PythonModel):
     def load_context(self, context):
         import keras
 
-        import keras_gelu  # noqa: F401 -- registers the custom objects
+        import keras_gelu.api  # noqa: F401 -- registers the custom objects
         import lm_layers  # noqa: F401 -- the model's own layers (code path)
 
         self.model = keras.saving.load_model(

@@ -11,6 +11,7 @@ import os
 import threading
 
 import keras
+from keras import ops
 
 _state = threading.local()
 
@@ -102,36 +103,37 @@ def _torch_kernel(name, forward, derivative):
 
     - tanh mode: torch's native kernel computes the same formula; its
       gradient is taken at the input clipped like the formula's, as on
-      the other backends (`_torch_ops.tanh_gelu`).
+      the other backends (`torch_kernels.tanh_gelu`).
     - exact mode: the native kernel on [-1.5, 1e4], where it is accurate,
       and keras_gelu's tail-accurate formula outside
-      (`_torch_ops.exact_gelu`).
+      (`torch_kernels.exact_gelu`).
     - sigmoid mode: the formula with its analytic gradient
-      (`_torch_ops.sigmoid_gelu`).
+      (`torch_kernels.sigmoid_gelu`).
     - silu: the native kernels, clamped so that +-inf give their limits
-      (`_torch_ops.silu`).
+      (`torch_kernels.silu`).
     """
     # Imported here: it imports torch, which only the torch backend has.
-    from keras_gelu import _torch_ops
+    from keras_gelu.activations import torch_kernels
 
     if name == "gelu_tanh":
-        return _torch_ops.tanh_gelu
+        return torch_kernels.tanh_gelu
     if name == "gelu_sigmoid":
-        return _torch_ops.sigmoid_gelu
+        return torch_kernels.sigmoid_gelu
     if name == "silu":
-        return _torch_ops.silu
+        return torch_kernels.silu
     if name != "gelu_none":
         return forward
 
     def exact(x):
         if isinstance(x, keras.KerasTensor):
             return forward(x)
-        return _torch_ops.exact_gelu(x, forward, derivative)
+        return torch_kernels.exact_gelu(x, forward, derivative)
 
     return exact
 
 
 def _jax_kernel(forward, derivative):
+    # Imported here: only the JAX backend has jax.
     import jax
 
     @jax.custom_jvp
@@ -172,8 +174,6 @@ def fused_gated(name, forward, derivative):
     key = ("tensorflow-gated", name)
     kernel = _FUSED_CACHE.get(key)
     if kernel is None:
-        from keras import ops
-
         # h = [value | gate], as keras.ops.glu and torch.nn.functional.glu.
         def gated_forward(h):
             value, gate = ops.split(h, 2, axis=-1)
@@ -196,6 +196,7 @@ def _tf_fused_kernel(forward, derivative):
 def _tf_kernel(forward, backward):
     """`forward` and `backward(x, dy)` as nested XLA kernels, glued by
     `tf.custom_gradient`."""
+    # Imported here: only the TensorFlow backend needs tensorflow.
     import tensorflow as tf
 
     # reduce_retracing: one trace per dtype/rank, not one per batch size;

@@ -1,8 +1,11 @@
 """The one table of activation names, and the one place names are cleaned.
 
 Pure Python, importing nothing: `keras_gelu.activations` binds each name
-to its function, and kg-train's config validation loads this file alone
-(without `keras_gelu/__init__.py`, which imports Keras) to check names.
+to its function. kg-train's config validation checks names without Keras
+by loading this file alone (`importlib.util.spec_from_file_location` on
+the path `importlib.util.find_spec("keras_gelu")` reports, which finds the
+package without running its `__init__`, which imports Keras); so this
+module must keep importing nothing but the standard library.
 
 Kinds:
     "elementwise": f(x), same shape out; the target is the function name.
@@ -16,7 +19,7 @@ import difflib
 KINDS = ("elementwise", "gated", "layer")
 
 # name -> (kind, target). Adding a variant is one line here (and, for a
-# new function, its definition in activations.py).
+# new function, its definition in activations/activations.py).
 TABLE = {
     "gelu": ("elementwise", "gelu"),
     "gelu_tanh": ("elementwise", "gelu_tanh"),

@@ -1,79 +1,18 @@
-"""Layers that wrap the functions in `keras_gelu.activations`.
+"""Gated linear units as layers: GLU with any gate, and the named ones.
 
-The math lives in `activations.py`; these layers add weights, masking and
-serialization, never a second copy of a formula.
+The math lives in `keras_gelu.activations` (`gated`); these layers add the
+fused value+gate projection, masking and serialization.
 """
 
 import keras
 import numpy as np
 from keras import ops
 
-from keras_gelu import _names
 from keras_gelu import activations
-from keras_gelu.activations import register
-from keras_gelu.activations import standardize_approximate
-
-
-def _check_units(units, layer, allow_none=False, arg="units"):
-    if units is None and allow_none:
-        return None
-    if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
-        raise ValueError(
-            f"keras_gelu: {layer} expects `{arg}` to be a positive integer"
-            f"{' or None' if allow_none else ''}; received {arg}={units!r}."
-        )
-    return units
-
-
-def clone_initializer(initializer, seed_offset=0):
-    """A fresh initializer with `initializer`'s config, for one sub-layer.
-
-    Sub-layers never share an initializer object. A seeded initializer
-    (`GlorotUniform(seed=1)`) gives the same numbers on every call, so
-    sub-layer `seed_offset` k gets seed `seed + k`: every projection is
-    reproducible and none is a copy of another. Strings and plain
-    callables pass through.
-    """
-    initializer = keras.initializers.get(initializer)
-    if not isinstance(initializer, keras.initializers.Initializer):
-        return initializer
-    config = initializer.get_config()
-    seed = config.get("seed")
-    if isinstance(seed, int) and not isinstance(seed, bool):
-        config["seed"] = seed + seed_offset
-    return initializer.__class__.from_config(config)
-
-
-@register
-class GELU(keras.layers.Layer):
-    """GELU activation layer, `x * Phi(x)` in the chosen mode.
-
-    Args:
-        approximate: `"none"` (exact erf), `"tanh"` or `"sigmoid"`.
-            Unknown modes raise a `ValueError` naming the valid ones.
-        **kwargs: Base layer keyword arguments (`name`, `dtype`...).
-
-    Example:
-
-    >>> import keras, keras_gelu
-    >>> layer = keras_gelu.GELU(approximate="tanh")
-    >>> y = layer(keras.ops.ones((2, 3)))
-    """
-
-    def __init__(self, approximate="none", **kwargs):
-        super().__init__(**kwargs)
-        self.approximate = standardize_approximate(approximate)
-        self.supports_masking = True
-        self.built = True
-
-    def call(self, inputs):
-        return activations.gelu(inputs, approximate=self.approximate)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        return {**super().get_config(), "approximate": self.approximate}
+from keras_gelu import name_table
+from keras_gelu.layers.arguments import check_units
+from keras_gelu.layers.arguments import clone_initializer
+from keras_gelu.serialization import register
 
 
 @register
@@ -133,7 +72,7 @@ class GLU(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.units = _check_units(units, type(self).__name__, allow_none=True)
+        self.units = check_units(units, type(self).__name__, allow_none=True)
         self.activation = _gate(activation)
         self.use_bias = use_bias
         self.axis = axis
@@ -284,7 +223,7 @@ def _gate(activation):
     through `keras_gelu.get`.
     """
     name = activations.gated_name(activation) or activation
-    if isinstance(name, str) and _names.lookup(name) in _names.names("gated"):
+    if isinstance(name, str) and name_table.lookup(name) in name_table.names("gated"):
         return activations.gate_function(name)
     return activations.get(activation)
 
@@ -332,7 +271,7 @@ class GEGLU(_NamedGLU):
     _MODE_NAMES = {"none": "gelu", "tanh": "gelu_tanh", "sigmoid": "gelu_sigmoid"}
 
     def __init__(self, units=None, approximate="none", **kwargs):
-        self.approximate = standardize_approximate(approximate)
+        self.approximate = activations.standardize_approximate(approximate)
         self.gate = self._MODE_NAMES[self.approximate]
         super().__init__(units, **kwargs)
 
@@ -359,138 +298,3 @@ class Bilinear(_NamedGLU):
     """Bilinear unit, `(x W) * (x V)`, no activation. Args as for `GLU`."""
 
     gate = "linear"
-
-
-def leaky(inputs, slope):
-    """`x if x >= 0 else slope * x`, `slope` a tensor that broadcasts."""
-    slope = ops.cast(slope, inputs.dtype)
-    return ops.where(inputs >= 0, inputs, inputs * slope)
-
-
-@register
-class LearnableLeakyReLU(keras.layers.Layer):
-    """Leaky ReLU with a learnable negative slope: `x if x >= 0 else a * x`.
-
-    "ReLU's Revival" (Jha & Reagen 2024) starts the slope at 0.01 and
-    learns it, globally or per layer.
-
-    Args:
-        initial_slope: Float, the slope's initial value (default 0.01).
-        per_channel: If True, one slope per channel (last axis). Default
-            False: one scalar slope for the layer.
-        shared_axes: Alternatively, as in `keras.layers.PReLU`: one slope
-            per element of the non-batch shape, shared along these axes
-            (ints >= 1). The axes not shared must have known sizes.
-        slope_regularizer: Optional regularizer for the slope.
-        slope_constraint: Optional constraint, e.g. `"non_neg"`.
-        **kwargs: Base layer keyword arguments.
-
-    Works with `None` (unknown) dimensions in scalar and per-channel mode.
-
-    Example:
-
-    >>> import keras, keras_gelu
-    >>> layer = keras_gelu.LearnableLeakyReLU()
-    >>> y = layer(keras.ops.convert_to_tensor([[-1.0, 2.0]]))  # [[-0.01, 2.]]
-    """
-
-    def __init__(
-        self,
-        initial_slope=0.01,
-        per_channel=False,
-        shared_axes=None,
-        slope_regularizer=None,
-        slope_constraint=None,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        if isinstance(initial_slope, bool) or not isinstance(
-            initial_slope, (int, float)
-        ):
-            raise ValueError(
-                "keras_gelu: LearnableLeakyReLU expects `initial_slope` to be "
-                f"a number; received {initial_slope!r}."
-            )
-        self.initial_slope = float(initial_slope)
-        self.per_channel = bool(per_channel)
-        if shared_axes is not None:
-            if per_channel:
-                raise ValueError(
-                    "keras_gelu: LearnableLeakyReLU takes `per_channel=True` "
-                    "or `shared_axes`, not both; received both."
-                )
-            axes = [shared_axes] if isinstance(shared_axes, int) else shared_axes
-            if not isinstance(axes, (list, tuple)) or not all(
-                isinstance(a, int) and not isinstance(a, bool) and a >= 1
-                for a in axes
-            ):
-                raise ValueError(
-                    "keras_gelu: LearnableLeakyReLU expects `shared_axes` to "
-                    "be an int >= 1 or a list of them (axis 0 is the batch); "
-                    f"received shared_axes={shared_axes!r}."
-                )
-            shared_axes = sorted(set(axes))
-        self.shared_axes = shared_axes
-        self.slope_regularizer = keras.regularizers.get(slope_regularizer)
-        self.slope_constraint = keras.constraints.get(slope_constraint)
-        self.supports_masking = True
-
-    def _slope_shape(self, input_shape):
-        if self.shared_axes is not None:
-            rank = len(input_shape)
-            bad = [a for a in self.shared_axes if a >= rank]
-            if bad:
-                raise ValueError(
-                    f"keras_gelu: LearnableLeakyReLU shared_axes={bad} do not "
-                    f"exist for input shape {tuple(input_shape)} (valid axes: "
-                    f"1..{rank - 1})."
-                )
-            shape = [
-                1 if axis in self.shared_axes else size
-                for axis, size in enumerate(input_shape)
-            ][1:]
-            if None in shape:
-                raise ValueError(
-                    f"keras_gelu: LearnableLeakyReLU needs a known size on "
-                    f"every axis it does not share; input shape "
-                    f"{tuple(input_shape)}, shared_axes={self.shared_axes}. "
-                    f"Share the unknown axes, or use per_channel=True."
-                )
-            return tuple(shape)
-        if self.per_channel:
-            if input_shape[-1] is None:
-                raise ValueError(
-                    "keras_gelu: LearnableLeakyReLU(per_channel=True) needs a "
-                    f"known last axis; input shape {tuple(input_shape)}."
-                )
-            return (input_shape[-1],)
-        return ()
-
-    def build(self, input_shape):
-        self.slope = self.add_weight(
-            name="slope",
-            shape=self._slope_shape(input_shape),
-            initializer=keras.initializers.Constant(self.initial_slope),
-            regularizer=self.slope_regularizer,
-            constraint=self.slope_constraint,
-        )
-
-    def call(self, inputs):
-        return leaky(inputs, self.slope)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "initial_slope": self.initial_slope,
-            "per_channel": self.per_channel,
-            "shared_axes": self.shared_axes,
-            "slope_regularizer": keras.regularizers.serialize(
-                self.slope_regularizer
-            ),
-            "slope_constraint": keras.constraints.serialize(
-                self.slope_constraint
-            ),
-        }

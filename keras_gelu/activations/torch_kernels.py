@@ -1,15 +1,15 @@
 """torch-backend GELU kernels: torch's native ones, made safe at the edges.
 
-Imported by `_backend` on the torch backend only. Why each exists, with
+Imported by `fusion` on the torch backend only. Why each exists, with
 the measured numbers, is next to it.
 """
 
 import torch
 import torch.nn.functional as F
 
-from keras_gelu.activations import _SIGMOID_CLIP
-from keras_gelu.activations import _SIGMOID_SCALE
-from keras_gelu.activations import _TANH_CLIP
+from keras_gelu.constants import SIGMOID_CLIP
+from keras_gelu.constants import SIGMOID_SCALE
+from keras_gelu.constants import TANH_CLIP
 
 # torch's native exact GELU, 0.5 * x * (1 + erf(x / sqrt(2))), cancels in
 # the lower tail: max relative error 7.2e-7 for x >= -1.5 but 2.0e-4 at -3
@@ -96,7 +96,7 @@ class _TanhGelu(torch.autograd.Function):
 
     @staticmethod
     def forward(x):
-        return F.gelu(torch.clamp(x, min=-_TANH_CLIP), approximate="tanh")
+        return F.gelu(torch.clamp(x, min=-TANH_CLIP), approximate="tanh")
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -105,7 +105,7 @@ class _TanhGelu(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         (x,) = ctx.saved_tensors
-        clipped = torch.clamp(x, -_TANH_CLIP, _TANH_CLIP)
+        clipped = torch.clamp(x, -TANH_CLIP, TANH_CLIP)
         return torch.ops.aten.gelu_backward(dy, clipped, approximate="tanh")
 
 
@@ -131,9 +131,9 @@ class _SigmoidGelu(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
         # x * s is -inf * 0 = NaN at x = -inf; it is -0 for every x below
-        # -_SIGMOID_CLIP, so clamp there (`clamp` keeps NaN; issue 15).
-        x = torch.clamp(x, min=-_SIGMOID_CLIP)
-        s = torch.sigmoid(_SIGMOID_SCALE * x)
+        # -SIGMOID_CLIP, so clamp there (`clamp` keeps NaN; issue 15).
+        x = torch.clamp(x, min=-SIGMOID_CLIP)
+        s = torch.sigmoid(SIGMOID_SCALE * x)
         ctx.save_for_backward(x, s)
         return x * s
 
@@ -141,14 +141,14 @@ class _SigmoidGelu(torch.autograd.Function):
     def backward(ctx, dy):
         x, s = ctx.saved_tensors
         # At x = +inf, x * (1 - s) would be inf * 0; s is 1 from 128 up.
-        x = torch.clamp(x, max=_SIGMOID_CLIP)
+        x = torch.clamp(x, max=SIGMOID_CLIP)
         if torch.is_grad_enabled():
             # Double backward: s must be a function of x, not a constant.
-            s = torch.sigmoid(_SIGMOID_SCALE * x)
+            s = torch.sigmoid(SIGMOID_SCALE * x)
         # s + 1.702 * x * (1 - s) * s; torch's sigmoid_backward(x, s)
         # forms x * (1 - s) first: 0, not inf * 0, at either end.
         slope = torch.ops.aten.sigmoid_backward(x, s)
-        return dy * torch.add(s, slope, alpha=_SIGMOID_SCALE)
+        return dy * torch.add(s, slope, alpha=SIGMOID_SCALE)
 
 
 def sigmoid_gelu(x):
@@ -167,7 +167,7 @@ class _Silu(torch.autograd.Function):
 
     @staticmethod
     def forward(x):
-        return F.silu(torch.clamp(x, min=-_SIGMOID_CLIP))
+        return F.silu(torch.clamp(x, min=-SIGMOID_CLIP))
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -176,7 +176,7 @@ class _Silu(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         (x,) = ctx.saved_tensors
-        clipped = torch.clamp(x, -_SIGMOID_CLIP, _SIGMOID_CLIP)
+        clipped = torch.clamp(x, -SIGMOID_CLIP, SIGMOID_CLIP)
         return torch.ops.aten.silu_backward(dy, clipped)
 
 
