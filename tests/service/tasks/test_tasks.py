@@ -13,6 +13,7 @@ from kg_service.cli import train as kg_train
 from kg_service.tasks import classification
 from kg_service.tasks import base as tasks
 from kg_service.errors import ServiceError
+from tests.service.tasks import blobs
 
 TOY_CONFIG = """\
 experiment: toy-blobs
@@ -26,26 +27,9 @@ export: {enabled: false}
 """
 
 
-def _blobs(cfg):
-    from sklearn.datasets import make_blobs
-
-    return make_blobs(
-        n_samples=cfg.n_samples, centers=3, n_features=3, random_state=cfg.seed
-    )
-
-
 @pytest.fixture
 def blobs_task():
-    task = tasks.register(
-        classification.task(
-            "blobs",
-            _blobs,
-            features="three blob coordinates, as make_blobs returns them",
-            feature_names=("a", "b", "c"),
-            class_names=("first", "second", "third"),
-            figures=("learning_curves", "per_seed"),
-        )
-    )
+    task = tasks.register(blobs.task())
     yield task
     tasks.unregister("blobs")
 
@@ -67,7 +51,7 @@ def test_config_accepts_a_task_only_once_it_is_registered(tmp_path):
         config_lib.load_config(str(path))
     tasks.register(
         classification.task(
-            "blobs", _blobs, features="", feature_names=(), class_names=()
+            "blobs", blobs.load, features="", feature_names=(), class_names=()
         )
     )
     try:
