@@ -107,9 +107,10 @@ SMOKE_EPOCHS = 2
 SMOKE_SEEDS = 2
 # A language model's smoke cost is per member: each new model traces its
 # training step once, and Keras unrolls `steps_per_epoch` steps into that
-# step (steps_per_execution); the test split is evaluated whole. Measured
-# (issue 17, load 5): the first fit 7.5-9.7 s at 5 steps, 4.4-5.5 s at 2;
-# 300 kB of corpus put ~940 test windows through every member.
+# step (steps_per_execution); the test split is evaluated whole (300 kB of
+# corpus put ~940 test windows through every member). Measured (issue 17):
+# a glu-variants member 5.1 s at 5 steps and 300 kB, 4.5 s at 2 and 60 kB
+# (mean of 6, interleaved in one process, load 4.5-4.9).
 SMOKE_CORPUS_BYTES = 60_000  # python_code: a dozen stdlib files, ~190 test windows
 SMOKE_CONTEXT = 32
 SMOKE_EVAL_WINDOWS = 8
