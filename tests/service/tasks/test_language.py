@@ -33,6 +33,12 @@ SMALL_DATA = DataConfig(
     test_fraction=0.1, validation_fraction=0.1,
 )
 SMALL_MODEL = ModelConfig(hidden_units=(32, 32), d_model=16, heads=2)
+# For the sweep, whose checks hold at any size (what is logged, exported,
+# served): every member evaluates its test split whole, one batch at a
+# time, and SMALL_DATA's is ~1,250 windows; this one's ~250. (Not for the
+# bfloat16 run: its export difference, checked against 1e-2, depends on
+# the weights and the inputs: 0.01001 on this corpus.)
+SWEEP_DATA = dataclasses.replace(SMALL_DATA, corpus_bytes=40_000)
 
 
 @pytest.fixture(scope="module")
@@ -202,9 +208,10 @@ def sweep(tmp_path_factory):
         baseline="relu",
         seeds=(0, 1),
         output_dir=str(tmp / "out"),
-        data=SMALL_DATA,
+        data=SWEEP_DATA,
         model=dataclasses.replace(SMALL_MODEL, match_params=True, hidden_units=(24,)),
-        training=TrainingConfig(epochs=2, steps_per_epoch=5, batch_size=8),
+        # Keras unrolls steps_per_epoch into each member's traced step.
+        training=TrainingConfig(epochs=2, steps_per_epoch=2, batch_size=8),
         tracking=TrackingConfig(uri=uri),
         registry=RegistryConfig(model_name="lm-{activation}"),
         export=ExportConfig(dir=str(tmp / "exports")),
