@@ -101,3 +101,57 @@ def pytest_collection_modifyitems(items):
         module = item.nodeid.split("::", 1)[0]
         group = "repository-builds" if module in REPOSITORY_BUILDS else module
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+# --- Counting the processes and sweeps a run starts (issue 17) --------------
+# `KG_TEST_PROCESS_LOG=/tmp/p.log pytest ...` appends one line per process a
+# test starts (subprocess.Popen, which subprocess.run uses too: kg-train,
+# kg, mlflow server, pip, python -c ...; not their own children) and per
+# in-process pipeline.run / run_shard; `sort /tmp/p.log | uniq -c` then
+# says how many of each. Off unless the variable is set.
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _count_processes_and_sweeps():
+    import os
+    import subprocess
+
+    path = os.environ.get("KG_TEST_PROCESS_LOG")
+    if not path:
+        yield
+        return
+
+    def write(line):
+        with open(path, "a") as log:
+            log.write(line + "\n")
+
+    def program(args):
+        words = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+        words = [os.path.basename(os.fsdecode(w)) for w in words[:3]]
+        if words and words[0].startswith("python") and len(words) > 1:
+            return " ".join(words[:3] if words[1] in ("-m", "-c") else words[:2])
+        return " ".join(words[:2])
+
+    popen_init = subprocess.Popen.__init__
+
+    def counted_popen(self, args, *rest, **kwargs):
+        write("process\t" + program(args))
+        popen_init(self, args, *rest, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess.Popen, "__init__", counted_popen)
+        try:
+            from kg_service.sweep import pipeline
+        except ImportError:  # the keras_gelu suites alone
+            pipeline = None
+        for name in ("run", "run_shard") if pipeline else ():
+            patch.setattr(pipeline, name, _counted(getattr(pipeline, name), name, write))
+        yield
+
+
+def _counted(function, name, write):
+    def counted(*args, **kwargs):
+        write(f"in-process\t{name}")
+        return function(*args, **kwargs)
+
+    return counted
