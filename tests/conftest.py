@@ -131,9 +131,9 @@ def _count_processes_and_sweeps():
     def program(args):
         words = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
         words = [os.path.basename(os.fsdecode(w)) for w in words[:3]]
-        if words and words[0].startswith("python") and len(words) > 1:
-            return " ".join(words[:3] if words[1] in ("-m", "-c") else words[:2])
-        return " ".join(words[:2])
+        if words[:1] and words[0].startswith("python") and words[1:2] == ["-m"]:
+            return " ".join(words[:3])  # python -m <module>; not -c's code
+        return (" ".join(words[:2]).splitlines() or ["?"])[0]
 
     popen_init = subprocess.Popen.__init__
 
