@@ -1,0 +1,160 @@
+"""Markers for the whole suite, applied here in one table (issue 17).
+
+- `slow`: trains a sweep, or starts real processes (kg-train, servers,
+  pip, fresh interpreters) that take seconds each. `pytest -m "not slow"`
+  is the developer's quick loop; `bash .ci/run` runs everything.
+- `server`: starts `mlflow server`, `kg serve` / `mlflow models serve`,
+  or PostgreSQL.
+
+A key names a whole module (its path under tests/) or one test
+(`path::test_name`, every parameter of it). Add a line here when a test
+starts to train or to start a process; the test module stays as it is.
+
+Every item also gets `xdist_group(<its module>)`: under
+`pytest -n 2 --dist loadgroup` (what .ci/run uses) a module's tests stay on
+one worker, so a module-scoped fixture (a trained sweep, a server) is
+built once, as without xdist; the two modules that build the project in
+the repository itself share one group, so they never build at once.
+"""
+
+import pytest
+
+TESTS = "tests/"
+
+SLOW = [
+    # The `saved` fixture loads the models in a fresh process per backend.
+    "keras_gelu/test_serialization.py::test_keras_file_loads_",
+    "keras_gelu/test_serialization.py::test_loaded_outputs_are_not_trivially_equal",
+    "service/analysis/test_report.py::test_a_fixed_sweep_reads_as_pinned_in_the_golden_files",
+    "service/analysis/test_report.py::test_kg_report_prints_no_optimizer_loading_warning",
+    "service/analysis/test_report.py::test_kg_report_shows_the_configuration_the_sweep_ran",
+    "service/cli/test_cli.py::test_process_",
+    "service/cli/test_cli.py::test_alias_bomb_under_a_known_key_exits_2_with_an_excerpt",
+    "service/cli/test_cli.py::test_installed_entry_point_exits_2_on_a_bad_config",
+    "service/cli/test_preflight.py::test_kg_train_exits_2_with_one_paragraph_and_writes_nothing",
+    "service/cli/test_run_output.py",
+    "service/cli/test_telemetry.py::test_kg_train_verbose_run_never_contacts_mlflow_telemetry",
+    "service/serving/test_kg.py",
+    "service/serving/test_saved_model_cli.py",
+    "service/serving/test_serving.py",
+    "service/sweep/test_end_to_end.py",
+    "service/sweep/test_faults.py",
+    "service/sweep/test_golden.py",
+    "service/sweep/test_scaling_docs.py::test_indexed_job_pods_run_their_shard_through_the_real_cli",
+    "service/sweep/test_scaling_docs.py::test_sbatch_script_is_bash_with_an_array_and_runs_its_shard",
+    "service/sweep/test_shards.py::test_two_shards_make_the_single_machine_sweep_registered_once",
+    "service/sweep/test_shards.py::test_shards_and_kg_report_run_on_another_tracking_store",
+    "service/tasks/test_language.py::test_sweep_tracks_entropy",
+    "service/tasks/test_language.py::test_saved_model_takes_token_ids",
+    "service/tasks/test_language.py::test_registered_model_continues_a_prompt",
+    "service/tasks/test_language.py::test_served_model_answers_a_prompt_string",
+    "service/tasks/test_language.py::test_the_language_model_trains_and_exports_under_jax",
+    "service/tasks/test_tasks.py::test_a_task_defined_in_a_test_runs_a_whole_sweep",
+    "service/tasks/test_tasks.py::test_a_sweep_runs_on_another_tracking_store_without_mlflow",
+    "service/tasks/test_train.py::test_sweep_runs_on_the_jax_backend",
+    "service/tasks/test_train.py::test_mixed_precision_xla_and_dropout_train_and_restore_the_policy",
+    "service/test_ci.py",
+    "service/test_docker.py::test_without_allowed_hosts_the_preflight",
+    "service/test_packaging.py",
+    "service/test_smoke_configs.py",
+    "service/tracking/test_shared_server.py",
+    "service/tracking/test_store_outage.py",
+    "service/training/test_parallel.py::test_mirrored_over_two_cpu_devices",
+    "service/training/test_parallel.py::test_jax_data_parallel_over_two_host_devices",
+    "service/training/test_parallel.py::test_batches_the_engine_cannot_split_are_refused_before_training",
+    "service/training/test_parallel.py::test_multi_worker_trains_in_two_processes",
+]
+
+SERVER = [
+    "service/cli/test_run_output.py::test_printed_serve_command_is_kg_serve_and_answers_a_csv_request",
+    "service/serving/test_kg.py::test_kg_serve_with_a_token_file_requires_the_bearer_token",
+    "service/serving/test_kg.py::test_kg_serve_of_a_savedmodel_with_workers_stops_its_whole_process_group",
+    "service/serving/test_serving.py::test_served_model_answers_400_to_bad_input_and_keeps_answering",
+    "service/sweep/test_end_to_end.py::test_served_model_",
+    "service/sweep/test_end_to_end.py::test_sweep_against_postgres_backed_mlflow_server",
+    "service/tasks/test_language.py::test_served_model_answers_a_prompt_string",
+    "service/test_docker.py::test_without_allowed_hosts_the_preflight",
+    "service/tracking/test_shared_server.py",
+    "service/tracking/test_store_outage.py",
+]
+
+# Fixtures that start a server: every test that uses one is `server`.
+SERVER_FIXTURES = {"stack_server", "server"}  # test_docker's, serving/test_kg's
+
+# Built in the repository's own folder (build/, *.egg-info): one at a time.
+REPOSITORY_BUILDS = {"tests/service/test_ci.py", "tests/service/test_packaging.py"}
+
+
+def _matches(nodeid, keys):
+    """Whether `nodeid` is a module in `keys`, or a test whose name starts
+    with a `module::name` key."""
+    return any(nodeid.startswith(TESTS + key) for key in keys)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items):
+    for item in items:
+        server = _matches(item.nodeid, SERVER) or bool(
+            SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        )
+        if server:
+            item.add_marker(pytest.mark.server)
+        if server or _matches(item.nodeid, SLOW):  # a server takes seconds to start
+            item.add_marker(pytest.mark.slow)
+        module = item.nodeid.split("::", 1)[0]
+        group = "repository-builds" if module in REPOSITORY_BUILDS else module
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+# --- Counting the processes and sweeps a run starts (issue 17) --------------
+# `KG_TEST_PROCESS_LOG=/tmp/p.log pytest ...` appends one line per process a
+# test starts (subprocess.Popen, which subprocess.run uses too: kg-train,
+# kg, mlflow server, pip, python -c ...; not their own children) and per
+# in-process pipeline.run / run_shard; `sort /tmp/p.log | uniq -c` then
+# says how many of each. Off unless the variable is set.
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _count_processes_and_sweeps():
+    import os
+    import subprocess
+
+    path = os.environ.get("KG_TEST_PROCESS_LOG")
+    if not path:
+        yield
+        return
+
+    def write(line):
+        with open(path, "a") as log:
+            log.write(line + "\n")
+
+    def program(args):
+        words = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+        words = [os.path.basename(os.fsdecode(w)) for w in words[:3]]
+        if words[:1] and words[0].startswith("python") and words[1:2] == ["-m"]:
+            return " ".join(words[:3])  # python -m <module>; not -c's code
+        return (" ".join(words[:2]).splitlines() or ["?"])[0]
+
+    popen_init = subprocess.Popen.__init__
+
+    def counted_popen(self, args, *rest, **kwargs):
+        write("process\t" + program(args))
+        popen_init(self, args, *rest, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess.Popen, "__init__", counted_popen)
+        try:
+            from kg_service.sweep import pipeline
+        except ImportError:  # the keras_gelu suites alone
+            pipeline = None
+        for name in ("run", "run_shard") if pipeline else ():
+            patch.setattr(pipeline, name, _counted(getattr(pipeline, name), name, write))
+        yield
+
+
+def _counted(function, name, write):
+    def counted(*args, **kwargs):
+        write(f"in-process\t{name}")
+        return function(*args, **kwargs)
+
+    return counted
