@@ -43,6 +43,8 @@ SLOW = [
     "service/sweep/test_scaling_docs.py::test_indexed_job_pods_run_their_shard_through_the_real_cli",
     "service/sweep/test_scaling_docs.py::test_sbatch_script_is_bash_with_an_array_and_runs_its_shard",
     "service/sweep/test_shards.py::test_two_shards_make_the_single_machine_sweep_registered_once",
+    # Two tiny sweeps in-process (one module fixture), then kg report --study.
+    "service/sweep/test_studies.py",
     "service/sweep/test_shards.py::test_shards_and_kg_report_run_on_another_tracking_store",
     "service/tasks/test_language.py::test_sweep_tracks_entropy",
     "service/tasks/test_language.py::test_saved_model_takes_token_ids",

@@ -11,6 +11,10 @@ The report:
     evaluate      what a model or an activation computes (Keras, lazily)
     figures       the PNG figures and the table of their names
     report        report.md and summary.json, with the figures
+A study (several sweeps as one family; docs/studies.md):
+    study         Holm over every sweep's comparisons, interactions (numbers)
+    aggregate     IQM, probability of improvement, profiles across tasks
+    study_report  its tables, report.md, summary.json and figure
 
 Each module imports only those listed above it, and nothing here imports
 tracking or sweep: the results are passed in.

@@ -450,3 +450,34 @@ def activation_curves(summary, colors):
     fig.suptitle("The activations compared (gated units: their gate function)", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+# --- A study's figure (issue 18 §7). ---------------------------------------------
+
+PERFORMANCE_PROFILE = "performance_profile.png"
+
+
+def performance_profile(aggregate, path):
+    """rliable's performance profile of a study's `aggregate.Aggregate`:
+    per activation, the share of runs whose normalized score exceeds tau,
+    with its stratified-bootstrap band. Saves it to `path`; False (nothing
+    saved) when no activation ran in two tasks."""
+    if not aggregate.activations:
+        return False
+    fig = _figure(6.4, 4.2, layout="constrained")
+    ax = fig.add_subplot()
+    cmap = matplotlib.colormaps["tab10"]
+    for i, a in enumerate(aggregate.activations):
+        color = cmap(i % 10)
+        ax.plot(aggregate.taus, a.profile, color=color,
+                label=f"{a.activation} (IQM {a.iqm:.2f}, {len(a.tasks)} tasks)")
+        ax.fill_between(aggregate.taus, a.profile_low, a.profile_high, color=color, alpha=0.2)
+    ax.set_xlabel("normalized score τ (min-max per task: 0 worst run, 1 best)")
+    ax.set_ylabel("fraction of runs with score > τ")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"Performance profile ({aggregate.confidence:.0%} stratified "
+                 "bootstrap bands)", fontsize=10)
+    return _saved(fig, path)

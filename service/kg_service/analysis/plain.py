@@ -121,3 +121,9 @@ def flat_metrics(summary):
             out[f"{k}.{m.short}_mean_diff"] = c.secondary[m.name].mean_diff
         out[f"{k}.p_holm"] = c.p_holm
     return {k: float(v) for k, v in out.items() if math.isfinite(float(v))}
+
+
+def json_ready(value):
+    """Numbers, dicts, lists and tuples in strict JSON types (NaN -> None,
+    inf -> "inf"), as summary.json holds them; a study's summary uses it."""
+    return _clean(value)

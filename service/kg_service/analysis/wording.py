@@ -362,3 +362,57 @@ def summary_json(summary):
     return {**head, "notes": list(summary_notes(summary)),
             "verdicts": list(verdicts(summary)), **d}
 
+
+
+# --- A study (issue 18 §6, §7): its comparisons, interactions, aggregate. -------
+# The numbers are `kg_service.analysis.study` and `aggregate`'s.
+
+
+def study_comparison_verdict(study, c):
+    """One line: an activation against its sweep's baseline, judged on the
+    Holm p of the whole study's family."""
+    s, test = shown(c.metric.name), c.paired
+    head = f"{c.sweep}: {c.activation} vs {c.baseline} on {s.label}"
+    if test.n < 2:
+        return (f"{head}: untestable ({seeds_text(test.n, 'paired seed')}); it still "
+                f"counts in the family of {study.family_size}.")
+    word = "significant" if c.significant else "not significant"
+    return (f"{head}: {s.diff(test.mean_diff)} ({ci_text(test, study.confidence)}, "
+            f"p{p_equals(test.p_value)}, study Holm p{p_equals(c.p_holm)} over "
+            f"{study.family_size}): {word}, {seeds_text(test.n)}.")
+
+
+def interaction_verdict(study, i):
+    """One line: did the activation's gap to the baseline move between the
+    two sweeps (the difference of paired differences, Welch's test)?"""
+    s, t = shown(i.metric.name), i.test
+    gap = f"({i.activation} - {i.baseline}) on {s.label}"
+    moved = (f"{gap}: {s.diff(i.diff_first.mean_diff)} in {i.first}, "
+             f"{s.diff(i.diff_second.mean_diff)} in {i.second}")
+    if math.isnan(t.p_value):
+        return f"{moved}; the change cannot be tested (each side needs 2 seeds and a spread)."
+    gains = (t.estimate > 0) == i.metric.higher_is_better
+    who, other = (i.activation, i.baseline) if gains else (i.baseline, i.activation)
+    word = "significant" if i.significant else "not significant"
+    holm_text = (f", Holm p{p_equals(i.p_holm)} over {len(study.interactions)} "
+                 "interactions" if len(study.interactions) > 1 else "")
+    return (f"{moved}: the gap moved {s.diff(t.estimate)} in {who}'s favour over "
+            f"{other} ({study.confidence:.0%} CI "
+            f"{s.interval(t.ci_low, t.ci_high, ' to ', True)}, Welch p{p_equals(t.p_value)}, "
+            f"df {t.df:.1f}{holm_text}): {word}.")
+
+
+def normalization_note(aggregate, metrics):
+    """How the aggregate's scores were made comparable across tasks."""
+    return (f"Scores normalized per task (sweep), min-max over every run of every "
+            f"activation in it: 1 = the task's best run, 0 = its worst, on each "
+            f"task's compared metric ({metrics}). IQM and probability of improvement "
+            f"with {aggregate.confidence:.0%} percentile intervals from "
+            f"{aggregate.reps} stratified bootstrap resamples (runs within each task).")
+
+
+def improvement_verdict(aggregate, imp):
+    """'P(geglu > relu) = 0.83 (95% CI 0.61 to 1.00) over 2 tasks'."""
+    return (f"P({imp.x} > {imp.y}) = {imp.probability:.2f} "
+            f"({aggregate.confidence:.0%} CI {imp.ci_low:.2f} to {imp.ci_high:.2f}) over "
+            f"{len(imp.tasks)} tasks")

@@ -117,7 +117,8 @@ def _plan(config, rows, environ):
         ("registry", registry),
         ("export", export),
         ("output", config.output_dir),
-    ]
+    ] + ([("study", f"{config.study} (one family with its other sweeps: "
+                    f"kg report --study {config.study})")] if config.study else [])
     head = f'kg-train plan for experiment "{config.experiment}"'
     head += f" ({config.source})" if config.source else ""
     return "\n".join([head] + [f"  {k:<12} {v}" for k, v in rows])

@@ -27,7 +27,13 @@ from kg_service.errors import ServiceError
     "report",
     context_settings=options.CONTEXT,
 )
-@click.option("--experiment", required=True, metavar="NAME", help="The MLflow experiment.")
+@click.option("--experiment", metavar="NAME", help="The MLflow experiment.")
+@click.option(
+    "--study",
+    metavar="NAME",
+    help="Instead of one sweep: every finished sweep tagged with this study "
+    "(config key `study:`), analysed as one family (docs/studies.md).",
+)
 @click.option(
     "--sweep-id",
     metavar="ID",
@@ -46,7 +52,7 @@ from kg_service.errors import ServiceError
 )
 @options.QUIET
 @click.pass_context
-def report(ctx, experiment, sweep_id, register, output_dir, tracking_uri, quiet):
+def report(ctx, experiment, study, sweep_id, register, output_dir, tracking_uri, quiet):
     """Rebuild a sweep's report (statistics, tables, figures) from the tracking
     store: the members' metrics and models from their runs, the config from the
     sweep's run. With --register, also export and register it (once).
@@ -55,7 +61,14 @@ def report(ctx, experiment, sweep_id, register, output_dir, tracking_uri, quiet)
     Examples:
       kg report --experiment kg-smoke
       kg report --experiment moons --sweep-id 3f9c2a1b7d004e55 --register
+      kg report --study revival
     """
+    if (experiment is None) == (study is None):
+        raise click.UsageError("give --experiment NAME (one sweep) or --study NAME (a "
+                               "study's sweeps), not both.")
+    if study is not None and (sweep_id is not None or register):
+        raise click.UsageError("--sweep-id and --register are for one sweep "
+                               "(--experiment), not for --study.")
     try:
         if sweep_id is not None:
             sharding.check_sweep_id(sweep_id)
@@ -65,7 +78,7 @@ def report(ctx, experiment, sweep_id, register, output_dir, tracking_uri, quiet)
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         with options.native_stderr_to_file(enabled=True), options.sigterm_as_interrupt():
             options.configure_logging(quiet=quiet, verbose=False)
-            code = report_sweep(
+            code = report_study(study, uri.strip(), output_dir) if study else report_sweep(
                 experiment,
                 uri.strip(),
                 sweep_id=sweep_id,
@@ -105,6 +118,18 @@ def report_sweep(
         store=store,
     )
     summary.show(echo, outcome)
+    return 0
+
+
+def report_study(name, tracking_uri, output_dir=None, echo=click.echo):
+    """`kg_service.sweep.studies.report_study`, its tables printed; returns 0."""
+    from kg_service.analysis import study_report  # scipy, matplotlib: a real run only
+    from kg_service.sweep import studies
+
+    outcome = studies.report_study(name, tracking_uri, output_dir)
+    for line in study_report.terminal_lines(outcome.study, outcome.aggregate):
+        echo(line)
+    echo(f"\nStudy report: {outcome.out_dir}")
     return 0
 
 

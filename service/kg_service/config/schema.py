@@ -166,6 +166,13 @@ def _alias(value):
     return value
 
 
+def _study_name(value):
+    # A tag value that `kg report --study` finds again in a store query.
+    if not re.fullmatch(r"[\w.-]{1,250}", value):
+        _fail('a study name of letters, digits, ".", "_" and "-" (e.g. revival)')
+    return value
+
+
 # The checks that span fields read `info.data`: the fields validated before
 # theirs, without those that have a problem (reported already).
 
@@ -425,6 +432,9 @@ class Config:
     baseline: Annotated[_Activation, AfterValidator(_in_activations)] = "relu"
     seeds: _Seeds = (0, 1, 2, 3, 4)  # YAML: a list, or a count n -> 0..n-1
     output_dir: _Text = "kg-output"  # report, plots, resolved config
+    # Sweeps tagged with one study name are analysed as one family by
+    # `kg report --study NAME` (docs/studies.md); null: a sweep on its own.
+    study: Optional[Annotated[_Str, AfterValidator(_study_name)]] = None
     data: Annotated[_Section[DataConfig], AfterValidator(_splits_filled)] = DataConfig()
     model: Annotated[_Section[ModelConfig], AfterValidator(_heads_divide)] = ModelConfig()
     training: _Section[TrainingConfig] = TrainingConfig()

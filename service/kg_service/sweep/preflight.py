@@ -112,8 +112,21 @@ def preflight(config, store=None, resume=None):
             "config_file": config.source,
             "dataset": config.data.dataset,
             **dataset.tags(),
+            **study_tags(config, task),
         },
     )
+
+
+def study_tags(config, task):
+    """What `kg report --study` finds a sweep by and reads it with: the
+    study's name and the task's compared metric (none without a study)."""
+    if config.study is None:
+        return {}
+    return {
+        "kg.study": config.study,
+        "kg.metric": task.compared.name,
+        "kg.higher_is_better": str(task.compared.higher_is_better).lower(),
+    }
 
 
 def previous_members(config, store, resume, params):

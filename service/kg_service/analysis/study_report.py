@@ -1,0 +1,168 @@
+"""A study's report: the terminal tables, report.md, summary.json, the figure.
+
+Words from `kg_service.analysis.wording` (its study block), laid out with
+`kg_service.analysis.tables`; the numbers are `study.analyse`'s and
+`aggregate.aggregate`'s, passed in. Nothing here opens a store.
+"""
+
+import dataclasses
+import json
+
+from kg_service.analysis import figures
+from kg_service.analysis import plain
+from kg_service.analysis import tables
+from kg_service.analysis import wording
+
+
+def comparison_rows(study):
+    """Every comparison of the family: one row each."""
+    header = ["sweep", "metric", "activation", "vs", "seeds", "Δ",
+              f"{study.confidence:.0%} CI", "p", f"study Holm p (m={study.family_size})"]
+    rows = []
+    for c in study.comparisons:
+        s, t = wording.shown(c.metric.name), c.paired
+        rows.append([c.sweep, s.label, c.activation, c.baseline, str(t.n),
+                     s.diff(t.mean_diff), s.interval(t.ci_low, t.ci_high, " to ", True),
+                     wording.format_p(t.p_value),
+                     wording.format_p(c.p_holm) + ("*" if c.significant else "")])
+    return header, rows
+
+
+def interaction_rows(study):
+    """Every interaction: the gap in each sweep, its change, Welch's test."""
+    header = ["metric", "gap", "first", "second", "change (second - first)",
+              f"{study.confidence:.0%} CI", "Welch p", "df", "Holm p"]
+    rows = []
+    for i in study.interactions:
+        s, t = wording.shown(i.metric.name), i.test
+        rows.append([s.label, f"{i.activation} - {i.baseline}",
+                     f"{s.diff(i.diff_first.mean_diff)} ({i.first}, n={t.n_first})",
+                     f"{s.diff(i.diff_second.mean_diff)} ({i.second}, n={t.n_second})",
+                     s.diff(t.estimate), s.interval(t.ci_low, t.ci_high, " to ", True),
+                     wording.format_p(t.p_value), f"{t.df:.1f}",
+                     wording.format_p(i.p_holm) + ("*" if i.significant else "")])
+    return header, rows
+
+
+def aggregate_rows(aggregate):
+    header = ["activation", "tasks", "runs", "IQM", f"{aggregate.confidence:.0%} CI"]
+    rows = [[a.activation, str(len(a.tasks)), str(a.runs), f"{a.iqm:.3f}",
+             f"{a.ci_low:.3f} to {a.ci_high:.3f}"] for a in aggregate.activations]
+    return header, rows
+
+
+def _metrics(study):
+    return ", ".join(sorted({wording.shown(s.metric.name).label
+                             + (", higher is better" if s.metric.higher_is_better
+                                else ", lower is better") for s in study.sweeps}))
+
+
+def heading(study):
+    names = ", ".join(s.name for s in study.sweeps)
+    return (f'Study "{study.name}": {len(study.sweeps)} sweeps ({names}); '
+            f"{study.family_size} comparisons in one Holm family "
+            f"({study.untestable} untestable, counted), alpha {study.alpha:g}.")
+
+
+def terminal_lines(study, aggregate):
+    """What `kg report --study` prints."""
+    lines = [heading(study), ""]
+    lines += tables.text_table(*comparison_rows(study), left=(0, 1, 2, 3))
+    if study.interactions:
+        lines += ["", "Interactions (difference of paired differences, Welch's t):"]
+        lines += tables.text_table(*interaction_rows(study), left=(0, 1, 2, 3))
+        lines += [wording.interaction_verdict(study, i) for i in study.interactions]
+    if aggregate.activations:
+        lines += ["", "Across tasks (IQM of normalized scores):"]
+        lines += tables.text_table(*aggregate_rows(aggregate), left=(0,))
+        lines += [wording.improvement_verdict(aggregate, imp)
+                  for imp in aggregate.improvements]
+    return lines
+
+
+def markdown(study, aggregate, figure_written):
+    parts = [f"# Study {study.name}", "", heading(study), "",
+             "## Comparisons (one family)", "",
+             *tables.markdown_table(*comparison_rows(study)), "",
+             f"Δ: mean paired difference from the sweep's baseline, seed by seed; p: paired "
+             f"t-test; study Holm p: Holm over all {study.family_size} comparisons of every "
+             f"sweep and metric, untestable ones counted in m; * marks p < {study.alpha:g}.",
+             ""]
+    parts += [f"- {wording.study_comparison_verdict(study, c)}" for c in study.comparisons]
+    if study.interactions:
+        parts += ["", "## Interactions", "", *tables.markdown_table(*interaction_rows(study)),
+                  "", "The change of an activation's paired gap to the baseline from one "
+                  "sweep to the other, tested with Welch's t on the two sets of paired "
+                  "differences (separate runs, unequal spreads); Holm over the "
+                  "interactions.", ""]
+        parts += [f"- {wording.interaction_verdict(study, i)}" for i in study.interactions]
+    parts += ["", "## Across tasks", ""]
+    if aggregate.activations:
+        parts += [*tables.markdown_table(*aggregate_rows(aggregate)), "",
+                  wording.normalization_note(aggregate, _metrics(study)), ""]
+        parts += [f"- {wording.improvement_verdict(aggregate, imp)}"
+                  for imp in aggregate.improvements]
+        if figure_written:
+            parts += ["", f"![performance profile]({figures.PERFORMANCE_PROFILE})"]
+    else:
+        parts += ["No activation ran in two sweeps of the study: nothing to aggregate."]
+    return "\n".join(parts) + "\n"
+
+
+def summary_dict(study, aggregate):
+    """summary.json: the numbers, and the sentences beside them."""
+    def comparison(c):
+        return {"sweep": c.sweep, "metric": c.metric.name, "activation": c.activation,
+                "baseline": c.baseline, "paired": plain.paired_to_dict(c.paired),
+                "p_holm": c.p_holm, "significant": c.significant,
+                "verdict": wording.study_comparison_verdict(study, c)}
+
+    def interaction(i):
+        return {"metric": i.metric.name, "activation": i.activation, "baseline": i.baseline,
+                "first": i.first, "second": i.second,
+                "mean_diff_first": i.diff_first.mean_diff,
+                "mean_diff_second": i.diff_second.mean_diff,
+                **dataclasses.asdict(i.test), "p_holm": i.p_holm,
+                "significant": i.significant,
+                "verdict": wording.interaction_verdict(study, i)}
+
+    def aggregated(a):
+        d = dataclasses.asdict(a)
+        return {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in d.items()}
+
+    return plain.json_ready({
+        "study": study.name,
+        "sweeps": [{"name": s.name, "baseline": s.baseline, "metric": s.metric.name,
+                    "higher_is_better": s.metric.higher_is_better, "failed": s.failed}
+                   for s in study.sweeps],
+        "confidence": study.confidence, "alpha": study.alpha,
+        "family_size": study.family_size, "untestable": study.untestable,
+        "comparisons": [comparison(c) for c in study.comparisons],
+        "interactions": [interaction(i) for i in study.interactions],
+        "aggregate": {
+            "normalization": aggregate.normalization,
+            "note": wording.normalization_note(aggregate, _metrics(study)),
+            "reps": aggregate.reps, "taus": aggregate.taus.tolist(),
+            "activations": [aggregated(a) for a in aggregate.activations],
+            "improvements": [{**dataclasses.asdict(imp),
+                              "verdict": wording.improvement_verdict(aggregate, imp)}
+                             for imp in aggregate.improvements],
+        },
+    })
+
+
+def write_study_report(study, aggregate, out):
+    """Writes report.md, summary.json and the performance profile into the
+    folder `out` (a `pathlib.Path`, created); returns the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    figure = out / figures.PERFORMANCE_PROFILE
+    drawn = figures.performance_profile(aggregate, figure)
+    if drawn:
+        paths.append(figure)
+    report = out / "report.md"
+    report.write_text(markdown(study, aggregate, drawn))
+    summary = out / "summary.json"
+    summary.write_text(json.dumps(summary_dict(study, aggregate), indent=2,
+                                  allow_nan=False) + "\n")
+    return [report, summary, *paths]

@@ -1,0 +1,81 @@
+"""`kg report --study`: a study's sweeps from the store, analysed as one family.
+
+Reads the finished sweeps tagged with the study (`tracking.studies`),
+hands their numbers to `analysis.study` (one Holm family, interactions)
+and `analysis.aggregate` (IQM, probability of improvement, performance
+profile across the sweeps as tasks), and writes the study's report.
+"""
+
+import dataclasses
+import datetime
+import pathlib
+
+from kg_service.analysis import aggregate as aggregate_lib
+from kg_service.analysis import stats
+from kg_service.analysis import study as study_lib
+from kg_service.analysis import study_report
+from kg_service.tracking import studies
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyOutcome:
+    study: study_lib.Study
+    aggregate: aggregate_lib.Aggregate
+    out_dir: pathlib.Path
+    paths: tuple
+
+
+def sweep_names(stored):
+    """A label per sweep: its experiment, with the run id's head where an
+    experiment holds more than one sweep of the study."""
+    counts = {}
+    for s in stored:
+        counts[s.experiment] = counts.get(s.experiment, 0) + 1
+    return [s.experiment if counts[s.experiment] == 1 else f"{s.experiment}@{s.run_id[:8]}"
+            for s in stored]
+
+
+def study_sweeps(stored):
+    """`analysis.study.StudySweep`s of `tracking.studies.StoredSweep`s."""
+    out = []
+    for name, s in zip(sweep_names(stored), stored):
+        metrics = tuple(
+            stats.Metric.of(m, s.higher_is_better if m == s.metric else False)
+            for m in s.values
+        )
+        out.append(study_lib.StudySweep(name=name, baseline=s.baseline, metrics=metrics,
+                                        values=s.values, failed=s.failed))
+    return out
+
+
+def normalized_scores(sweeps):
+    """Every sweep's compared metric, min-max normalized within the sweep."""
+    out = {}
+    for s in sweeps:
+        runs = {a: list(by_seed.values()) for a, by_seed in s.values[s.metric.name].items()}
+        out.update(aggregate_lib.normalize({s.name: runs}, s.metric.higher_is_better))
+    return out
+
+
+def report_study(name, tracking_uri, output_dir=None, confidence=0.95,
+                 reps=aggregate_lib.DEFAULT_REPS):
+    """Analyses the study `name` and writes its report.
+
+    Args:
+        output_dir: where report.md, summary.json and the figure go;
+            default kg-output/study-<name>-<time>.
+
+    Returns:
+        A `StudyOutcome`.
+
+    Raises:
+        tracking.studies.UnknownStudy: no finished sweep has that study.
+    """
+    sweeps = study_sweeps(studies.read_study(tracking_uri, name))
+    study = study_lib.analyse(name, sweeps, confidence)
+    aggregate = aggregate_lib.aggregate(normalized_scores(sweeps), confidence, reps)
+    out = pathlib.Path(
+        output_dir or f"kg-output/study-{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    )
+    paths = study_report.write_study_report(study, aggregate, out)
+    return StudyOutcome(study=study, aggregate=aggregate, out_dir=out, paths=tuple(paths))

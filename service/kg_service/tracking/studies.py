@@ -1,0 +1,138 @@
+"""A study's sweeps, read back from the tracking store (issue 18 §6).
+
+A sweep whose config names a `study:` carries the tags `kg.study` (the
+name), `kg.metric` and `kg.higher_is_better` (the task's compared metric)
+on its parent run (`kg_service.sweep.preflight.study_tags`). `read_study`
+finds every FINISHED sweep of a study in every experiment of the store and
+returns its members' final numbers as plain data, without loading a model:
+`kg report --study` needs the numbers only.
+"""
+
+import dataclasses
+
+from kg_service.errors import ServiceError
+from kg_service.tracking import client as mlflow_client
+from kg_service.tracking import destinations
+from kg_service.tracking import store
+from kg_service.tracking.mlflow_store import LOGGED_TAG
+
+STUDY_TAG = "kg.study"
+METRIC_TAG = "kg.metric"
+DIRECTION_TAG = "kg.higher_is_better"
+LOSS = "test_loss"  # read beside the compared metric: the classifiers' second metric
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredSweep:
+    """One finished sweep of a study, as its runs hold it.
+
+    `values` maps each metric read (the compared one, then test loss when
+    that is another) to {activation: {seed: value}} of the members that
+    finished; `failed` counts the diverged members per activation.
+    """
+
+    experiment: str
+    run_id: str
+    baseline: str
+    metric: str
+    higher_is_better: bool
+    values: dict
+    failed: dict
+
+
+class UnknownStudy(ServiceError):
+    """No finished sweep of the store carries this study name."""
+
+    def __init__(self, name, studies, tracking_uri):
+        known = ", ".join(repr(s) for s in sorted(studies)) or "none"
+        super().__init__(
+            f"--study {name!r}: no finished kg-train sweep in {tracking_uri} is "
+            f"tagged with that study (studies there: {known})."
+            f"{mlflow_client.did_you_mean(name, sorted(studies))} A sweep joins a "
+            "study by the top-level config key `study: NAME`."
+        )
+        self.name, self.studies = name, tuple(sorted(studies))
+
+
+def read_study(tracking_uri, name):
+    """The finished sweeps tagged `kg.study = name`, oldest first.
+
+    Raises:
+        UnknownStudy: when there are none (it names the studies there are).
+        ServiceError: for a store that cannot be read.
+    """
+    mlflow = mlflow_client.import_mlflow()
+    destinations.check_store(tracking_uri)
+    try:
+        client = mlflow.MlflowClient(tracking_uri, registry_uri=tracking_uri)
+        experiments = {e.experiment_id: e.name for e in client.search_experiments()}
+        parents = _study_parents(client, list(experiments))
+    except Exception as error:  # connection refused, bad URI, bad DB
+        raise ServiceError(mlflow_client.store_problem(tracking_uri, error)) from None
+    mine = [r for r in parents if r.data.tags[STUDY_TAG] == name]
+    if not mine:
+        raise UnknownStudy(name, {r.data.tags[STUDY_TAG] for r in parents}, tracking_uri)
+    return [_stored_sweep(client, run, experiments[run.info.experiment_id]) for run in mine]
+
+
+def _study_parents(client, experiment_ids):
+    """Every finished sweep parent with a study tag, oldest first."""
+    if not experiment_ids:
+        return []
+    runs = client.search_runs(
+        experiment_ids,
+        filter_string=(
+            f"tags.`kg.role` = '{store.SWEEP_ROLE}' and attributes.status = "
+            f"'{store.FINISHED}'"
+        ),
+        max_results=10000,
+    )
+    runs = [r for r in runs if r.data.tags.get(STUDY_TAG)]
+    return sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id))
+
+
+def _stored_sweep(client, parent, experiment):
+    tags = parent.data.tags
+    metric = tags[METRIC_TAG]
+    names = [metric] + ([LOSS] if metric != LOSS else [])
+    values = {m: {} for m in names}
+    failed = {}
+    for (activation, seed), run in _members(client, parent).items():
+        if run.info.status == store.FAILED or "failure.reason" in run.data.tags:
+            failed[activation] = failed.get(activation, 0) + 1
+            continue
+        for m in names:
+            if m in run.data.metrics:
+                values[m].setdefault(activation, {})[seed] = run.data.metrics[m]
+    return StoredSweep(
+        experiment=experiment,
+        run_id=parent.info.run_id,
+        baseline=parent.data.params["baseline"],
+        metric=metric,
+        higher_is_better=tags.get(DIRECTION_TAG, "true") == "true",
+        values={m: v for m, v in values.items() if v},
+        failed=failed,
+    )
+
+
+def _members(client, parent):
+    """`{(activation, seed): run}` of a sweep's logged members, the earliest
+    run of each (as `mlflow_store.Tracker` reads them): by the sharded
+    sweep's id tag, else as the parent's children."""
+    sweep_id = parent.data.tags.get(store.SWEEP_ID_TAG)
+    query = (
+        f"tags.`{store.SWEEP_ID_TAG}` = '{sweep_id}'"
+        if sweep_id
+        else f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+    )
+    runs = client.search_runs([parent.info.experiment_id], filter_string=query,
+                              max_results=10000)
+    found = {}
+    for run in sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id)):
+        t = run.data.tags
+        if "seed" not in t or t.get("kg.role") == store.SWEEP_ROLE:
+            continue
+        if run.info.status not in store.MEMBER_DONE and t.get(LOGGED_TAG) != "true":
+            continue
+        found.setdefault((t["activation"], int(t["seed"])), run)
+    return found

@@ -1,0 +1,52 @@
+"""The top-level `study:` key (issue 18 §6): validated like every key, shown
+by --dry-run, and set in the Revival config so both halves share it."""
+
+import pathlib
+import textwrap
+
+import pytest
+
+from kg_service.cli.plan import describe_plan
+from kg_service.config.loading import load_config
+from kg_service.errors import ServiceError
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+
+
+def write(tmp_path, text):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def test_a_study_name_is_shown_by_the_dry_run_plan(tmp_path):
+    config = load_config(write(tmp_path, "study: revival\n"))
+    assert config.study == "revival"
+    assert "study        revival (one family with its other sweeps: kg report --study revival)" \
+        in describe_plan(config, environ={})
+
+
+def test_without_a_study_the_plan_has_no_study_line(tmp_path):
+    plan = describe_plan(load_config(write(tmp_path, "seeds: 2\n")), environ={})
+    assert "kg report --study" not in plan and "\n  study " not in plan
+
+
+@pytest.mark.parametrize("value", ["'two words'", "\"it's\"", "''", "3"])
+def test_a_bad_study_name_is_one_clear_problem_at_its_line(tmp_path, value):
+    with pytest.raises(ServiceError) as info:
+        load_config(write(tmp_path, f"seeds: 2\nstudy: {value}\n"))
+    message = str(info.value)
+    assert "study (line 2)" in message, message
+
+
+def test_a_typo_of_study_suggests_it(tmp_path):
+    with pytest.raises(ServiceError, match='Did you mean "study"'):
+        load_config(write(tmp_path, "stuyd: revival\n"))
+
+
+def test_both_revival_halves_are_one_study():
+    ln = load_config(REPO / "configs" / "revival.yaml")
+    no_ln = load_config(REPO / "configs" / "revival.yaml",
+                        ["model.layer_norm=false", "experiment=revival-no-layernorm"])
+    assert ln.study == no_ln.study == "revival"
+    assert ln.experiment != no_ln.experiment

@@ -1,0 +1,131 @@
+"""`kg report --study` on a real sqlite MLflow store (issue 18 §6, §7).
+
+Two tiny moons sweeps (the halves of a toy study, as Revival's two
+halves) are trained in-process into one store; `kg report --study` reads the study back from the store alone.
+The numbers are checked against the members' runs as MLflow holds them,
+read here with MLflow's own client, and against statsmodels and scipy.
+"""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from scipy import stats as st
+from statsmodels.stats.multitest import multipletests
+
+from kg_service.cli import train as kg_train
+from kg_service.cli.report import report
+from kg_service.config import loading
+
+HALF = """\
+experiment: {experiment}
+activations: [relu, gelu]
+seeds: 3
+output_dir: {out}
+study: toy
+data: {{dataset: moons, n_samples: 120}}
+model: {{hidden_units: [{width}]}}
+training: {{epochs: 1, batch_size: 32}}
+tracking: {{uri: "{uri}"}}
+registry: {{enabled: false}}
+export: {{enabled: false}}
+"""
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A sqlite store with study "toy": two tiny sweeps (about 10 s each)."""
+    tmp = tmp_path_factory.mktemp("study")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    for experiment, width in (("toy-wide", 8), ("toy-narrow", 3)):
+        path = tmp / f"{experiment}.yaml"
+        path.write_text(HALF.format(experiment=experiment, width=width, out=tmp / "out",
+                                    uri=uri))
+        assert kg_train.run(loading.load_config(path), quiet=True, echo=lambda _: None) == 0
+    return tmp, uri
+
+
+def kg_report(*args):
+    return CliRunner().invoke(report, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def reported(store):
+    tmp, uri = store
+    result = kg_report("--study", "toy", "--tracking-uri", uri,
+                       "--output-dir", str(tmp / "toy-report"))
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp / "toy-report" / "summary.json").read_text())
+    return result.output, summary, tmp / "toy-report"
+
+
+def member_values(uri, experiment, metric):
+    """{activation: {seed: value}} as MLflow's client reads the member runs."""
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    out = {}
+    for run in client.search_runs([exp.experiment_id], "tags.`kg.role` = 'member'"):
+        tags = run.data.tags
+        out.setdefault(tags["activation"], {})[int(tags["seed"])] = run.data.metrics[metric]
+    return out
+
+
+def test_the_study_is_its_two_tagged_sweeps_one_holm_family(reported):
+    output, summary, folder = reported
+    assert [s["name"] for s in summary["sweeps"]] == ["toy-wide", "toy-narrow"]
+    # 2 sweeps x 2 metrics (accuracy, loss) x 1 comparison with the baseline.
+    assert summary["family_size"] == 4
+    raw = [c["paired"]["p_value"] for c in summary["comparisons"]]
+    np.testing.assert_allclose([c["p_holm"] for c in summary["comparisons"]],
+                               multipletests(raw, method="holm")[1], rtol=1e-9)
+    assert {p.name for p in folder.iterdir()} == {
+        "report.md", "summary.json", "performance_profile.png"}
+    assert 'Study "toy": 2 sweeps (toy-wide, toy-narrow)' in output
+
+
+def test_study_numbers_are_the_member_runs_in_the_store(reported, store):
+    _, summary, _ = reported
+    _, uri = store
+    diffs = {}
+    for experiment in ("toy-wide", "toy-narrow"):
+        v = member_values(uri, experiment, "test_accuracy")
+        diffs[experiment] = [v["gelu"][s] - v["relu"][s] for s in range(3)]
+        (c,) = [c for c in summary["comparisons"]
+                if c["sweep"] == experiment and c["metric"] == "test_accuracy"]
+        assert c["paired"]["mean_diff"] == pytest.approx(np.mean(diffs[experiment]))
+    (i,) = [i for i in summary["interactions"] if i["metric"] == "test_accuracy"]
+    assert (i["first"], i["second"]) == ("toy-wide", "toy-narrow")
+    assert i["estimate"] == pytest.approx(
+        np.mean(diffs["toy-narrow"]) - np.mean(diffs["toy-wide"]))
+    if np.std(diffs["toy-wide"]) + np.std(diffs["toy-narrow"]) > 0:
+        ref = st.ttest_ind(diffs["toy-narrow"], diffs["toy-wide"], equal_var=False)
+        assert i["p_value"] == pytest.approx(ref.pvalue, rel=1e-9)
+
+
+def test_every_activation_is_aggregated_over_both_sweeps(reported):
+    _, summary, _ = reported
+    rows = summary["aggregate"]["activations"]
+    assert {r["activation"] for r in rows} == {"relu", "gelu"}
+    assert all(r["tasks"] == ["toy-wide", "toy-narrow"] and r["runs"] == 6 for r in rows)
+    assert all(r["ci_low"] <= r["iqm"] <= r["ci_high"] for r in rows)
+    assert "min-max over every run" in summary["aggregate"]["note"]
+
+
+def test_an_unknown_study_exits_2_naming_the_studies_there_are(store):
+    _, uri = store
+    result = CliRunner().invoke(report, ["--study", "tyo", "--tracking-uri", uri])
+    assert result.exit_code == 2
+    assert "--study 'tyo'" in result.output and "studies there: 'toy'" in result.output
+    assert "Did you mean 'toy'?" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args", [[], ["--study", "toy", "--experiment", "x"],
+                                  ["--study", "toy", "--register"]])
+def test_report_needs_exactly_one_of_experiment_or_study(args):
+    result = CliRunner().invoke(report, args)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "--study" in result.output
