@@ -66,7 +66,7 @@ def heading(study):
 
 def terminal_lines(study, aggregate):
     """What `kg report --study` prints."""
-    lines = [heading(study), ""]
+    lines = [heading(study)] + [n for n in [wording.failures_note(study)] if n] + [""]
     lines += tables.text_table(*comparison_rows(study), left=(0, 1, 2, 3))
     if study.interactions:
         lines += ["", "Interactions (difference of paired differences, Welch's t):"]
@@ -82,6 +82,7 @@ def terminal_lines(study, aggregate):
 
 def markdown(study, aggregate, figure_written):
     parts = [f"# Study {study.name}", "", heading(study), "",
+             *[n + "\n" for n in [wording.failures_note(study)] if n],
              "## Comparisons (one family)", "",
              *tables.markdown_table(*comparison_rows(study)), "",
              f"Δ: mean paired difference from the sweep's baseline, seed by seed; p: paired "
@@ -137,6 +138,7 @@ def summary_dict(study, aggregate):
                    for s in study.sweeps],
         "confidence": study.confidence, "alpha": study.alpha,
         "family_size": study.family_size, "untestable": study.untestable,
+        "failures_note": wording.failures_note(study),
         "comparisons": [comparison(c) for c in study.comparisons],
         "interactions": [interaction(i) for i in study.interactions],
         "aggregate": {

@@ -382,6 +382,16 @@ def study_comparison_verdict(study, c):
             f"{study.family_size}): {word}, {seeds_text(test.n)}.")
 
 
+def failures_note(study):
+    """The diverged members each sweep left out, or '' when none diverged."""
+    parts = [f"{s.name}: " + ", ".join(f"{a} {n}" for a, n in sorted(s.failed.items()))
+             for s in study.sweeps if s.failed]
+    if not parts:
+        return ""
+    return ("Diverged members, left out of the comparisons (their runs are FAILED in the "
+            "store): " + "; ".join(parts) + ".")
+
+
 def interaction_verdict(study, i):
     """One line: did the activation's gap to the baseline move between the
     two sweeps (the difference of paired differences, Welch's test)?"""

@@ -192,6 +192,7 @@ def test_normalization_is_min_max_per_task_oriented_by_direction():
 
 def test_the_study_report_writes_tables_json_and_the_profile(tmp_path):
     ln = _sweep("ln", {"relu": 0.01, "leaky": 0.005}, seed=1)
+    ln = study.StudySweep(ln.name, ln.baseline, ln.metrics, ln.values, failed={"relu": 2})
     no = _sweep("no-ln", {"relu": -0.045, "leaky": -0.04}, seed=2)
     s = study.analyse("revival", [ln, no])
     normalized = {}
@@ -207,4 +208,6 @@ def test_the_study_report_writes_tables_json_and_the_profile(tmp_path):
     assert [r["activation"] for r in summary["aggregate"]["activations"]] == [
         r.activation for r in a.activations]
     text = "\n".join(study_report.terminal_lines(s, a))
+    assert "Diverged members, left out of the comparisons" in text and "ln: relu 2" in text
+    assert summary["sweeps"][0]["failed"] == {"relu": 2}
     assert "the gap moved -0.05" in text and "in relu's favour over gelu" in text
