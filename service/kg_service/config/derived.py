@@ -127,8 +127,8 @@ def smoke(config):
     `SMOKE_SEEDS`); a corpus, its bytes, context, steps and evaluation
     windows. The experiment and registered model names get a
     `-smoke` suffix (once: a model name made from `{experiment}` has it
-    already), so a smoke run never moves the real models' aliases nor
-    mixes its runs into the real experiment.
+    already), and so does the study, so a smoke run never moves the real
+    models' aliases nor mixes its runs into the real experiment or study.
 
     Example:
 
@@ -163,6 +163,8 @@ def smoke(config):
     return dataclasses.replace(
         config,
         experiment=f"{config.experiment}-smoke",
+        # Nor into the real study (`kg report --study`).
+        study=None if config.study is None else f"{config.study}-smoke",
         seeds=tuple(config.seeds[:SMOKE_SEEDS]),
         data=data,
         model=model,

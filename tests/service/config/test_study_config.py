@@ -50,3 +50,12 @@ def test_both_revival_halves_are_one_study():
                         ["model.layer_norm=false", "experiment=revival-no-layernorm"])
     assert ln.study == no_ln.study == "revival"
     assert ln.experiment != no_ln.experiment
+
+
+def test_a_smoke_run_joins_the_smoke_study_not_the_real_one():
+    from kg_service.config.derived import smoke
+
+    config = smoke(load_config(REPO / "configs" / "revival.yaml"))
+    assert (config.experiment, config.study) == ("revival-layernorm-smoke", "revival-smoke")
+    tiny = smoke(load_config(REPO / "configs" / "tiny.yaml"))
+    assert tiny.study is None
