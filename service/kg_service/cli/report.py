@@ -4,7 +4,8 @@ A thin shell over `kg_service.sweep.pipeline.report_sweep`, like kg-train's over
 `pipeline.run`: it imports the pipeline (TensorFlow, MLflow) only for a
 real run, and prints what it returns with `kg_service.cli.summary`. `report` is a click command for the `kg` group
 (`group.add_command(report)`); `python -m kg_service.cli.report` runs it
-alone.
+alone. `--study NAME` hands off to `kg_service.sweep.studies.report_study`
+instead (docs/studies.md).
 
 Exit codes: 0 done; 2 a usage error (`ServiceError`: no such experiment
 or sweep, members missing, registered already; or click's own), one
@@ -55,7 +56,8 @@ from kg_service.errors import ServiceError
 def report(ctx, experiment, study, sweep_id, register, output_dir, tracking_uri, quiet):
     """Rebuild a sweep's report (statistics, tables, figures) from the tracking
     store: the members' metrics and models from their runs, the config from the
-    sweep's run. With --register, also export and register it (once).
+    sweep's run. With --register, also export and register it (once). With
+    --study instead, every finished sweep of the study, as one family.
 
     \b
     Examples:
@@ -63,9 +65,11 @@ def report(ctx, experiment, study, sweep_id, register, output_dir, tracking_uri,
       kg report --experiment moons --sweep-id 3f9c2a1b7d004e55 --register
       kg report --study revival
     """
-    if (experiment is None) == (study is None):
-        raise click.UsageError("give --experiment NAME (one sweep) or --study NAME (a "
-                               "study's sweeps), not both.")
+    if experiment is None and study is None:
+        raise click.UsageError("give --experiment NAME (one sweep) or --study NAME (every "
+                               "sweep of a study).")
+    if experiment is not None and study is not None:
+        raise click.UsageError("--experiment and --study: give one of them, not both.")
     if study is not None and (sweep_id is not None or register):
         raise click.UsageError("--sweep-id and --register are for one sweep "
                                "(--experiment), not for --study.")
