@@ -260,11 +260,11 @@ def _interactions(sweeps, confidence, alpha):
         for metric in (m for m in first.metrics if m.name in second_metrics):
             shared = [a for a in first.activations()[1:] if a in second.activations()[1:]]
             for activation in shared:
-                d1 = _paired(first, metric, activation, confidence)
-                d2 = _paired(second, metric, activation, confidence)
-                _, x1 = paired_differences(first, metric, activation)
-                _, x2 = paired_differences(second, metric, activation)
-                raw.append((metric, activation, first, second, d1, d2,
+                s1, x1 = paired_differences(first, metric, activation)
+                s2, x2 = paired_differences(second, metric, activation)
+                raw.append((metric, activation, first, second,
+                            stats.paired_test(x1, metric.name, s1, confidence),
+                            stats.paired_test(x2, metric.name, s2, confidence),
                             welch(x1, x2, confidence)))
     adjusted = holm_counting_untestable([r[-1].p_value for r in raw])
     return tuple(
