@@ -148,14 +148,21 @@ def compare(config, pre, trained):
             f"FAILED runs. Lower training.learning_rate, or set another "
             f"baseline."
         )
+    # Every member, the diverged ones included: they count as failures of
+    # their activation (issue 18), and only the others enter the metric's
+    # statistics.
+    analysis = config.analysis
     summary = comparisons.summarize(
-        ok,
+        trained.results,
         config.baseline,
         metric=pre.task.compared.name,
         higher_is_better=pre.task.compared.higher_is_better,
         select_by=stats.Metric.of(
             pre.task.selects.name, pre.task.selects.higher_is_better
         ),
+        confidence=1.0 - analysis.alpha,
+        margin=analysis.margin_for(pre.task.compared.name),
+        power=analysis.power,
     )
     report_paths = report.write_report(
         summary,
@@ -186,7 +193,8 @@ def record(pre, compared):
 
     pre.store.log_summary(
         plain.flat_metrics(compared.summary),
-        {"winner": compared.summary.winner.activation},
+        {"winner": compared.summary.winner.activation,
+         **plain.verdict_tags(compared.summary)},
         compared.report_paths,
     )
 
