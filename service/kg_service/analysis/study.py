@@ -8,6 +8,12 @@ reads (`stats.paired_test`); the p-values of all of them, over all sweeps
 and metrics, are one Holm family (`holm_counting_untestable`), so a study
 of two halves does not get twice the chances of one.
 
+Each comparison also gets the three-way verdict of `stats.decide`
+(better, worse, equivalent within the sweep's `analysis.margin` by TOST,
+or inconclusive), its superiority and its equivalence p-values each Holm-
+adjusted over the study: every comparison for the first, every comparison
+with a margin for the second.
+
 Across two sweeps with the same baseline, the *interaction* asks whether an
 activation's gain over the baseline changed between them: the difference
 of the mean paired differences, (a - base) in the later sweep minus
@@ -52,6 +58,9 @@ class StudySweep:
     metrics: tuple
     values: dict
     failed: dict = dataclasses.field(default_factory=dict)  # activation -> count
+    # metric name -> equivalence margin in its units (the sweep's
+    # `analysis.margin`); a metric without one gets no equivalence test.
+    margins: dict = dataclasses.field(default_factory=dict)
 
     @property
     def metric(self):
@@ -75,6 +84,12 @@ class StudyComparison:
     paired: stats.PairedTest
     p_holm: float  # over the whole study's family; NaN when untestable
     significant: bool
+    # Three-way verdict (issue 18 §1) on the study's families: `stats`'
+    # BETTER / WORSE / EQUIVALENT / INCONCLUSIVE / UNTESTED.
+    outcome: str = stats.UNTESTED
+    margin: float = math.nan
+    p_equivalence: float = math.nan  # TOST inside +-margin
+    p_equivalence_holm: float = math.nan  # over the comparisons with a margin
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,14 +256,41 @@ def analyse(name, sweeps, confidence=0.95):
         for s in sweeps for m in s.metrics for a in s.activations()[1:]
     ]
     adjusted = holm_counting_untestable([test.p_value for *_, test in raw])
+    margins = [_margin(s, m) for s, m, *_ in raw]
+    with_margin = [i for i, margin in enumerate(margins) if math.isfinite(margin)]
+    p_eq = [stats.tost_p(raw[i][3].diffs, margins[i]) for i in with_margin]
+    eq_holm = dict(zip(with_margin, holm_counting_untestable(p_eq)))
+    p_eq = dict(zip(with_margin, p_eq))
     comparisons = tuple(
-        StudyComparison(sweep=s.name, metric=m, activation=a, baseline=s.baseline,
-                        paired=test, p_holm=p, significant=bool(p < alpha))
-        for (s, m, a, test), p in zip(raw, adjusted)
+        StudyComparison(
+            sweep=s.name, metric=m, activation=a, baseline=s.baseline, paired=test,
+            p_holm=p, significant=bool(p < alpha),
+            outcome=outcome(test, p, eq_holm.get(i, math.nan), m, alpha),
+            margin=margins[i], p_equivalence=p_eq.get(i, math.nan),
+            p_equivalence_holm=eq_holm.get(i, math.nan),
+        )
+        for i, ((s, m, a, test), p) in enumerate(zip(raw, adjusted))
     )
     return Study(name=name, sweeps=sweeps, confidence=confidence, alpha=alpha,
                  comparisons=comparisons,
                  interactions=_interactions(sweeps, confidence, alpha))
+
+
+def _margin(sweep, metric):
+    margin = sweep.margins.get(metric.name)
+    return math.nan if margin is None else float(margin)
+
+
+def outcome(test, p_holm, p_equivalence_holm, metric, alpha):
+    """The three-way verdict of one comparison, as `stats.decide` gives it,
+    on Holm p-values of the study's families (untestable ones counted)."""
+    if test.n < 2:
+        return stats.UNTESTED
+    if p_holm < alpha and test.mean_diff != 0:
+        return stats.BETTER if (test.mean_diff > 0) == metric.higher_is_better else stats.WORSE
+    if p_equivalence_holm < alpha:
+        return stats.EQUIVALENT
+    return stats.INCONCLUSIVE
 
 
 def _interactions(sweeps, confidence, alpha):

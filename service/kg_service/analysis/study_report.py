@@ -7,6 +7,7 @@ Words from `kg_service.analysis.wording` (its study block), laid out with
 
 import dataclasses
 import json
+import math
 
 from kg_service.analysis import figures
 from kg_service.analysis import plain
@@ -17,14 +18,18 @@ from kg_service.analysis import wording
 def comparison_rows(study):
     """Every comparison of the family: one row each."""
     header = ["sweep", "metric", "activation", "vs", "seeds", "Δ",
-              f"{study.confidence:.0%} CI", "p", f"study Holm p (m={study.family_size})"]
+              f"{study.confidence:.0%} CI", "p", f"study Holm p (m={study.family_size})",
+              "margin", "TOST Holm p", "verdict"]
     rows = []
     for c in study.comparisons:
         s, t = wording.shown(c.metric.name), c.paired
+        margin = "±" + s.diff(c.margin).lstrip("+") if math.isfinite(c.margin) else "none"
         rows.append([c.sweep, s.label, c.activation, c.baseline, str(t.n),
                      s.diff(t.mean_diff), s.interval(t.ci_low, t.ci_high, " to ", True),
                      wording.format_p(t.p_value),
-                     wording.format_p(c.p_holm) + ("*" if c.significant else "")])
+                     wording.format_p(c.p_holm) + ("*" if c.significant else ""),
+                     margin, wording.format_p(c.p_equivalence_holm),
+                     wording.OUTCOME_WORDS[c.outcome]])
     return header, rows
 
 
@@ -67,7 +72,7 @@ def heading(study):
 def terminal_lines(study, aggregate):
     """What `kg report --study` prints."""
     lines = [heading(study)] + [n for n in [wording.failures_note(study)] if n] + [""]
-    lines += tables.text_table(*comparison_rows(study), left=(0, 1, 2, 3))
+    lines += tables.text_table(*comparison_rows(study), left=(0, 1, 2, 3, 11))
     if study.interactions:
         lines += ["", "Interactions (difference of paired differences, Welch's t):"]
         lines += tables.text_table(*interaction_rows(study), left=(0, 1, 2, 3))
@@ -87,7 +92,11 @@ def markdown(study, aggregate, figure_written):
              *tables.markdown_table(*comparison_rows(study)), "",
              f"Δ: mean paired difference from the sweep's baseline, seed by seed; p: paired "
              f"t-test; study Holm p: Holm over all {study.family_size} comparisons of every "
-             f"sweep and metric, untestable ones counted in m; * marks p < {study.alpha:g}.",
+             f"sweep and metric, untestable ones counted in m; * marks p < {study.alpha:g}. "
+             f"TOST Holm p: equivalence within ±margin (the sweep's analysis.margin), Holm "
+             f"over the comparisons with a margin. Verdict: better or worse when the study "
+             f"Holm p < {study.alpha:g}, else equivalent when the TOST Holm p is, else "
+             f"inconclusive.",
              ""]
     parts += [f"- {wording.study_comparison_verdict(study, c)}" for c in study.comparisons]
     if study.interactions:
@@ -115,7 +124,9 @@ def summary_dict(study, aggregate):
     def comparison(c):
         return {"sweep": c.sweep, "metric": c.metric.name, "activation": c.activation,
                 "baseline": c.baseline, "paired": plain.paired_to_dict(c.paired),
-                "p_holm": c.p_holm, "significant": c.significant,
+                "p_holm": c.p_holm, "significant": c.significant, "outcome": c.outcome,
+                "margin": c.margin, "p_equivalence": c.p_equivalence,
+                "p_equivalence_holm": c.p_equivalence_holm,
                 "verdict": wording.study_comparison_verdict(study, c)}
 
     def interaction(i):

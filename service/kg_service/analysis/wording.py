@@ -506,17 +506,23 @@ def summary_json(summary):
 
 
 def study_comparison_verdict(study, c):
-    """One line: an activation against its sweep's baseline, judged on the
-    Holm p of the whole study's family."""
+    """One line: an activation against its sweep's baseline, its three-way
+    verdict on the Holm p-values of the whole study's families."""
     s, test = shown(c.metric.name), c.paired
     head = f"{c.sweep}: {c.activation} vs {c.baseline} on {s.label}"
     if test.n < 2:
-        return (f"{head}: untestable ({seeds_text(test.n, 'paired seed')}); it still "
+        return (f"{head}: untested ({seeds_text(test.n, 'paired seed')}); it still "
                 f"counts in the family of {study.family_size}.")
-    word = "significant" if c.significant else "not significant"
-    return (f"{head}: {s.diff(test.mean_diff)} ({ci_text(test, study.confidence)}, "
-            f"p{p_equals(test.p_value)}, study Holm p{p_equals(c.p_holm)} over "
-            f"{study.family_size}): {word}, {seeds_text(test.n)}.")
+    if math.isfinite(c.margin):
+        margin = "±" + s.diff(c.margin).lstrip("+")
+        equivalence = (f"; within {margin}: TOST p{p_equals(c.p_equivalence)}, study "
+                       f"Holm p{p_equals(c.p_equivalence_holm)}")
+    else:
+        equivalence = "; no margin, so never equivalent"
+    return (f"{head}: {OUTCOME_WORDS[c.outcome]}, {s.diff(test.mean_diff)} "
+            f"({ci_text(test, study.confidence)}, p{p_equals(test.p_value)}, study Holm "
+            f"p{p_equals(c.p_holm)} over {study.family_size}{equivalence}; "
+            f"{seeds_text(test.n)}).")
 
 
 def failures_note(study):

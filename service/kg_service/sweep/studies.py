@@ -8,12 +8,16 @@ profile across the sweeps as tasks), and writes the study's report.
 
 import dataclasses
 import datetime
+import json
 import pathlib
+import tempfile
 
 from kg_service.analysis import aggregate as aggregate_lib
 from kg_service.analysis import stats
 from kg_service.analysis import study as study_lib
 from kg_service.analysis import study_report
+from kg_service.config import loading
+from kg_service.config import schema
 from kg_service.tracking import studies
 
 
@@ -35,17 +39,40 @@ def sweep_names(stored):
             for s in stored]
 
 
+def analysis_config(ran):
+    """The `analysis:` section of a sweep's config.json (`ran`), validated as
+    kg-train validated it; a sweep from before the section: the defaults."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp, "config.json")
+        path.write_text(json.dumps(ran))
+        return loading.load_config(path).analysis
+
+
 def study_sweeps(stored):
-    """`analysis.study.StudySweep`s of `tracking.studies.StoredSweep`s."""
+    """`analysis.study.StudySweep`s of `tracking.studies.StoredSweep`s, each
+    metric with the sweep's equivalence margin for it."""
     out = []
     for name, s in zip(sweep_names(stored), stored):
         metrics = tuple(
             stats.Metric.of(m, s.higher_is_better if m == s.metric else False)
             for m in s.values
         )
-        out.append(study_lib.StudySweep(name=name, baseline=s.baseline, metrics=metrics,
-                                        values=s.values, failed=s.failed))
+        analysis = analysis_config(s.config)
+        out.append(study_lib.StudySweep(
+            name=name, baseline=s.baseline, metrics=metrics, values=s.values,
+            failed=s.failed,
+            margins={m.name: margin_for(analysis, m.name, s.metric) for m in metrics},
+        ))
     return out
+
+
+def margin_for(analysis, metric, compared):
+    """The sweep's margin for `metric`: `analysis.margin` is the compared
+    metric's when it is a number, so another metric (the classifiers' test
+    loss) gets only a margin named for it, or the default one."""
+    if metric == compared or isinstance(analysis.margin, dict):
+        return analysis.margin_for(metric)
+    return schema.DEFAULT_MARGINS.get(metric)
 
 
 def normalized_scores(sweeps):

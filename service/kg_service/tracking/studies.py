@@ -9,6 +9,8 @@ returns its members' final numbers as plain data, without loading a model:
 """
 
 import dataclasses
+import json
+import tempfile
 
 from kg_service.errors import ServiceError
 from kg_service.tracking import client as mlflow_client
@@ -38,6 +40,7 @@ class StoredSweep:
     higher_is_better: bool
     values: dict
     failed: dict
+    config: dict  # the sweep's config as it ran (its config.json)
 
 
 class UnknownStudy(ServiceError):
@@ -112,7 +115,19 @@ def _stored_sweep(client, parent, experiment):
         higher_is_better=tags.get(DIRECTION_TAG, "true") == "true",
         values={m: v for m, v in values.items() if v},
         failed=failed,
+        config=_config(client, parent.info.run_id),
     )
+
+
+def _config(client, run_id):
+    """The sweep's config.json artifact, as plain data."""
+    # MLflow's download progress bar would print over the report.
+    with tempfile.TemporaryDirectory() as tmp, mlflow_client.environ_defaults(
+        MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"
+    ):
+        path = client.download_artifacts(run_id, "config.json", tmp)
+        with open(path) as f:
+            return json.load(f)
 
 
 def _members(client, parent):

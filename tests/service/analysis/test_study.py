@@ -131,6 +131,35 @@ def test_a_one_seed_activation_is_untestable_but_counted_in_the_family():
     assert relu.p_holm == pytest.approx(min(1.0, 2 * relu.paired.p_value))
 
 
+def test_three_way_verdicts_use_tost_and_holm_over_the_whole_study():
+    from statsmodels.stats.weightstats import ttost_paired
+
+    metric = stats.Metric.of("test_loss", higher_is_better=False)
+    base = np.array([2.50, 2.52, 2.49, 2.51, 2.50])
+    values = {"gelu": dict(enumerate(base)),
+              "relu": dict(enumerate(base + [0.001, -0.002, 0.000, 0.002, -0.001])),
+              "swish": dict(enumerate(base - [0.050, 0.052, 0.049, 0.051, 0.050])),
+              "elu": dict(enumerate(base + [0.030, -0.040, 0.050, -0.020, 0.010]))}
+    one = study.StudySweep("a", "gelu", (metric,), {"test_loss": values},
+                           margins={"test_loss": 0.01})
+    s = study.analyse("three-way", [one])
+    by = {c.activation: c for c in s.comparisons}
+    assert by["swish"].outcome == stats.BETTER  # lower loss
+    assert by["relu"].outcome == stats.EQUIVALENT
+    assert by["elu"].outcome == stats.INCONCLUSIVE
+    tost = [ttost_paired(np.array(list(values[a].values())), base, -0.01, 0.01)[0]
+            for a in ("relu", "swish", "elu")]
+    assert [by[a].p_equivalence for a in ("relu", "swish", "elu")] == pytest.approx(tost)
+    assert [by[a].p_equivalence_holm for a in ("relu", "swish", "elu")] == pytest.approx(
+        multipletests(tost, method="holm")[1])
+
+
+def test_without_a_margin_a_comparison_is_never_equivalent():
+    one = _sweep("a", {"relu": 0.0})
+    (c,) = study.analyse("x", [one]).comparisons
+    assert math.isnan(c.margin) and c.outcome == stats.INCONCLUSIVE
+
+
 # --- Across tasks: rliable's statistics. -------------------------------------
 
 
