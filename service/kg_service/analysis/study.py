@@ -90,6 +90,9 @@ class StudyComparison:
     margin: float = math.nan
     p_equivalence: float = math.nan  # TOST inside +-margin
     p_equivalence_holm: float = math.nan  # over the comparisons with a margin
+    # Better or worse, and yet equivalent too: a real difference smaller than
+    # the margin (as `stats.Verdict.within_margin`).
+    within_margin: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,6 +271,8 @@ def analyse(name, sweeps, confidence=0.95):
             outcome=outcome(test, p, eq_holm.get(i, math.nan), m, alpha),
             margin=margins[i], p_equivalence=p_eq.get(i, math.nan),
             p_equivalence_holm=eq_holm.get(i, math.nan),
+            within_margin=bool(p < alpha and test.mean_diff != 0
+                               and eq_holm.get(i, math.nan) < alpha),
         )
         for i, ((s, m, a, test), p) in enumerate(zip(raw, adjusted))
     )

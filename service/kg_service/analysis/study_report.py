@@ -29,7 +29,7 @@ def comparison_rows(study):
                      wording.format_p(t.p_value),
                      wording.format_p(c.p_holm) + ("*" if c.significant else ""),
                      margin, wording.format_p(c.p_equivalence_holm),
-                     wording.OUTCOME_WORDS[c.outcome]])
+                     wording.study_outcome(c)])
     return header, rows
 
 
@@ -124,7 +124,7 @@ def summary_dict(study, aggregate):
     def comparison(c):
         return {"sweep": c.sweep, "metric": c.metric.name, "activation": c.activation,
                 "baseline": c.baseline, "paired": plain.paired_to_dict(c.paired),
-                "p_holm": c.p_holm, "significant": c.significant, "outcome": c.outcome,
+                "p_holm": c.p_holm, "significant": c.significant, "outcome": c.outcome, "within_margin": c.within_margin,
                 "margin": c.margin, "p_equivalence": c.p_equivalence,
                 "p_equivalence_holm": c.p_equivalence_holm,
                 "verdict": wording.study_comparison_verdict(study, c)}

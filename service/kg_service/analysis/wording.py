@@ -505,6 +505,11 @@ def summary_json(summary):
 # The numbers are `kg_service.analysis.study` and `aggregate`'s.
 
 
+def study_outcome(c):
+    """'better', 'worse (within margin)', 'equivalent', ... of a study comparison."""
+    return OUTCOME_WORDS[c.outcome] + (" (within margin)" if c.within_margin else "")
+
+
 def study_comparison_verdict(study, c):
     """One line: an activation against its sweep's baseline, its three-way
     verdict on the Holm p-values of the whole study's families."""
@@ -519,7 +524,7 @@ def study_comparison_verdict(study, c):
                        f"Holm p{p_equals(c.p_equivalence_holm)}")
     else:
         equivalence = "; no margin, so never equivalent"
-    return (f"{head}: {OUTCOME_WORDS[c.outcome]}, {s.diff(test.mean_diff)} "
+    return (f"{head}: {study_outcome(c)}, {s.diff(test.mean_diff)} "
             f"({ci_text(test, study.confidence)}, p{p_equals(test.p_value)}, study Holm "
             f"p{p_equals(c.p_holm)} over {study.family_size}{equivalence}; "
             f"{seeds_text(test.n)}).")

@@ -139,18 +139,23 @@ def test_three_way_verdicts_use_tost_and_holm_over_the_whole_study():
     values = {"gelu": dict(enumerate(base)),
               "relu": dict(enumerate(base + [0.001, -0.002, 0.000, 0.002, -0.001])),
               "swish": dict(enumerate(base - [0.050, 0.052, 0.049, 0.051, 0.050])),
-              "elu": dict(enumerate(base + [0.030, -0.040, 0.050, -0.020, 0.010]))}
+              "elu": dict(enumerate(base + [0.030, -0.040, 0.050, -0.020, 0.010])),
+              "tiny": dict(enumerate(base - [0.0020, 0.0021, 0.0019, 0.0020, 0.0022]))}
     one = study.StudySweep("a", "gelu", (metric,), {"test_loss": values},
                            margins={"test_loss": 0.01})
     s = study.analyse("three-way", [one])
     by = {c.activation: c for c in s.comparisons}
     assert by["swish"].outcome == stats.BETTER  # lower loss
     assert by["relu"].outcome == stats.EQUIVALENT
+    assert not by["swish"].within_margin  # 0.05 lower: far outside ±0.01
+    # 0.002 lower on every seed: better, and equivalent within ±0.01 too.
+    assert by["tiny"].outcome == stats.BETTER and by["tiny"].within_margin
     assert by["elu"].outcome == stats.INCONCLUSIVE
+    order = ("relu", "swish", "elu", "tiny")
     tost = [ttost_paired(np.array(list(values[a].values())), base, -0.01, 0.01)[0]
-            for a in ("relu", "swish", "elu")]
-    assert [by[a].p_equivalence for a in ("relu", "swish", "elu")] == pytest.approx(tost)
-    assert [by[a].p_equivalence_holm for a in ("relu", "swish", "elu")] == pytest.approx(
+            for a in order]
+    assert [by[a].p_equivalence for a in order] == pytest.approx(tost)
+    assert [by[a].p_equivalence_holm for a in order] == pytest.approx(
         multipletests(tost, method="holm")[1])
 
 
