@@ -75,7 +75,11 @@ def read_study(tracking_uri, name):
     mine = [r for r in parents if r.data.tags[STUDY_TAG] == name]
     if not mine:
         raise UnknownStudy(name, {r.data.tags[STUDY_TAG] for r in parents}, tracking_uri)
-    return [_stored_sweep(client, run, experiments[run.info.experiment_id]) for run in mine]
+    try:
+        return [_stored_sweep(client, run, experiments[run.info.experiment_id])
+                for run in mine]
+    except Exception as error:  # the store went away, an artifact is missing
+        raise ServiceError(mlflow_client.store_problem(tracking_uri, error)) from None
 
 
 def _study_parents(client, experiment_ids):

@@ -129,3 +129,9 @@ def test_report_needs_exactly_one_of_experiment_or_study(args):
     result = CliRunner().invoke(report, args)
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "--study" in result.output
+
+
+def test_a_store_that_cannot_be_used_exits_2_in_one_paragraph(tmp_path):
+    result = CliRunner().invoke(report, ["--study", "toy", "--tracking-uri", "bogus://x"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "cannot use the MLflow tracking store 'bogus://x'" in result.output
