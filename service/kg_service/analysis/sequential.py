@@ -31,7 +31,9 @@ first looks have few seeds; `t_levels` instead calibrates each look's
 level on the simulated joint law of the t statistics, which does not
 depend on the sd, so that the spending holds for t as it does for z.
 
-A look decides a comparison *better* or *worse* when the two-sided paired
+The differences are oriented so that a positive one is better (activation
+minus baseline, negated for a metric where lower is better). A look
+decides a comparison *better* or *worse* when the two-sided paired
 t-test's p is at most the look's nominal alpha; with an equivalence
 margin m, *equivalent* when both one-sided tests of TOST (H0: mean <= -m,
 H0: mean >= m; Schuirmann 1987) reject at the look's one-sided nominal
@@ -48,7 +50,7 @@ Example:
 [0.0002, 0.012, 0.0449]
 >>> look = decide_look([0.50, 0.51, 0.49, 0.50], design, 0)
 >>> look.decision
-'higher'
+'better'
 """
 
 import dataclasses
@@ -62,9 +64,9 @@ from scipy import special
 from scipy import stats as _st
 
 ALPHA = 0.05
-# Decisions, as data: the caller turns higher/lower into better/worse by
-# the metric's direction, and wording phrases them.
-HIGHER, LOWER, EQUIVALENT = "higher", "lower", "equivalent"
+# Decisions, as data (wording phrases them). The differences are oriented
+# so that a positive one is better (`oriented`).
+BETTER, WORSE, EQUIVALENT = "better", "worse", "equivalent"
 
 # Grid points per look for the recursive integration (odd: Simpson's rule).
 # 401 reproduces Jennison & Turnbull's three-decimal tables (see the tests).
@@ -236,9 +238,10 @@ class Design:
 # own Monte Carlo error on a look's crossing chance is about
 # sqrt(0.05 * 0.95 / 200_000) = 0.0005.
 _PATHS = 200_000
+_FEW = 20
 
 
-def t_levels(counts, spent, two_sided=True, seed=0):
+def t_levels(counts, spent, z_levels, two_sided=True, seed=0):
     """Each look's nominal p level for paired t-tests that spends `spent`.
 
     The z boundaries assume a known sd. With the sd estimated from the
@@ -255,6 +258,10 @@ def t_levels(counts, spent, two_sided=True, seed=0):
     Args:
         counts: paired seeds at each look, increasing, the first >= 2.
         spent: the error each look may spend (alpha(t_k) - alpha(t_{k-1})).
+        z_levels: each look's level from its z boundary, kept where the
+            look spends less than `_FEW` paths' worth (an O'Brien-Fleming
+            first look: about 1e-6), too few to place a quantile; t and z
+            differ little there, and the error it spends is negligible.
         two_sided: the two-sided t-test's p; else the lower one-sided p
             (a TOST side, by symmetry either).
         seed: the simulation's seed.
@@ -264,7 +271,7 @@ def t_levels(counts, spent, two_sided=True, seed=0):
     squares = np.zeros(_PATHS)
     running = np.ones(_PATHS, dtype=bool)
     levels, before = [], 0
-    for n, target in zip(counts, spent):
+    for n, target, z_level in zip(counts, spent, z_levels):
         added = n - before
         # The added seeds' sum, and their sum of squares from it and an
         # independent chi-square: no n_max x paths array.
@@ -280,8 +287,9 @@ def t_levels(counts, spent, two_sided=True, seed=0):
         extreme = np.abs(t) if two_sided else t
         alive = extreme[running]
         k = int(round(target * _PATHS))
-        if k <= 0:
-            critical = math.inf
+        if k < _FEW:
+            tail = z_level / 2.0 if two_sided else z_level
+            critical = float(_st.t.isf(tail, n - 1)) if tail > 0 else math.inf
         elif k >= alive.size:
             critical = -math.inf
         else:
@@ -318,8 +326,12 @@ def plan(counts, n_max, alpha=ALPHA, spending="obrien_fleming"):
     spent_side = np.diff(np.concatenate([[0.0], side]))
     return Design(
         counts=counts, n_max=int(n_max), alpha=alpha, spending=spending, z=tuple(z),
-        nominal_alpha=t_levels(counts, spent),
-        equivalence_alpha=t_levels(counts, spent_side, two_sided=False),
+        nominal_alpha=t_levels(counts, spent, [2 * _st.norm.sf(c) for c in z]),
+        equivalence_alpha=t_levels(
+            counts, spent_side,
+            [_st.norm.sf(c) for c in boundaries(fractions, min(2 * alpha, 0.999), spending)],
+            two_sided=False,
+        ),
     )
 
 
@@ -345,7 +357,8 @@ def look_tests(mean, sd, n, margin=None):
 
 
 def decisions(mean, sd, n, nominal_alpha, equivalence_alpha, margin=None):
-    """HIGHER / LOWER / EQUIVALENT / "" (undecided) at one look, elementwise.
+    """BETTER / WORSE / EQUIVALENT / "" (undecided) at one look, elementwise,
+    of oriented differences (positive is better).
 
     A difference (p <= nominal_alpha) comes first: a difference inside the
     margin that is significant is reported as a difference.
@@ -354,8 +367,8 @@ def decisions(mean, sd, n, nominal_alpha, equivalence_alpha, margin=None):
     mean = np.asarray(mean, dtype=float)
     out = np.full(p.shape, "", dtype=object)
     out[p_tost <= equivalence_alpha] = EQUIVALENT
-    out[(p <= nominal_alpha) & (mean > 0)] = HIGHER
-    out[(p <= nominal_alpha) & (mean < 0)] = LOWER
+    out[(p <= nominal_alpha) & (mean > 0)] = BETTER
+    out[(p <= nominal_alpha) & (mean < 0)] = WORSE
     return out
 
 
@@ -370,7 +383,7 @@ class Look:
     p_tost: float  # NaN without a margin
     nominal_alpha: float
     equivalence_alpha: float
-    decision: str  # HIGHER, LOWER, EQUIVALENT or ""
+    decision: str  # BETTER, WORSE, EQUIVALENT or ""
 
 
 def decide_look(diffs, design, k, margin=None):
@@ -448,3 +461,124 @@ def sequential_test(diffs_by_look, n_max, alpha=ALPHA, spending="obrien_fleming"
         if look.decision:
             return Sequential(tuple(looks), design, at[k], look.decision)
     return Sequential(tuple(looks), design, None, "")
+
+
+# --- A sweep's comparisons, look by look. ----------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepLooks:
+    """A sequential sweep's looks so far: each activation against the
+    baseline, on the compared metric, paired by seed.
+
+    `alpha` is each comparison's: the family's `family_alpha` divided by
+    the number of comparisons (Bonferroni), so that the chance of any
+    false difference in the sweep stays at `family_alpha`.
+    """
+
+    counts: tuple  # seeds trained at each look taken
+    n_max: int
+    metric: str
+    higher_is_better: bool  # each Look's mean_diff is oriented: positive is better
+    baseline: str
+    family_alpha: float
+    alpha: float
+    spending: str
+    margin: Optional[float]
+    comparisons: tuple  # (activation, Sequential), config order
+    design: Design  # the looks as planned (every pair finite): the levels shown
+
+    @property
+    def decided(self):
+        return all(test.decided for _, test in self.comparisons)
+
+
+def compare_looks(values, baseline, counts, n_max, *, metric="test_accuracy",
+                  higher_is_better=True, alpha=ALPHA, spending="obrien_fleming",
+                  margin=None):
+    """Every activation against `baseline` through the looks at `counts`.
+
+    Args:
+        values: {(activation, seed): value of the compared metric}, the
+            members that trained (a diverged one left out, or NaN). Look
+            k's seeds are 0..counts[k]-1.
+        baseline: the activation the others are compared with.
+        counts: seeds trained at each look taken so far.
+        n_max: the most seeds the sweep may take.
+        metric, higher_is_better: the compared metric and its direction
+            (the differences are oriented so that positive is better).
+        alpha: the family's two-sided error (`SweepLooks`).
+        spending, margin: as for `sequential_test`.
+
+    Returns:
+        A `SweepLooks`.
+    """
+    activations = list(dict.fromkeys(a for a, _ in values))
+    others = [a for a in activations if a != baseline]
+    per = alpha / max(len(others), 1)
+    sign = 1.0 if higher_is_better else -1.0
+    nan = math.nan
+
+    def diffs(activation, n):
+        return [
+            sign * (values.get((activation, s), nan) - values.get((baseline, s), nan))
+            for s in range(n)
+        ]
+
+    tests = tuple(
+        (a, sequential_test([diffs(a, n) for n in counts], n_max, per, spending, margin))
+        for a in others
+    )
+    return SweepLooks(
+        counts=tuple(counts), n_max=n_max, metric=metric,
+        higher_is_better=higher_is_better, baseline=baseline,
+        family_alpha=alpha, alpha=per, spending=spending, margin=margin,
+        comparisons=tests, design=plan(tuple(counts), n_max, per, spending),
+    )
+
+
+def _number(x):
+    return None if x is None or not math.isfinite(x) else float(x)  # JSON has no NaN
+
+
+def looks_summary(looks):
+    """A `SweepLooks` as plain data (summary.json's "sequential" entry):
+    looks, seeds, levels, each comparison's looks and decision."""
+    return {
+        "looks": len(looks.counts),
+        "seeds_used": looks.counts[-1],
+        "seeds_max": looks.n_max,
+        "seeds_per_look": list(looks.counts),
+        "spending": looks.spending,
+        "family_alpha": looks.family_alpha,
+        "alpha_per_comparison": looks.alpha,
+        "margin": looks.margin,
+        "nominal_alpha_per_look": list(looks.design.nominal_alpha),
+        "equivalence_alpha_per_look": list(looks.design.equivalence_alpha),
+        "decided": looks.decided,
+        "comparisons": {
+            activation: {
+                "decision": test.decision or "inconclusive",
+                "decided_at_look": None if test.decided_at is None else test.decided_at + 1,
+                "looks": [
+                    {"look": look.index + 1, "n": look.n,
+                     "mean_diff_oriented": _number(look.mean_diff),
+                     "p": _number(look.p_value), "p_tost": _number(look.p_tost),
+                     "nominal_alpha": look.nominal_alpha,
+                     "equivalence_alpha": look.equivalence_alpha, "decision": look.decision}
+                    for look in test.looks
+                ],
+            }
+            for activation, test in looks.comparisons
+        },
+    }
+
+
+def looks_metrics(looks):
+    """The numbers tracked on the sweep's run: looks taken, seeds used, and
+    the look that decided each comparison (0: none did)."""
+    metrics = {"sequential.looks": len(looks.counts), "sequential.seeds_used": looks.counts[-1]}
+    for activation, test in looks.comparisons:
+        decided = 0 if test.decided_at is None else test.decided_at + 1
+        metrics[f"sequential.{activation}.decided_at_look"] = decided
+    return metrics

@@ -145,7 +145,7 @@ def test_a_single_look_is_the_fixed_t_test_and_tost_at_alpha():
 
 def test_constant_differences_decide_without_a_variance():
     design = sequential.plan((4,), 4)
-    assert sequential.decide_look([0.01] * 4, design, 0).decision == sequential.HIGHER
+    assert sequential.decide_look([0.01] * 4, design, 0).decision == sequential.BETTER
     assert sequential.decide_look([0.0] * 4, design, 0, margin=0.1).decision == (
         sequential.EQUIVALENT
     )
@@ -155,7 +155,7 @@ def test_constant_differences_decide_without_a_variance():
 def test_a_comparison_stops_at_its_first_decision_and_keeps_it():
     strong = [0.9, 1.1, 1.0, 0.95, 1.05, 1.0, 0.98, 1.02]
     result = sequential.sequential_test([strong[:4], strong], n_max=8)
-    assert result.decided_at == 0 and result.decision == sequential.HIGHER
+    assert result.decided_at == 0 and result.decision == sequential.BETTER
     assert len(result.looks) == 1  # nothing looked at after deciding
 
 
@@ -199,7 +199,7 @@ def _error(rate, sims=20_000):
 @pytest.mark.parametrize("spending", sorted(sequential.SPENDING))
 def test_under_no_difference_the_false_positive_rate_stays_at_alpha(spending):
     decision, _ = _simulate(0.0, spending, margin=0.5)
-    rate = np.mean((decision == sequential.HIGHER) | (decision == sequential.LOWER))
+    rate = np.mean((decision == sequential.BETTER) | (decision == sequential.WORSE))
     assert rate <= ALPHA + _error(ALPHA)
     assert rate >= ALPHA - 2 * _error(ALPHA)  # and spends it: not needlessly strict
 
@@ -226,7 +226,7 @@ def test_at_the_margin_a_false_equivalence_stays_at_alpha(spending):
 @pytest.mark.parametrize("spending", sorted(sequential.SPENDING))
 def test_with_a_true_effect_it_stops_early_and_still_finds_it(spending):
     decision, used = _simulate(0.6, spending)
-    assert np.mean(decision == sequential.HIGHER) > 0.85
+    assert np.mean(decision == sequential.BETTER) > 0.85
     assert used.mean() < 0.75 * LOOKS[-1]  # the fixed design takes all 40
 
 
