@@ -1,5 +1,5 @@
-"""kg_service.analysis.sequential against published boundaries, scipy and
-simulation.
+"""kg_service.analysis.spending and .sequential against published
+boundaries, scipy and simulation.
 
 Independent references:
 - Jennison & Turnbull (2000), "Group Sequential Methods with Applications
@@ -27,6 +27,7 @@ import pytest
 from scipy import stats as st
 
 from kg_service.analysis import sequential
+from kg_service.analysis import spending as spending_lib
 
 ALPHA = 0.05
 LOOKS = tuple(range(4, 41, 4))  # seeds: {start: 4, step: 4, max: 40}
@@ -45,20 +46,20 @@ def _equal(k):
 )
 def test_classical_designs_reproduce_jennison_turnbull_constants(k, pocock, obrien_fleming):
     t = _equal(k)
-    assert sequential.constant_boundaries(t, ALPHA, "pocock") == pytest.approx(
+    assert spending_lib.constant_boundaries(t, ALPHA, "pocock") == pytest.approx(
         [pocock] * k, abs=6e-4
     )
     expected = [obrien_fleming * math.sqrt(k / i) for i in range(1, k + 1)]
-    assert sequential.constant_boundaries(t, ALPHA, "obrien_fleming") == pytest.approx(
+    assert spending_lib.constant_boundaries(t, ALPHA, "obrien_fleming") == pytest.approx(
         expected, abs=1.5e-3
     )
 
 
 def test_brief_obrien_fleming_boundaries_for_two_and_three_looks():
-    assert sequential.constant_boundaries(_equal(2), ALPHA, "obf") == pytest.approx(
+    assert spending_lib.constant_boundaries(_equal(2), ALPHA, "obf") == pytest.approx(
         [2.797, 1.977], abs=6e-4
     )
-    assert sequential.constant_boundaries(_equal(3), ALPHA, "obf") == pytest.approx(
+    assert spending_lib.constant_boundaries(_equal(3), ALPHA, "obf") == pytest.approx(
         [3.471, 2.454, 2.004], abs=6e-4
     )
 
@@ -72,23 +73,23 @@ def test_brief_obrien_fleming_boundaries_for_two_and_three_looks():
     ],
 )
 def test_spending_boundaries_reproduce_demets_lan_1994(k, spending, expected):
-    assert sequential.boundaries(_equal(k), ALPHA, spending) == pytest.approx(
+    assert spending_lib.boundaries(_equal(k), ALPHA, spending) == pytest.approx(
         expected, abs=6e-4
     )
 
 
 def test_five_looks_at_1_96_reject_a_true_null_fourteen_percent_of_the_time():
-    chances = sequential.crossing_chances([1.96] * 5, _equal(5))
+    chances = spending_lib.crossing_chances([1.96] * 5, _equal(5))
     assert sum(chances) == pytest.approx(0.142, abs=5e-4)
     assert chances[0] == pytest.approx(2 * st.norm.sf(1.96), abs=1e-9)  # the first look alone
 
 
-@pytest.mark.parametrize("spending", sorted(sequential.SPENDING))
+@pytest.mark.parametrize("spending", sorted(spending_lib.SPENDING))
 def test_boundaries_at_unequal_looks_spend_alpha_as_a_brownian_simulation_finds(spending):
     # Unequal looks (no published table): the cumulative crossing rate of
     # simulated z paths at each look equals the spending function there.
     fractions = np.array([4, 12, 20, 40]) / 40
-    c = sequential.boundaries(fractions, ALPHA, spending)
+    c = spending_lib.boundaries(fractions, ALPHA, spending)
     rng = np.random.default_rng(7)
     paths = 200_000
     steps = rng.standard_normal((paths, fractions.size)) * np.sqrt(
@@ -97,7 +98,7 @@ def test_boundaries_at_unequal_looks_spend_alpha_as_a_brownian_simulation_finds(
     z = np.cumsum(steps, axis=1) / np.sqrt(fractions)
     crossed = np.maximum.accumulate(np.abs(z) >= np.array(c), axis=1)
     tolerance = 4 * math.sqrt(ALPHA * (1 - ALPHA) / paths)
-    expected = sequential.SPENDING[spending](fractions, ALPHA)
+    expected = spending_lib.SPENDING[spending](fractions, ALPHA)
     np.testing.assert_allclose(crossed.mean(axis=0), expected, atol=tolerance)
 
 
@@ -113,9 +114,9 @@ def test_obrien_fleming_spends_little_early_and_pocock_evenly():
 
 def test_bad_looks_are_refused():
     with pytest.raises(ValueError, match="increase"):
-        sequential.boundaries([0.5, 0.5])
+        spending_lib.boundaries([0.5, 0.5])
     with pytest.raises(ValueError, match="spending"):
-        sequential.boundaries([1.0], spending="haybittle")
+        spending_lib.boundaries([1.0], spending="haybittle")
     with pytest.raises(ValueError, match="look counts"):
         sequential.plan((1, 4), 4)
     with pytest.raises(ValueError, match="look counts"):
@@ -196,7 +197,7 @@ def _error(rate, sims=20_000):
     return 3 * math.sqrt(rate * (1 - rate) / sims)  # three Monte Carlo errors
 
 
-@pytest.mark.parametrize("spending", sorted(sequential.SPENDING))
+@pytest.mark.parametrize("spending", sorted(spending_lib.SPENDING))
 def test_under_no_difference_the_false_positive_rate_stays_at_alpha(spending):
     decision, _ = _simulate(0.0, spending, margin=0.5)
     rate = np.mean((decision == sequential.BETTER) | (decision == sequential.WORSE))
@@ -216,14 +217,14 @@ def test_nominal_z_levels_alone_would_let_too_many_false_positives_through():
     assert rate > ALPHA + _error(ALPHA, 40_000)
 
 
-@pytest.mark.parametrize("spending", sorted(sequential.SPENDING))
+@pytest.mark.parametrize("spending", sorted(spending_lib.SPENDING))
 def test_at_the_margin_a_false_equivalence_stays_at_alpha(spending):
     margin = 0.5
     decision, _ = _simulate(margin, spending, margin=margin)
     assert np.mean(decision == sequential.EQUIVALENT) <= ALPHA + _error(ALPHA)
 
 
-@pytest.mark.parametrize("spending", sorted(sequential.SPENDING))
+@pytest.mark.parametrize("spending", sorted(spending_lib.SPENDING))
 def test_with_a_true_effect_it_stops_early_and_still_finds_it(spending):
     decision, used = _simulate(0.6, spending)
     assert np.mean(decision == sequential.BETTER) > 0.85

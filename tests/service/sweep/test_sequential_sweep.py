@@ -8,7 +8,8 @@ MLflow store (sqlite in a temp folder):
   terminal, report.md, summary.json and the sweep's MLflow run;
 - a sweep whose looks never decide trains up to `max`; interrupted in its
   second look, `--resume` replays the first look from the store, trains
-  only the missing members of the second and finishes as one sweep;
+  only the missing members of the second and finishes as one sweep, and
+  `kg report` rebuilds the same looks from the store;
 - sharded sequential sweeps are refused with exit 2.
 
 The statistics themselves are tested in tests/service/analysis/test_sequential.py.
@@ -222,3 +223,14 @@ def test_an_interrupted_sequential_sweep_resumes_and_trains_up_to_max(tmp_path, 
     assert sorted(keys) == [(a, str(s)) for a in ("gelu", "relu") for s in range(4)]
     assert parent.data.metrics["sequential.gelu.decided_at_look"] == 0
     assert parent.data.tags["sequential.gelu"] == "inconclusive"
+
+    # kg report rebuilds it from the store alone, replaying the same looks.
+    rebuilt = pipeline.report_sweep(
+        "seq-max", f"sqlite:///{tmp_path / 'mlflow.db'}", claimant="test",
+        output_dir=str(tmp_path / "rebuilt"),
+    )
+    assert rebuilt.compared.looks.counts == looks.counts
+    assert [(a, t.decision, t.looks[-1].p_value) for a, t in rebuilt.compared.looks.comparisons] == [
+        (a, t.decision, t.looks[-1].p_value) for a, t in looks.comparisons
+    ]
+    assert rebuilt.config.seeds == (0, 1, 2, 3)
