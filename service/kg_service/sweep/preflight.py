@@ -89,7 +89,10 @@ def preflight(config, store=None, resume=None):
     params = flatten(
         {k: v for k, v in resolved.items() if k not in ("activations", "seeds")}
     )
-    done, spooled = previous_members(config, store, resume, params)
+    # A sequential sweep resumed with another schedule would change its
+    # design between looks: its seeds are checked with the settings.
+    checked = {**params, "seeds": resolved["seeds"]} if derived.sequential(config) else params
+    done, spooled = previous_members(config, store, resume, checked)
     if config.registry.enabled and config.export.enabled:
         check_export_folders(config, store, names.values())
     return Preflight(

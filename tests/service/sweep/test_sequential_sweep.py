@@ -131,6 +131,14 @@ def test_a_sharded_sequential_sweep_is_refused_with_exit_2(tmp_path, monkeypatch
     assert [p.name for p in tmp_path.iterdir()] == ["sweep.yaml"]
 
 
+def test_a_multi_worker_sequential_sweep_is_refused_with_exit_2(tmp_path):
+    path = _write(tmp_path, "seeds: {start: 4, step: 4, max: 40}\n")
+    result = invoke("--config", path, "--set", "device.distribution=multi_worker", "--dry-run")
+    assert result.exit_code == 2, result.output
+    assert "multi_worker cannot run it" in result.output
+    assert "Traceback" not in result.output
+
+
 # --- Real sweeps. -------------------------------------------------------------
 
 
@@ -167,7 +175,7 @@ def test_a_sweep_whose_first_look_decides_stops_there(tmp_path, monkeypatch):
     assert parent.data.metrics["sequential.seeds_used"] == 3
     assert parent.data.metrics["sequential.linear.decided_at_look"] == 1
     assert parent.data.tags["sequential.linear"] == "worse"
-    assert json.loads(parent.data.params["seeds"].replace("'", '"'))["max"] == 9
+    assert json.loads(parent.data.params["seeds"])["max"] == 9
     (report,) = list((tmp_path / "kg-output").rglob("report.md"))
     assert "## Sequential seeds" in report.read_text()
     summary = json.loads((report.parent / "summary.json").read_text())["sequential"]
