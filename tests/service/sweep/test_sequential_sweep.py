@@ -15,6 +15,7 @@ MLflow store (sqlite in a temp folder):
 The statistics themselves are tested in tests/service/analysis/test_sequential.py.
 """
 
+import dataclasses
 import json
 
 import mlflow
@@ -26,6 +27,7 @@ from kg_service.config import derived
 from kg_service.config.loading import config_to_dict
 from kg_service.config.loading import load_config
 from kg_service.errors import SweepInterrupted
+from kg_service.errors import SweepMismatch
 from kg_service.sweep import pipeline
 
 EARLY = """\
@@ -212,6 +214,11 @@ def test_an_interrupted_sequential_sweep_resumes_and_trains_up_to_max(tmp_path, 
     (parent,), members = _runs(client, "seq-max")
     assert parent.info.status == "KILLED" and len(members) == 6  # look 1, and relu's 2 new
     assert stopped.value.kept.total == 8  # 2 activations x at most 4 seeds
+
+    # Another schedule would change the design between looks: refused.
+    other = dataclasses.replace(config, seeds=dataclasses.replace(config.seeds, max=6))
+    with pytest.raises(SweepMismatch, match="seeds"):
+        pipeline.run(other, claimant="test", echo=print, resume=stopped.value.run_id)
 
     lines = []
     outcome = pipeline.run(config, claimant="test", echo=lines.append,
