@@ -142,13 +142,13 @@ def replay(config, pre, trained, used):
 
 
 def stored_seeds(config, pre, sweep_run_id):
-    """`(config, looks)` of a stored sweep: a sequential one's config at
+    """`(config, replay)` of a stored sweep: a sequential one's config at
     the seeds it trained (those every activation holds, 0..n-1), and a
     callable that replays its looks from its `Trained` members; for any
     other sweep, `(config, None)`."""
     if not derived.sequential(config):
         return config, None
-    held = pre.store.finished_members(sweep_run_id)
+    held = pre.store.member_keys(sweep_run_id)  # keys only: no model loaded twice
     used = 0
     while all((a, used) in held for a in config.activations):
         used += 1

@@ -424,10 +424,9 @@ def report_sweep(
     pre = dataclasses.replace(preflight(config, store), resolved=ran)
     if register and REGISTRAR in store.sweep_info(sweep_run_id)[1]:
         resume_lib.refuse_registration(store, sweep_run_id)
-    config, looks = looks_lib.stored_seeds(config, pre, sweep_run_id)
+    config, replay = looks_lib.stored_seeds(config, pre, sweep_run_id)
     trained = resume_lib.stored_members(config, pre, sweep_run_id)
-    if looks is not None:
-        looks = looks(trained)
+    looks = replay(trained) if replay else None
     registered = stages.Registered(models=())
     if register:
         if not store.claim(sweep_run_id, REGISTRAR, resume_lib.registrar_token(claimant)):

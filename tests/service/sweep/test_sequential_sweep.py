@@ -36,8 +36,8 @@ activations: [relu, linear]
 seeds: {start: 3, step: 3, max: 9, spending: pocock}
 data: {dataset: circles, n_samples: 300}
 model: {hidden_units: [16]}
-training: {epochs: 15, learning_rate: 0.02}
-registry: {model_name: "seq-{activation}"}
+training: {epochs: 8, learning_rate: 0.02}
+registry: {enabled: false}
 export: {enabled: false}
 """
 
