@@ -112,6 +112,15 @@ def test_set_can_switch_a_count_to_sequential_seeds(tmp_path):
     assert derived.look_counts(config.seeds) == (3, 7, 9)
 
 
+def test_set_reaches_into_the_mapping_and_names_a_mistyped_key(tmp_path):
+    path = _write(tmp_path, "seeds: {start: 4, max: 12}\n")
+    config = load_config(path, ["seeds.start=3", "seeds.spending=pocock"])
+    assert (config.seeds.start, config.seeds.step, config.seeds.spending) == (3, 4, "pocock")
+    result = invoke("--config", path, "--set", "seeds.strat=3", "--dry-run")
+    assert result.exit_code == 2
+    assert '--set seeds.strat=3: seeds.strat: unknown key. Did you mean "start"?' in result.output
+
+
 def test_the_mapping_survives_config_json_and_each_look_is_a_sweep_of_n_seeds(tmp_path):
     config = load_config(_write(tmp_path, "seeds: {start: 3, step: 2, max: 6}\n"))
     written = _write(tmp_path, json.dumps(config_to_dict(config)), "config.json")
