@@ -21,6 +21,14 @@ whether the activation did better (+1) or worse (-1) than the baseline.
 The significance level is `alpha = 1 - confidence`, so an interval that
 excludes zero and an unadjusted p below alpha say the same thing.
 
+Each comparison also gets a three-way `stats.Verdict` (better, worse,
+equivalent within the margin, or inconclusive; Holm over the family, with
+the interval that decides it) and a `planning.SeedPlan` (the seeds that
+would decide it). Members that diverged stay in the record: each
+activation's failures are counted and compared with the baseline's
+(`stats.failure_p`), and the metric's statistics use the members that
+did not fail, paired by seed (`PairedTest.n` says how many pairs).
+
 Model selection never looks at the test set: the "best seed" of an
 activation is the one with the best final validation value (`select_by`,
 by default the validation counterpart of the metric, e.g. val_accuracy).
@@ -47,6 +55,7 @@ from typing import Optional
 
 import numpy as np
 
+from kg_service.analysis import planning
 from kg_service.analysis import stats
 from kg_service.errors import ServiceError
 
@@ -73,6 +82,12 @@ class ActivationSummary:
     best_selection: float
     best_val_loss: float
     train_seconds_mean: float
+    failed: int = 0  # members that diverged: counted here, not in the estimate
+
+    @property
+    def attempted(self):
+        """Members trained, the diverged ones included."""
+        return self.n + self.failed
 
 
 
@@ -91,6 +106,9 @@ class Comparison:
     # +1: the activation's mean is better than the baseline's by the
     # metric's direction; -1: worse; 0: equal or untested (NaN).
     sign: int
+    verdict: Optional[stats.Verdict] = None  # better/worse/equivalent/inconclusive
+    plan: Optional[planning.SeedPlan] = None  # the seeds that would decide it
+    failures_p: float = math.nan  # Fisher exact: failure rate vs the baseline's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +141,8 @@ class Summary:
     comparisons: tuple  # Comparison, one per non-baseline activation
     winner: Winner
     holm: bool  # Holm adjustment applied (more than one comparison)
+    margin: float = math.nan  # equivalence margin of the compared metric; NaN: none
+    power: float = 0.8  # what the seed plans aim for
 
     def activation(self, name):
         for a in self.activations:
@@ -141,7 +161,7 @@ class Summary:
 
 
 def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True,
-              confidence=0.95, secondary=None, select_by=None):
+              confidence=0.95, secondary=None, select_by=None, margin=None, power=0.8):
     """Summarizes a sweep and compares every activation with the baseline.
 
     Args:
@@ -160,6 +180,12 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
             activation's best seed (the one registered). Default: the
             metric's validation counterpart ("val_accuracy" for
             "test_accuracy"), in the same direction.
+        margin: the equivalence margin in the compared metric's units
+            (`AnalysisConfig.margin_for`); None: no equivalence verdicts.
+        power: the power each comparison's seed plan aims for.
+
+    Members that diverged (`MemberResult.ok` false) are counted as
+    failures of their activation and left out of every metric statistic.
 
     Returns:
         A `Summary`.
@@ -169,7 +195,9 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
             (activation, seed), confidence outside (0, 1), or results
             without the named metric.
     """
-    results = list(results)
+    everything = list(results)
+    results = [r for r in everything if getattr(r, "ok", True)]
+    diverged = [r for r in everything if not getattr(r, "ok", True)]
     if not 0.0 < confidence < 1.0:
         raise ServiceError(f"confidence must be in (0, 1), got {confidence!r}.")
     if not results:
@@ -187,11 +215,15 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
     order = [baseline] + [a for a in by_act if a != baseline]
     alpha = round(1.0 - confidence, 12)  # 0.05, not 0.050000000000000044
 
+    failures = {a: sum(r.activation == a for r in diverged) for a in order}
     activations = tuple(
-        _summarize_one(a, by_act[a], primary, secondary, select_by, confidence)
+        dataclasses.replace(
+            _summarize_one(a, by_act[a], primary, secondary, select_by, confidence),
+            failed=failures[a])
         for a in order
     )
     comparisons = _compare(by_act, order, primary, secondary, alpha, confidence)
+    comparisons = _decide(comparisons, activations, primary, alpha, margin, power)
     use_holm = len(comparisons) > 1
     winner = _winner(activations, comparisons, by_act, baseline, primary, secondary,
                      alpha, confidence)
@@ -199,7 +231,25 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
         baseline=baseline, metric=primary, secondary=secondary, select_by=select_by,
         confidence=confidence, alpha=alpha, activations=activations,
         comparisons=comparisons, winner=winner, holm=use_holm,
+        margin=math.nan if margin is None else float(margin), power=power,
     )
+
+
+def _decide(comparisons, activations, primary, alpha, margin, power):
+    """Each comparison with its three-way verdict, seed plan and failure test."""
+    verdicts = stats.decide([c.paired for c in comparisons], alpha=alpha, margin=margin,
+                            higher_is_better=primary.higher_is_better)
+    by_name = {a.activation: a for a in activations}
+    out = []
+    for c, verdict in zip(comparisons, verdicts):
+        a, b = by_name[c.activation], by_name[c.baseline]
+        out.append(dataclasses.replace(
+            c, verdict=verdict,
+            plan=planning.plan(c.paired.diffs, margin=margin, alpha=alpha, power=power,
+                               family=len(comparisons)),
+            failures_p=stats.failure_p(a.failed, a.attempted, b.failed, b.attempted),
+        ))
+    return tuple(out)
 
 
 def _by_activation(results, baseline):

@@ -32,10 +32,35 @@ def _clean(value):
 def paired_to_dict(test):
     """A `PairedTest` as a flat dict: its fields, then its statistics by name."""
     d = {f.name: getattr(test, f.name) for f in dataclasses.fields(test)
-         if f.name not in ("statistics", "unpaired", "non_finite")}
+         if f.name not in ("statistics", "unpaired", "non_finite", "dz_low", "dz_high",
+                           "diffs")}
     d.update(test.statistics)
     d["unpaired"], d["non_finite"] = test.unpaired, test.non_finite
+    d["d_z_low"], d["d_z_high"] = test.dz_low, test.dz_high
+    d["degenerate"] = test.degenerate
     return d
+
+
+def verdict_to_dict(verdict):
+    """A `stats.Verdict` as plain data, with the interval that decides it."""
+    if verdict is None:
+        return None
+    d = dataclasses.asdict(verdict)
+    d["interval"], d["interval_confidence"] = verdict.interval, verdict.confidence
+    return d
+
+
+def plan_to_dict(plan):
+    """A `planning.SeedPlan` as plain data, with the count that decides."""
+    if plan is None:
+        return None
+    return {**dataclasses.asdict(plan), "decide": plan.decide}
+
+
+def verdict_tags(summary):
+    """Tags for the sweep's run: "verdict.<activation>" -> "better" etc."""
+    return {f"verdict.{c.activation}": c.verdict.outcome
+            for c in summary.comparisons if c.verdict is not None}
 
 
 def summary_to_dict(summary):
@@ -61,6 +86,7 @@ def summary_to_dict(summary):
             f"best_{sel}": a.best_selection,
             "best_val_loss": a.best_val_loss,
             "train_seconds_mean": a.train_seconds_mean,
+            "failed": a.failed, "attempted": a.attempted,
         }
 
     def comparison(c):
@@ -69,6 +95,9 @@ def summary_to_dict(summary):
             summary.metric.short: paired_to_dict(c.paired),
             **{m.short: paired_to_dict(c.secondary[m.name]) for m in summary.secondary},
             "p_holm": c.p_holm, "significant": c.significant, "sign": c.sign,
+            "verdict_numbers": verdict_to_dict(c.verdict),
+            "seed_plan": plan_to_dict(c.plan),
+            "failures_p": c.failures_p,
         }
 
     w = summary.winner
@@ -79,6 +108,8 @@ def summary_to_dict(summary):
         "confidence": summary.confidence,
         "alpha": summary.alpha,
         "holm": summary.holm,
+        "margin": summary.margin,
+        "power": summary.power,
         "activations": {a.activation: activation(a) for a in summary.activations},
         "comparisons": {c.activation: comparison(c) for c in summary.comparisons},
         "winner": {
@@ -108,6 +139,7 @@ def flat_metrics(summary):
                 out[f"{k}.{name}_{stat}"] = getattr(e, stat)
         out[f"{k}.seeds"] = a.n
         out[f"{k}.reached_threshold"] = a.reached
+        out[f"{k}.failed"] = a.failed
         out[f"{k}.epochs_to_threshold_median"] = a.epochs_to_threshold_median
         out[f"{k}.{sel}_mean"] = a.selection_mean
     for c in summary.comparisons:
@@ -120,4 +152,13 @@ def flat_metrics(summary):
         for m in summary.secondary:
             out[f"{k}.{m.short}_mean_diff"] = c.secondary[m.name].mean_diff
         out[f"{k}.p_holm"] = c.p_holm
+        out[f"{k}.{short}_d_z_low"] = c.paired.dz_low
+        out[f"{k}.{short}_d_z_high"] = c.paired.dz_high
+        out[f"{k}.failures_p"] = c.failures_p
+        if c.verdict is not None:
+            v = c.verdict
+            out[f"{k}.p_equivalence_holm"] = v.p_equivalence_holm
+            out[f"{k}.{short}_decision_low"], out[f"{k}.{short}_decision_high"] = v.interval
+        if c.plan is not None and c.plan.decide is not None:
+            out[f"{k}.seeds_to_decide"] = c.plan.decide
     return {k: float(v) for k, v in out.items() if math.isfinite(float(v))}

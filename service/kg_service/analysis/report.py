@@ -101,7 +101,9 @@ def render_markdown(
     if failed:
         lines += [
             "",
-            "Failed members, left out of every statistic above (not averaged in):",
+            "Failed members (diverged): counted in the failed column and compared with "
+            "the baseline's failures, left out of the metric's statistics (not averaged "
+            "in):",
             "",
         ]
         lines += tables.markdown_table(
@@ -111,6 +113,15 @@ def render_markdown(
     lines += _language_model_tables(summary, results)
     lines += ["", tables.results_caption(summary), "", "## Verdicts", ""]
     lines += [f"- {v}" for v in wording.verdicts(summary)]
+    plans = wording.plan_lines(summary)
+    if plans:
+        lines += ["", f"Seed plan (power {summary.power:g}; each count at alpha divided by "
+                  "the comparisons, Holm's strictest step):", ""]
+        lines += [f"- {line}." for line in plans]
+    failures = wording.failure_lines(summary)
+    if failures:
+        lines += ["", "Failures (a diverged member is a result):", ""]
+        lines += [f"- {line}." for line in failures]
     lines += _comparison_details(summary)
     notes = [f"{who}: {n}" if who else n for who, n in wording.all_notes(summary)]
     if notes:
@@ -340,17 +351,21 @@ def _how_to_read(summary, dataset):
                     for k in (3, 5, 10))
         + (f" (this sweep: {n})" if n >= 2 else "")
         + ", and the sd itself is poorly known.",
-        "- \"No significant difference\" is not evidence that the activations are "
-        "equal; it means these seeds cannot tell them apart. Read the interval: "
-        "every difference inside it is still plausible.",
+        "- An inconclusive verdict is not evidence that the activations are equal; it "
+        "means these seeds can neither tell them apart nor show the difference is "
+        "inside the margin. Equivalence is a claim of its own (TOST: the 1 − 2α "
+        "interval inside ±margin). The seed plan says how many seeds would decide.",
         "- d_z (mean difference / sd of the differences) around 0.2 is small, 0.5 "
-        "medium, 0.8 large; with few seeds it is itself very noisy. The Wilcoxon "
-        "signed-rank p-value is a check that does not assume normal differences.",
+        "medium, 0.8 large; with few seeds it is itself very noisy, hence its interval "
+        "(noncentral t). The Wilcoxon signed-rank p-value is a check that does not "
+        f"assume normal differences; {wording.wilcoxon_floor_note(summary.alpha)}.",
     ]
     if summary.holm:
         lines.append("- Several activations were compared with the baseline, so "
-                     "significance uses Holm-adjusted p-values (family-wise error "
-                     f"≤ {summary.alpha:g}); the intervals are not adjusted.")
+                     "the verdicts use Holm-adjusted p-values (family-wise error "
+                     f"≤ {summary.alpha:g} for differences, and again for equivalence); "
+                     "the deciding intervals are taken at the level Holm tests each "
+                     "comparison at, while the table's 95% CI of Δ is unadjusted.")
     if summary.metric.name == "test_accuracy" and dataset is not None and len(dataset.y_test):
         step = 100.0 / len(dataset.y_test)
         lines.append(f"- With {len(dataset.y_test)} test points one test example is "

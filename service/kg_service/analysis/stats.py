@@ -35,6 +35,7 @@ import math
 import warnings
 
 import numpy as np
+from scipy import optimize as _optimize
 from scipy import stats as _st
 
 ACCURACY = "test_accuracy"
@@ -108,9 +109,16 @@ class PairedTest:
     it is the Wilcoxon p-value; `test` names which. `statistics` holds
     every `PAIRED_STATISTICS` entry (NaN when n < 2).
 
-    Degenerate cases, told by the numbers: n < 2 (p NaN); all differences
-    zero (std_diff == mean_diff == 0, p = 1); constant non-zero
-    differences (test == "Wilcoxon", t infinite).
+    Degenerate cases, told by the numbers: n < 2 (p NaN); constant
+    differences, zero or not (std_diff == 0, `degenerate`): the t-test and
+    its interval are undefined (p_t, ci_low, ci_high NaN; never a
+    zero-width interval with p = 0), and the decision uses the exact
+    Wilcoxon p-value (test == "Wilcoxon"; 1 when every difference is zero).
+
+    `dz_low`, `dz_high`: the interval of d_z at the test's confidence, by
+    inverting the noncentral t (`dz_interval`); NaN when n < 2 or the
+    differences are constant. `diffs`: the paired differences themselves
+    (seed order), for the statistics that need more than their summary.
     """
 
     metric: str
@@ -127,6 +135,14 @@ class PairedTest:
     statistics: dict  # name -> float, one per PAIRED_STATISTICS entry
     unpaired: int = 0  # seed results without a partner, left out
     non_finite: int = 0  # common seeds whose difference is not finite, left out
+    dz_low: float = math.nan
+    dz_high: float = math.nan
+    diffs: tuple = ()
+
+    @property
+    def degenerate(self):
+        """The differences are constant: no spread, no t-test, no interval."""
+        return self.n >= 2 and self.std_diff == 0.0
 
 
 
@@ -242,11 +258,14 @@ def paired_test(diffs, metric=ACCURACY, seeds=(), confidence=0.95):
     """Paired t-test of differences, with every `PAIRED_STATISTICS` entry.
 
     t = mean(d) / (sd(d) / sqrt(n)), two-sided p from Student's t with
-    n - 1 degrees of freedom, and its confidence interval of the mean.
+    n - 1 degrees of freedom, and its confidence interval of the mean;
+    d_z with its noncentral-t interval.
 
     Degenerate inputs give numbers instead of warnings: n < 2 -> p NaN;
-    all differences zero -> p = 1; constant non-zero differences ->
-    t = +-inf, decision on the Wilcoxon p-value.
+    constant differences (all zero, or all equal and non-zero) -> the
+    t-test is undefined: t = 0 or +-inf, p_t and the interval NaN, and
+    the decision on the exact Wilcoxon p-value (1 for all zeros, 2/2^n
+    for n equal non-zero differences).
 
     >>> round(paired_test([1.0, 2.0, 3.0, 4.0, 5.0]).p_t, 6)
     0.013236
@@ -260,29 +279,162 @@ def paired_test(diffs, metric=ACCURACY, seeds=(), confidence=0.95):
             metric=metric, n=n, seeds=seeds, mean_diff=float(d[0]) if n else nan,
             std_diff=nan, ci_low=nan, ci_high=nan, t_statistic=nan, p_t=nan, p_value=nan,
             test="paired t", statistics={name: nan for name in PAIRED_STATISTICS},
+            diffs=tuple(float(v) for v in d),
         )
     statistics = {name: float(f(d)) for name, f in PAIRED_STATISTICS.items()}
     est = estimate(d, confidence)
     if _constant(d):
-        if _snap(d)[0] == 0.0:
-            return PairedTest(
-                metric=metric, n=n, seeds=seeds, mean_diff=0.0, std_diff=0.0, ci_low=0.0,
-                ci_high=0.0, t_statistic=0.0, p_t=1.0, p_value=1.0, test="paired t",
-                statistics=statistics,
-            )
-        mean = est.mean
+        # A zero-width interval with p = 0 would claim certainty that n
+        # equal numbers cannot give: the spread is unknown, not zero.
+        zero = _snap(d)[0] == 0.0
+        mean = 0.0 if zero else est.mean
         return PairedTest(
-            metric=metric, n=n, seeds=seeds, mean_diff=mean, std_diff=0.0, ci_low=mean,
-            ci_high=mean, t_statistic=math.copysign(math.inf, mean), p_t=0.0,
-            p_value=wilcoxon_p(d), test="Wilcoxon", statistics=statistics,
+            metric=metric, n=n, seeds=seeds, mean_diff=mean, std_diff=0.0, ci_low=nan,
+            ci_high=nan, t_statistic=0.0 if zero else math.copysign(math.inf, mean),
+            p_t=nan, p_value=wilcoxon_p(d), test="Wilcoxon", statistics=statistics,
+            diffs=tuple(float(v) for v in d),
         )
     t = est.mean / (est.std / math.sqrt(n))
     p_t = float(2.0 * _st.t.sf(abs(t), n - 1))
+    dz_low, dz_high = dz_interval(d, confidence)
     return PairedTest(
         metric=metric, n=n, seeds=seeds, mean_diff=est.mean, std_diff=est.std,
         ci_low=est.ci_low, ci_high=est.ci_high, t_statistic=t, p_t=p_t, p_value=p_t,
-        test="paired t", statistics=statistics,
+        test="paired t", statistics=statistics, dz_low=dz_low, dz_high=dz_high,
+        diffs=tuple(float(v) for v in d),
     )
+
+
+def dz_interval(d, confidence=0.95):
+    """The interval of Cohen's d_z by inverting the noncentral t.
+
+    t = d_z sqrt(n) follows a noncentral t with n - 1 degrees of freedom
+    and noncentrality delta sqrt(n); the bounds are the deltas whose
+    distribution puts the observed t at its (1 +- c)/2 quantiles
+    (Steiger & Fouladi 1997; Cumming 2012). (NaN, NaN) for n < 2 or
+    constant differences.
+
+    >>> [round(v, 3) for v in dz_interval([1.0, 2.0, 3.0, 4.0, 5.0])]
+    [0.333, 3.407]
+    """
+    d = np.asarray(d, dtype=float)
+    n = int(d.size)
+    if n < 2 or _constant(d):
+        return math.nan, math.nan
+    df, root_n = n - 1, math.sqrt(n)
+    t = float(np.mean(d) / np.std(d, ddof=1) * root_n)
+    tail = (1.0 - confidence) / 2.0
+
+    def solve(target):
+        # cdf(t; nc) falls as nc grows, from 1 to 0. Walk out from nc = t in
+        # growing steps to bracket the root: scipy's nct.cdf gives NaN far
+        # in the tail (nc -8 at t 8, df 4), where the root never lies.
+        f = lambda nc: float(_st.nct.cdf(t, df, nc)) - target  # noqa: E731
+        direction = -1.0 if f(t) < 0 else 1.0
+        near, step = t, 0.5
+        far = near + direction * step
+        while f(far) * direction > 0:
+            near, step = far, step * 2
+            far = near + direction * step
+        return _optimize.brentq(f, min(near, far), max(near, far), xtol=1e-10)
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            return solve(1.0 - tail) / root_n, solve(tail) / root_n
+        except ValueError:  # scipy's nct.cdf gave NaN inside the bracket
+            return math.nan, math.nan
+
+
+def t_interval(d, confidence):
+    """mean(d) +- t_{(1+c)/2, n-1} sd/sqrt(n); (NaN, NaN) when n < 2 or the
+    differences are constant (the interval is undefined, not zero-wide).
+
+    >>> [round(v, 4) for v in t_interval([1.0, 2.0, 3.0, 4.0, 5.0], 0.90)]
+    [1.4926, 4.5074]
+    """
+    d = np.asarray(d, dtype=float)
+    if d.size < 2 or _constant(d) or not 0.0 < confidence < 1.0:
+        return math.nan, math.nan
+    e = estimate(d, confidence)
+    return e.ci_low, e.ci_high
+
+
+def tost_p(d, margin):
+    """Two one-sided tests (Schuirmann 1987) of |mean(d)| < margin.
+
+    p = max(p_lower, p_upper): p_lower of H0 mean <= -margin, p_upper of
+    H0 mean >= +margin, each a one-sided t-test. Equivalence at level
+    alpha exactly when the 1 - 2 alpha t-interval lies inside (-margin,
+    +margin). Constant differences have no t-test: then each side is the
+    exact one-sided Wilcoxon signed-rank test of d +- margin (1/2^n when
+    every difference is inside the margin). NaN for n < 2 or no margin.
+
+    >>> round(tost_p([0.1, -0.1, 0.2, 0.0, 0.05], 0.5), 6)
+    0.000422
+    """
+    d = np.asarray(d, dtype=float)
+    if d.size < 2 or margin is None or not math.isfinite(margin) or margin <= 0:
+        return math.nan
+    if _constant(d):
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            low = float(_st.wilcoxon(_snap(d + margin), alternative="greater").pvalue) \
+                if np.any(_snap(d + margin) != 0) else 1.0
+            high = float(_st.wilcoxon(_snap(d - margin), alternative="less").pvalue) \
+                if np.any(_snap(d - margin) != 0) else 1.0
+        return max(low, high)
+    n = d.size
+    se = float(np.std(d, ddof=1)) / math.sqrt(n)
+    mean = float(np.mean(d))
+    p_lower = float(_st.t.sf((mean + margin) / se, n - 1))
+    p_upper = float(_st.t.cdf((mean - margin) / se, n - 1))
+    return max(p_lower, p_upper)
+
+
+def wilcoxon_floor(alpha):
+    """The fewest pairs at which a two-sided Wilcoxon signed-rank test can
+    give p < alpha: its smallest p at n pairs is 2/2^n (every sign alike),
+    0.25 at n = 3, 0.0625 at n = 5, 0.03125 at n = 6.
+
+    >>> wilcoxon_floor(0.05)
+    6
+    """
+    n = 1
+    while 2.0 / 2**n >= alpha:
+        n += 1
+    return n
+
+
+def holm_levels(p_values, alpha):
+    """The level each hypothesis is tested at by Holm's step-down procedure.
+
+    Sorted ascending, the k-th p-value is tested at alpha / (m - k + 1)
+    while every smaller one was rejected; from the first that is not,
+    every later one keeps that step's level. So p < level exactly when
+    `holm` gives an adjusted p < alpha, and a two-sided interval at
+    1 - level excludes 0 exactly when the test rejects: the interval and
+    the decision never disagree. NaN p-values get NaN and do not count
+    in m, as in `holm`.
+
+    These intervals are Holm-consistent, not simultaneous: the Bonferroni
+    level alpha / m (the first step's) is what covers every difference at
+    once with probability 1 - alpha.
+
+    >>> [round(v, 4) for v in holm_levels([0.01, 0.04, 0.03], 0.05)]
+    [0.0167, 0.025, 0.025]
+    """
+    p = [float(v) for v in p_values]
+    idx = sorted((i for i, v in enumerate(p) if not math.isnan(v)), key=lambda i: p[i])
+    m = len(idx)
+    out = [math.nan] * len(p)
+    stopped = None
+    for rank, i in enumerate(idx):
+        level = alpha / (m - rank)
+        if stopped is None and not p[i] < level:
+            stopped = level
+        out[i] = level if stopped is None else stopped
+    return out
 
 
 def holm(p_values):
@@ -304,3 +456,129 @@ def holm(p_values):
         out[i] = running
     return out
 
+
+
+# --- Three-way verdicts: better, worse, equivalent, inconclusive. -------------
+
+BETTER, WORSE, EQUIVALENT, INCONCLUSIVE, UNTESTED = (
+    "better", "worse", "equivalent", "inconclusive", "untested")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What one comparison of a family decides, and the interval that decides it.
+
+    `outcome`: BETTER or WORSE (the superiority test rejects, Holm over the
+    family: `p_holm` < alpha), else EQUIVALENT (the TOST rejects, Holm over
+    the family: `p_equivalence_holm` < alpha), else INCONCLUSIVE; UNTESTED
+    below 2 pairs. Better and worse follow the metric's direction.
+
+    `interval` is the one that decides: for better/worse the two-sided
+    interval at 1 - `level` (Holm's level for this comparison,
+    `holm_levels`), which excludes 0 exactly when the test rejects; for
+    equivalent the 1 - 2 `level` interval (TOST's), inside +-margin exactly
+    when the TOST rejects; for inconclusive the equivalence interval when a
+    margin is set (it straddles a margin bound), else the superiority one.
+    `superiority` and `equivalence` hold both (NaN when undefined:
+    constant differences, which are decided by exact Wilcoxon tests and
+    have no interval). `within_margin`: better or worse, but the
+    equivalence interval lies inside the margin too (a real difference
+    too small to matter).
+    """
+
+    outcome: str
+    margin: float  # NaN: no margin, no equivalence test
+    p_holm: float  # superiority, Holm-adjusted over the family
+    p_equivalence: float  # TOST, unadjusted
+    p_equivalence_holm: float  # TOST, Holm-adjusted over the family
+    superiority: tuple  # (low, high) at 1 - superiority_level
+    superiority_level: float
+    equivalence: tuple  # (low, high) at 1 - 2 equivalence_level
+    equivalence_level: float
+    within_margin: bool = False
+
+    @property
+    def interval(self):
+        if self.outcome == EQUIVALENT or (self.outcome == INCONCLUSIVE
+                                          and math.isfinite(self.margin)):
+            return self.equivalence
+        return self.superiority
+
+    @property
+    def confidence(self):
+        """The coverage of `interval`: 1 - level, or 1 - 2 level for TOST's."""
+        if self.interval is self.equivalence:
+            return 1.0 - 2.0 * self.equivalence_level
+        return 1.0 - self.superiority_level
+
+
+def decide(tests, *, alpha=0.05, margin=None, higher_is_better=True):
+    """Three-way verdicts for a family of `PairedTest`s (one `Verdict` each).
+
+    Args:
+        tests: the family, e.g. every activation vs the baseline; each
+            test's `p_value` is its superiority p (paired t, or exact
+            Wilcoxon for constant differences) and `diffs` its differences.
+        alpha: the family-wise error rate of each kind of claim.
+        margin: the equivalence margin in the metric's units (> 0), or
+            None for no equivalence test (then never EQUIVALENT).
+        higher_is_better: the metric's direction.
+
+    Both kinds of claim are Holm-adjusted over the family, and each
+    interval is taken at the level Holm tests its comparison at, so an
+    interval and its verdict never disagree.
+
+    >>> v, = decide([paired_test([0.01, 0.02, 0.015, 0.012, 0.018])], margin=0.003)
+    >>> v.outcome, round(v.p_holm, 5)
+    ('better', 0.00124)
+    """
+    tests = list(tests)
+    margin = math.nan if margin is None else float(margin)
+    p_sup = [t.p_value if t.n >= 2 else math.nan for t in tests]
+    p_eq = [tost_p(t.diffs, margin) if math.isfinite(margin) else math.nan for t in tests]
+    holm_sup, holm_eq = holm(p_sup), holm(p_eq)
+    levels_sup, levels_eq = holm_levels(p_sup, alpha), holm_levels(p_eq, alpha)
+    out = []
+    for t, ps, pe, hs, he, ls, le in zip(tests, p_sup, p_eq, holm_sup, holm_eq,
+                                         levels_sup, levels_eq):
+        sup = t_interval(t.diffs, 1.0 - ls) if math.isfinite(ls) else (math.nan, math.nan)
+        eq = (t_interval(t.diffs, 1.0 - 2.0 * le) if math.isfinite(le)
+              else (math.nan, math.nan))
+        equivalent = bool(he < alpha)  # NaN -> False
+        if t.n < 2:
+            outcome = UNTESTED
+        elif hs < alpha and t.mean_diff != 0:
+            outcome = BETTER if (t.mean_diff > 0) == higher_is_better else WORSE
+        elif equivalent:
+            outcome = EQUIVALENT
+        else:
+            outcome = INCONCLUSIVE
+        out.append(Verdict(
+            outcome=outcome, margin=margin, p_holm=hs, p_equivalence=pe,
+            p_equivalence_holm=he, superiority=sup, superiority_level=ls,
+            equivalence=eq, equivalence_level=le,
+            within_margin=outcome in (BETTER, WORSE) and equivalent,
+        ))
+    return tuple(out)
+
+
+# --- Failures: a diverged member is a result. ------------------------------------
+
+
+def failure_p(failed, total, failed_reference, total_reference):
+    """Two-sided Fisher exact p-value that two failure rates are equal.
+
+    The 2x2 table [[failed, total - failed], [failed_reference,
+    total_reference - failed_reference]]: members that diverged and that
+    did not, for an activation and for the reference. 1 when neither
+    failed; NaN when either total is 0.
+
+    >>> round(failure_p(4, 6, 0, 6), 4)
+    0.0606
+    """
+    if total < 1 or total_reference < 1:
+        return math.nan
+    if failed == 0 and failed_reference == 0:
+        return 1.0
+    table = [[failed, total - failed], [failed_reference, total_reference - failed_reference]]
+    return float(_st.fisher_exact(table).pvalue)

@@ -17,10 +17,12 @@ def table_rows(summary):
     s = wording.shown(summary.metric.name)
     others = [wording.shown(m.name) for m in summary.secondary]
     stat_cols = wording.columns(terminal_only=True)
+    failures = any(a.failed for a in summary.activations)
     header = (["activation", "seeds", s.header + (" %" if s.kind.percent else ""),
                f"{summary.confidence:.0%} CI"] + [o.header for o in others]
               + [f"Δ {s.kind.abbrev} vs base", "p (Holm)" if summary.holm else "p"]
-              + [col.header for _, col in stat_cols]
+              + [col.header for _, col in stat_cols] + ["verdict"]
+              + (["failed"] if failures else [])
               + (["epochs to thr"] if wording.thresholded(summary) else []))
     rows = []
     for a in summary.activations:
@@ -29,11 +31,15 @@ def table_rows(summary):
         row += [o.pm(a.secondary[m.name]) for o, m in zip(others, summary.secondary)]
         c = summary.comparison(a.activation)
         if a.activation == summary.baseline:
-            row += ["(baseline)", ""] + [""] * len(stat_cols)
+            row += ["(baseline)", ""] + [""] * len(stat_cols) + [""]
         else:
             row += [s.diff(c.paired.mean_diff),
                     wording.format_p(c.p_holm) + ("*" if c.significant else "")]
-            row += [col.format(c.paired.statistics[name]) for name, col in stat_cols]
+            row += [wording.statistic_text(name, c.paired, summary.alpha)
+                    for name, _ in stat_cols]
+            row.append(wording.OUTCOME_WORDS[c.verdict.outcome] if c.verdict else "")
+        if failures:
+            row.append(f"{a.failed}/{a.attempted}")
         if not wording.thresholded(summary):
             pass
         elif a.reached:
@@ -58,10 +64,31 @@ def results_caption(summary):
     text += f"; * marks p < {summary.alpha:g}."
     for _, col in wording.columns(terminal_only=True):
         text += f" {col.header}: {col.meaning}."
+    text += " " + verdict_caption(summary)
+    if any(a.failed for a in summary.activations):
+        text += (" failed: members that diverged / members trained; they are left out of "
+                 "the metric's statistics and compared with the baseline's by Fisher's "
+                 "exact test.")
     if not wording.thresholded(summary):
         return text
     return text + (" Epochs to thr: median first epoch whose validation accuracy reached "
                    "the threshold, over the seeds that reached it (k/n).")
+
+
+def verdict_caption(summary):
+    """What a verdict means, with the margin and the intervals that decide."""
+    margin = wording.margin_text(summary)
+    holm = " (Holm over the comparisons)" if summary.holm else ""
+    text = (f"Verdict: better or worse when the paired t-test rejects at {summary.alpha:g}"
+            f"{holm}, with an interval at the level Holm tests that comparison at, so the "
+            "interval and the verdict agree; ")
+    if margin:
+        text += (f"equivalent when the two one-sided tests (TOST) show the difference "
+                 f"inside {margin}{holm}, with the 1 − 2α interval; ")
+    else:
+        text += "no margin is set, so equivalence is not tested; "
+    return text + ("inconclusive otherwise, which is not evidence of no difference: more "
+                   "seeds are needed (see the seed plan).")
 
 
 def comparison_rows(summary):
@@ -69,8 +96,9 @@ def comparison_rows(summary):
     conf = f"{summary.confidence:.0%} CI"
     s = wording.shown(summary.metric.name)
     cols = wording.columns()
-    header = (["vs " + summary.baseline, "seeds", f"Δ {s.kind.abbrev}{s.diff_unit}", conf,
-               "paired t p"] + [col.header for _, col in cols])
+    header = (["vs " + summary.baseline, "pairs", f"Δ {s.kind.abbrev}{s.diff_unit}", conf,
+               "paired t p"] + [col.header for _, col in cols]
+              + ["d_z CI", "verdict", "deciding CI", "TOST p", "seeds to decide"])
     for m in summary.secondary:
         o = wording.shown(m.name)
         header += [f"Δ {o.kind.abbrev}{o.diff_unit}", f"{conf} ({o.kind.abbrev})",
@@ -80,13 +108,28 @@ def comparison_rows(summary):
         t = c.paired
         row = [c.activation, str(t.n), s.diff_number(t.mean_diff),
                s.interval(t.ci_low, t.ci_high, " to ", True), wording.format_p(t.p_t)]
-        row += [col.format(t.statistics[name]) for name, col in cols]
+        row += [wording.statistic_text(name, t, summary.alpha) for name, _ in cols]
+        row += [f"{t.dz_low:.2f} to {t.dz_high:.2f}" if math.isfinite(t.dz_low) else "n/a"]
+        row += _verdict_cells(summary, c)
         for m in summary.secondary:
             o, u = wording.shown(m.name), c.secondary[m.name]
             row += [o.diff_number(u.mean_diff), o.interval(u.ci_low, u.ci_high, " to ", True),
                     wording.format_p(u.p_value)]
         rows.append(row)
     return header, rows
+
+
+def _verdict_cells(summary, c):
+    """verdict, the interval that decides it (with its level), TOST p, seeds to decide."""
+    v, s = c.verdict, wording.shown(summary.metric.name)
+    if v is None:
+        return ["", "", "", ""]
+    lo, hi = v.interval
+    ci = ("n/a" if not (math.isfinite(lo) and math.isfinite(hi))
+          else f"{s.interval(lo, hi, ' to ', True)} ({v.confidence:.1%})".replace(".0%", "%"))
+    plan = c.plan.decide if c.plan is not None else None
+    return [wording.OUTCOME_WORDS[v.outcome], ci, wording.format_p(v.p_equivalence),
+            "–" if plan is None else f"~{plan}"]
 
 
 def secondary_note(summary):
@@ -205,6 +248,8 @@ def format_table(summary):
     if summary.holm:
         foot += f", Holm-adjusted over {len(summary.comparisons)} comparisons"
     out.append(foot + ".")
+    out += [f"Seed plan: {line}." for line in wording.plan_lines(summary)]
+    out += [f"Failures: {line}." for line in wording.failure_lines(summary)]
     for who, note in wording.all_notes(summary):
         out.append(f"note ({who}): {note}" if who else f"note: {note}")
     return "\n".join(out)

@@ -40,7 +40,7 @@ Example:
 >>> metric_note(summary)
 'test accuracy, higher is better'
 >>> comparison_verdict(summary, summary.comparisons[0])[:40]
-'gelu vs relu: no significant difference '
+'gelu vs relu: inconclusive (+2.00 pp, 95'
 """
 
 import dataclasses
@@ -106,6 +106,26 @@ STATISTICS = {
     "d_z": Column("d_z", format_d, "Cohen's effect size of the paired differences",
                   terminal=True),
 }
+
+
+def statistic_text(name, test, alpha):
+    """One statistic of a paired test as its column prints it.
+
+    The Wilcoxon p-value is shown only where its test can reach alpha
+    (n >= `stats.wilcoxon_floor`); below, its floor is stated instead: with
+    5 pairs its smallest p is 0.0625, so a "p=0.06" would read as a near
+    miss when it is the best the test can give.
+    """
+    if name == "p_wilcoxon" and 2 <= test.n < stats.wilcoxon_floor(alpha):
+        return f"n/a (n<{stats.wilcoxon_floor(alpha)})"
+    return STATISTICS[name].format(test.statistics[name])
+
+
+def wilcoxon_floor_note(alpha):
+    n = stats.wilcoxon_floor(alpha)
+    return (f"the Wilcoxon signed-rank test cannot reject at {alpha:g} below n={n} "
+            f"pairs (its smallest two-sided p with {n - 1} is {2 / 2 ** (n - 1):.4g}), so "
+            "it is shown only from there; it is not Holm-adjusted")
 
 
 def columns(terminal_only=False):
@@ -216,11 +236,14 @@ def paired_notes(test):
     notes = []
     if test.n < 2:
         notes.append(f"{seeds_text(test.n, 'paired seed')}: a paired test needs at least 2")
-    elif test.test == "Wilcoxon":
-        notes.append("the paired differences are all equal: the t-test is degenerate "
-                     "(t infinite), so the decision uses the Wilcoxon p-value")
-    elif test.std_diff == 0.0 and test.mean_diff == 0.0:
-        notes.append("all paired differences are zero")
+    elif test.degenerate and test.mean_diff == 0.0:
+        notes.append("all paired differences are zero: the t-test and its interval are "
+                     "undefined (no spread to estimate), so the decision uses the exact "
+                     "Wilcoxon p-value (1)")
+    elif test.degenerate:
+        notes.append("the paired differences are all equal: the t-test and its interval "
+                     "are undefined (no spread to estimate, not a zero-width interval), so "
+                     "the decision uses the exact Wilcoxon p-value")
     if test.unpaired:
         notes.append(f"paired on {test.n + test.non_finite} common seeds; {test.unpaired} "
                      "seed results without a partner left out")
@@ -246,25 +269,115 @@ def all_notes(summary):
 # --- Verdicts. ------------------------------------------------------------------
 
 
-def comparison_verdict(summary, c):
-    """One line: how `c.activation` did against the baseline."""
-    test, name, baseline = c.paired, c.activation, c.baseline
+OUTCOME_WORDS = {
+    stats.BETTER: "better", stats.WORSE: "worse", stats.EQUIVALENT: "equivalent",
+    stats.INCONCLUSIVE: "inconclusive", stats.UNTESTED: "untested",
+}
+
+
+def margin_text(summary):
+    """'±0.30 pp' in the compared metric's units, or '' with no margin."""
+    if not math.isfinite(summary.margin):
+        return ""
     s = shown(summary.metric.name)
-    seeds = seeds_text(test.n)
-    if test.n < 2:
-        return (f"{name} vs {baseline}: not tested ({seeds} paired with the "
-                "baseline; a paired test needs at least 2).")
-    ci = ci_text(test, summary.confidence)
+    return "±" + s.diff(summary.margin).lstrip("+")
+
+
+def pairs_text(test, failed=0):
+    """'6 pairs' / '5 pairs (2 diverged members left out)'."""
+    text = seeds_text(test.n, "pair")
+    if failed:
+        text += f" ({failed} diverged member{'s' if failed > 1 else ''} left out)"
+    return text
+
+
+def _interval(s, interval, confidence, what=""):
+    lo, hi = interval
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "no interval"
+    return f"{what}{confidence:.1%} CI {s.interval(lo, hi, ' to ', True)}".replace(".0%", "%")
+
+
+def comparison_verdict(summary, c):
+    """One line: better, worse, equivalent or inconclusive against the baseline,
+    with the interval that decides it."""
+    test, name, baseline, v = c.paired, c.activation, c.baseline, c.verdict
+    s = shown(summary.metric.name)
+    failed = summary.activation(name).failed + summary.activation(baseline).failed
+    pairs = pairs_text(test, failed)
+    if test.n < 2 or v is None:
+        return (f"{name} vs {baseline}: not tested ({pairs} with the baseline; a paired "
+                "test needs at least 2).")
+    margin = margin_text(summary)
     d_z = f"d_z={format_d(test.statistics['d_z'])}"
-    holm_text = f", Holm p{p_equals(c.p_holm)}" if summary.holm else ""
-    if c.significant:
-        verb = "beats" if c.sign > 0 else "is worse than"
-        return (f"{name} {verb} {baseline} by {s.diff(test.mean_diff)} {s.label} "
-                f"({ci}, {test.test} p{p_equals(test.p_value)}{holm_text}, {d_z}, {seeds})")
-    lead = f"Holm p{p_equals(c.p_holm)}" if summary.holm else f"p{p_equals(test.p_value)}"
-    tail = f", {test.test} p{p_equals(test.p_value)}" if summary.holm else ""
-    return (f"{name} vs {baseline}: no significant difference ({lead}; "
-            f"{s.diff(test.mean_diff)} {s.label}, {ci}{tail}, {d_z}, {seeds})")
+    if math.isfinite(test.dz_low):
+        d_z += f" [{test.dz_low:.2f}, {test.dz_high:.2f}]"
+    by = f"{test.test} p{p_equals(test.p_value)}"
+    if summary.holm:
+        by += f", Holm p{p_equals(v.p_holm)}"
+    if test.degenerate:
+        how = (f"all {test.n} differences equal {s.diff(test.mean_diff)}: the t-test and "
+               "its interval are undefined, decided by the exact Wilcoxon test")
+    else:
+        how = None
+    if v.outcome in (stats.BETTER, stats.WORSE):
+        verb = "is better than" if v.outcome == stats.BETTER else "is worse than"
+        ci = how or _interval(s, v.interval, v.confidence,
+                              "Holm-consistent " if summary.holm else "")
+        text = (f"{name} {verb} {baseline} by {s.diff(test.mean_diff)} {s.label} "
+                f"({ci}, {by}, {d_z}, {pairs})")
+        if v.within_margin:
+            text += f"; the difference lies within the {margin} margin: real but negligible"
+        return text
+    tost = f"TOST p{p_equals(v.p_equivalence)}"
+    if summary.holm:
+        tost += f", Holm p{p_equals(v.p_equivalence_holm)}"
+    if v.outcome == stats.EQUIVALENT:
+        ci = how or _interval(s, v.interval, v.confidence)
+        return (f"{name} is equivalent to {baseline} within {margin} {s.label} "
+                f"({s.diff(test.mean_diff)}, {ci} inside the margin, {tost}, {pairs})")
+    # Inconclusive: never "no difference".
+    ci = how or _interval(s, v.interval, v.confidence)
+    if margin:
+        return (f"{name} vs {baseline}: inconclusive ({s.diff(test.mean_diff)}, {ci} "
+                f"reaches past {margin}; {by}; {tost}; {d_z}, {pairs}): neither a "
+                "difference nor equivalence is shown")
+    return (f"{name} vs {baseline}: inconclusive ({s.diff(test.mean_diff)}, {ci}, {by}, "
+            f"{d_z}, {pairs}): no difference is shown, and with no margin set "
+            "equivalence is not tested")
+
+
+def plan_line(summary, c):
+    """'to decide gelu vs relu within ±0.30 pp: ~60 seeds (...); this sweep had 10'."""
+    p = c.plan
+    if p is None:
+        return ""
+    within = f" within {margin_text(summary)}" if margin_text(summary) else ""
+    head = f"to decide {c.activation} vs {c.baseline}{within}"
+    had = f"this sweep had {p.n}"
+    if p.n < 2:
+        return f"{head}: cannot be planned from {seeds_text(p.n, 'pair')}; {had}"
+    parts = []
+    if p.superiority is not None:
+        parts.append(f"a difference at the observed d_z "
+                     f"{format_d(c.paired.statistics['d_z'])}: ~{p.superiority}")
+    if p.equivalence is not None:
+        parts.append(f"equivalence: ~{p.equivalence}")
+    if p.decide is None:
+        why = ("the differences are constant (no spread to plan with)" if c.paired.degenerate
+               else "no seed count reaches the power")
+        return f"{head}: cannot be planned: {why}; {had}"
+    return (f"{head}: ~{p.decide} seeds for power {p.power:g} at alpha {p.alpha:.3g} "
+            f"({'; '.join(parts)}); {had}")
+
+
+def failure_line(summary, c):
+    """'failures: gelu 2/10, relu 0/10 (Fisher exact p=0.47)', or ''."""
+    a, b = summary.activation(c.activation), summary.activation(c.baseline)
+    if not (a.failed or b.failed):
+        return ""
+    return (f"failures: {a.activation} {a.failed}/{a.attempted} diverged, {b.activation} "
+            f"{b.failed}/{b.attempted} (Fisher exact p{p_equals(c.failures_p)}, unadjusted)")
 
 
 def winner_verdict(summary):
@@ -294,9 +407,28 @@ def winner_verdict(summary):
     if w.significant_over_baseline is not None and w.runner_up != baseline:
         c = summary.comparison(w.activation)
         text += (f" Against the baseline {baseline}: {s.diff(c.paired.mean_diff)}, "
-                 f"{significance(c.p_holm, summary.alpha)} "
+                 f"{_outcome(c, summary)} "
                  f"({'Holm p' if summary.holm else 'p'}{p_equals(c.p_holm)}).")
     return text
+
+
+def _outcome(c, summary):
+    """'better' / 'worse' / 'equivalent' / 'inconclusive' (or the old words
+    for a comparison made without a verdict)."""
+    if c.verdict is None:
+        return significance(c.p_holm, summary.alpha)
+    return OUTCOME_WORDS[c.verdict.outcome]
+
+
+def plan_lines(summary):
+    """The seed plan of each comparison a sweep has not decided yet."""
+    return tuple(plan_line(summary, c) for c in summary.comparisons
+                 if c.plan is not None and c.verdict is not None
+                 and c.verdict.outcome in (stats.INCONCLUSIVE, stats.UNTESTED))
+
+
+def failure_lines(summary):
+    return tuple(t for t in (failure_line(summary, c) for c in summary.comparisons) if t)
 
 
 def verdicts(summary):
@@ -330,7 +462,7 @@ def comparison_sentence(summary, activation):
     wc = summary.comparison(w.activation)
     return (f"{head} Baseline of the sweep; winner {w.activation}: "
             f"{s.diff(wc.paired.mean_diff)} over {activation}, "
-            f"{significance(wc.p_holm, summary.alpha)} ({label}{p_equals(wc.p_holm)}).")
+            f"{_outcome(wc, summary)} ({label}{p_equals(wc.p_holm)}).")
 
 
 # --- summary.json: the numbers and their sentences. -----------------------------
@@ -354,13 +486,18 @@ def summary_json(summary):
         for m in summary.secondary:
             with_notes(entry[m.short], c.secondary[m.name])
         entry["verdict"] = comparison_verdict(summary, c)
+        entry["outcome"] = c.verdict.outcome if c.verdict is not None else None
+        entry["seed_plan_text"] = plan_line(summary, c)
+        entry["failures_text"] = failure_line(summary, c)
     if summary.winner.lead is not None:
         with_notes(d["winner"]["lead"], summary.winner.lead)
     d["winner"]["verdict"] = winner_verdict(summary)
     head = {k: d.pop(k) for k in ("baseline", "metric", "higher_is_better", "confidence",
-                                  "alpha", "holm")}
+                                  "alpha", "holm", "margin", "power")}
     return {**head, "notes": list(summary_notes(summary)),
-            "verdicts": list(verdicts(summary)), **d}
+            "verdicts": list(verdicts(summary)),
+            "seed_plans": list(plan_lines(summary)),
+            "failures": list(failure_lines(summary)), **d}
 
 
 

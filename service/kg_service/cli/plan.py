@@ -6,6 +6,7 @@ from kg_service.config.derived import registered_model_name
 from kg_service.config.derived import sequential
 from kg_service.config.derived import tracking_uri_and_origin
 from kg_service.config.excerpts import show
+from kg_service.config.schema import DEFAULT_MARGINS
 from kg_service.config.schema import split_sizes
 
 
@@ -54,6 +55,25 @@ def _distribution_text(device):
         return ""
     over = f" over {', '.join(device.devices)}" if device.devices else ""
     return f", data-parallel {device.distribution}{over} (global batch split across replicas)"
+
+
+def _analysis_text(analysis):
+    """How the statistics decide: the margin, alpha, power and contrasts."""
+    if isinstance(analysis.margin, dict):
+        margins = {**DEFAULT_MARGINS, **analysis.margin}
+        margin = "margin " + ", ".join(
+            f"±{v:g} {k}" + ("" if k in analysis.margin else " (default)")
+            for k, v in margins.items())
+    elif analysis.margin is not None:
+        margin = f"margin ±{analysis.margin:g} on the compared metric"
+    else:
+        margin = "margin " + ", ".join(f"±{v:g} {k}" for k, v in DEFAULT_MARGINS.items()) + (
+            " (defaults)")
+    text = (f"{margin}; better / worse / equivalent / inconclusive at alpha "
+            f"{analysis.alpha:g} (Holm); seed plan for power {analysis.power:g}")
+    for c in analysis.contrasts:
+        text += f"; contrast {c.name}: mean({', '.join(c.plus)}) − mean({', '.join(c.minus)})"
+    return text
 
 
 def describe_plan(config, environ=None):
@@ -145,6 +165,7 @@ def _plan(config, rows, environ):
         ("tracking", f"{uri} ({origin}), {_retry_text(config.tracking.retry_seconds)}"),
         ("registry", registry),
         ("export", export),
+        ("analysis", _analysis_text(config.analysis)),
         ("output", config.output_dir),
     ]
     head = f'kg-train plan for experiment "{config.experiment}"'

@@ -23,6 +23,7 @@ import math
 import re
 import string
 from typing import Annotated
+from typing import Any
 from typing import Literal
 from typing import Optional
 from typing import TypeVar
@@ -465,6 +466,108 @@ class DeviceConfig:
     devices: Optional[_DeviceNames] = None
 
 
+# --- analysis: how the statistics decide (issue 18). -------------------------
+
+# The equivalence margin when a config sets none, by compared metric, in its
+# units: 0.3 pp of accuracy (about one test example in 300), 0.01 nats per
+# byte of a language model's test loss. A metric not listed gets no margin
+# (no equivalence verdict) unless the config gives one.
+DEFAULT_MARGINS = {"test_accuracy": 0.003, "test_loss": 0.01}
+_MARGIN_RULE = (
+    "a positive number in the compared metric's units (0.003 = 0.3 pp of accuracy), or "
+    "a mapping of metric to number, e.g. {test_accuracy: 0.003, test_loss: 0.01}"
+)
+
+
+def _positive(value):
+    value = _number_text(value)
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
+
+
+def _margin(value):
+    """`margin: 0.003`, or `margin: {test_accuracy: 0.003, test_loss: 0.01}`."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        if not value:
+            _fail(_MARGIN_RULE)
+        out = {}
+        for metric, number in value.items():
+            if metric not in DEFAULT_MARGINS:
+                known = tuple(DEFAULT_MARGINS)
+                _fail(at=(metric,), message=(
+                    f"unknown metric {show(metric)}; expected one of {quoted(known)} (the "
+                    f"metric a task compares).{catalog.closest(str(metric), known)}"))
+            if not _positive(number):
+                _fail(at=(metric,), message=(
+                    f"got {show(number)}; expected a positive number in "
+                    f"{metric}'s units (e.g. {DEFAULT_MARGINS[metric]:g})."))
+            out[metric] = float(_number_text(number))
+        return out
+    if not _positive(value):
+        _fail(_MARGIN_RULE)
+    return float(_number_text(value))
+
+
+def _contrast_sides(contrast):
+    both = [a for a in contrast.plus if a in contrast.minus]
+    if both:
+        _fail(at=("minus",), message=(
+            f"{show(both[0])} is on both sides of contrast {show(contrast.name)}; "
+            "expected disjoint plus and minus lists."))
+    return contrast
+
+
+def _contrasts_valid(analysis, info):
+    activations = info.data.get("activations")
+    names = [c.name for c in analysis.contrasts]
+    for i, contrast in enumerate(analysis.contrasts):
+        if contrast.name in names[:i]:
+            _fail(at=("contrasts", i, "name"), message=(
+                f"contrast name {show(contrast.name)} appears twice; expected distinct names."))
+        for side in ("plus", "minus"):
+            for j, name in enumerate(getattr(contrast, side)):
+                if activations is not None and name not in activations:
+                    _fail(at=("contrasts", i, side, j), message=(
+                        f"{show(name)} is not one of the activations "
+                        f"({', '.join(activations)}); a contrast compares activations "
+                        f"the sweep trains.{catalog.closest(name, activations)}"))
+    return analysis
+
+
+@dataclasses.dataclass(frozen=True)
+class ContrastConfig:
+    """A declared contrast: mean of `plus` minus mean of `minus`, paired by seed."""
+
+    __pydantic_config__ = _STRICT
+    name: _Text
+    plus: _Activations
+    minus: _Activations
+
+
+@dataclasses.dataclass(frozen=True)
+class AnalysisConfig:
+    __pydantic_config__ = _STRICT
+    # Equivalence margin, in the compared metric's units: a number, or a
+    # mapping {metric: number}; None: DEFAULT_MARGINS for that metric.
+    margin: Annotated[Any, BeforeValidator(_margin), Field(description=_MARGIN_RULE)] = None
+    alpha: _number(gt=0, lt=0.5) = 0.05  # family-wise error rate of each kind of claim
+    power: _number(gt=0, lt=1) = 0.8  # what the seed plan aims for
+    contrasts: Annotated[
+        tuple[Annotated[ContrastConfig, AfterValidator(_contrast_sides)], ...],
+        Field(description="a list of {name, plus: [activations], minus: [activations]}"),
+    ] = ()
+
+    def margin_for(self, metric):
+        """The margin for the compared `metric` ("test_accuracy"), or None."""
+        if isinstance(self.margin, dict):
+            return self.margin.get(metric, DEFAULT_MARGINS.get(metric))
+        if self.margin is not None:
+            return self.margin
+        return DEFAULT_MARGINS.get(metric)
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     __pydantic_config__ = _STRICT
@@ -486,6 +589,9 @@ class Config:
     export: _Section[ExportConfig] = ExportConfig()
     device: Annotated[_Section[DeviceConfig], AfterValidator(_devices_need_mirrored)] = (
         DeviceConfig()
+    )
+    analysis: Annotated[_Section[AnalysisConfig], AfterValidator(_contrasts_valid)] = (
+        AnalysisConfig()
     )
     # The YAML file it came from: set by load_config, not a key.
     source: SkipJsonSchema[Annotated[Optional[str], BeforeValidator(_not_a_key)]] = None

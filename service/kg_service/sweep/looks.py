@@ -64,13 +64,6 @@ def check_supported(config, shard=None):
         )
 
 
-def margin(config):
-    """The equivalence margin of the compared metric, or None (no
-    equivalence decision)."""
-    analysis = getattr(config, "analysis", None)  # issue 18 item 1's section
-    return getattr(analysis, "margin", None)
-
-
 def train_in_looks(config, pre, sweep_run_id, progress, logged, echo):
     """Trains a sequential sweep's batches until its looks decide.
 
@@ -112,7 +105,8 @@ def held(pre, trained):
 
 def look(config, pre, trained, counts, schedule):
     """The `SweepLooks` of the looks at `counts`, from `trained`'s members
-    (a diverged member is left out, as in the comparison)."""
+    (a diverged member is left out, as in the comparison), at the config's
+    `analysis.alpha` and `analysis.margin` for the compared metric."""
     from kg_service.analysis import sequential  # scipy: after pre-flight's checks
 
     metric = pre.task.compared
@@ -123,8 +117,8 @@ def look(config, pre, trained, counts, schedule):
     }
     return sequential.compare_looks(
         values, config.baseline, counts, schedule.max, metric=metric.name,
-        higher_is_better=metric.higher_is_better, spending=schedule.spending,
-        margin=margin(config),
+        higher_is_better=metric.higher_is_better, alpha=config.analysis.alpha,
+        spending=schedule.spending, margin=config.analysis.margin_for(metric.name),
     )
 
 

@@ -151,14 +151,21 @@ def compare(config, pre, trained, looks=None):
             f"FAILED runs. Lower training.learning_rate, or set another "
             f"baseline."
         )
+    # Every member, the diverged ones included: they count as failures of
+    # their activation (issue 18), and only the others enter the metric's
+    # statistics.
+    analysis = config.analysis
     summary = comparisons.summarize(
-        ok,
+        trained.results,
         config.baseline,
         metric=pre.task.compared.name,
         higher_is_better=pre.task.compared.higher_is_better,
         select_by=stats.Metric.of(
             pre.task.selects.name, pre.task.selects.higher_is_better
         ),
+        confidence=1.0 - analysis.alpha,
+        margin=analysis.margin_for(pre.task.compared.name),
+        power=analysis.power,
     )
     report_paths = report.write_report(
         summary,
@@ -193,7 +200,7 @@ def record(pre, compared):
     from kg_service.analysis import plain  # scipy: after pre-flight's checks
 
     metrics = plain.flat_metrics(compared.summary)
-    tags = {"winner": compared.summary.winner.activation}
+    tags = {"winner": compared.summary.winner.activation, **plain.verdict_tags(compared.summary)}
     if compared.looks is not None:
         from kg_service.analysis import sequential
         from kg_service.analysis import sequential_report

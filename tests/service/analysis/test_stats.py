@@ -84,13 +84,15 @@ def test_paired_t_hand_example_one_to_five():
     assert t.statistics["d_z"] == pytest.approx(3 / math.sqrt(2.5))
 
 
-def test_all_zero_differences_give_p_one_and_no_warnings():
+def test_all_zero_differences_give_p_one_no_interval_and_no_warnings():
+    # No spread to estimate: the t-test and its interval are undefined (issue
+    # 18: never a zero-width interval), and the exact Wilcoxon p is 1.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         t = stats.paired_test([0.0, 0.0, 0.0, 0.0])
-    assert t.p_t == 1.0 and t.statistics["p_wilcoxon"] == 1.0 and t.p_value == 1.0
-    assert t.statistics["d_z"] == 0.0 and t.mean_diff == 0.0
-    assert (t.ci_low, t.ci_high) == (0.0, 0.0)
+    assert math.isnan(t.p_t) and t.statistics["p_wilcoxon"] == 1.0 and t.p_value == 1.0
+    assert t.statistics["d_z"] == 0.0 and t.mean_diff == 0.0 and t.degenerate
+    assert math.isnan(t.ci_low) and math.isnan(t.ci_high)
     assert any("zero" in n for n in wording.paired_notes(t))
 
 
@@ -99,8 +101,10 @@ def test_constant_nonzero_differences_are_inf_safe_and_decided_by_wilcoxon():
         warnings.simplefilter("error")
         t = stats.paired_test([0.0025] * 6)
     assert t.statistics["d_z"] == math.inf and t.t_statistic == math.inf
-    assert t.test == "Wilcoxon"
+    assert t.test == "Wilcoxon" and t.degenerate
     assert t.p_value == pytest.approx(2 / 2**6)  # exact: all 6 signs positive
+    # Not a zero-width interval with p = 0 (issue 18): both undefined.
+    assert math.isnan(t.p_t) and math.isnan(t.ci_low) and math.isnan(t.ci_high)
     assert wording.paired_notes(t)
 
 
@@ -173,8 +177,8 @@ def test_comparison_pairs_by_seed_and_matches_scipy():
     assert c.significant and ref.pvalue < 0.05
     assert c.sign == 1
     verdict = wording.comparison_verdict(s, c)
-    assert verdict.startswith("gelu beats relu by +0.70 pp test accuracy (95% CI +")
-    assert "paired t p=0.002" in verdict and "8 seeds" in verdict
+    assert verdict.startswith("gelu is better than relu by +0.70 pp test accuracy (95% CI +")
+    assert "paired t p=0.002" in verdict and "8 pairs" in verdict
     assert s.winner.activation == "gelu" and s.winner.significant_over_runner_up
     assert s.winner.significant_over_baseline
 
@@ -195,7 +199,7 @@ def test_no_significant_difference_verdict_reports_p():
     c = s.comparisons[0]
     assert not c.significant
     assert wording.comparison_verdict(s, c).startswith(
-        f"gelu vs relu: no significant difference (p={c.p_holm:.2f};")
+        "gelu vs relu: inconclusive (")
     assert "not significant" in wording.winner_verdict(s)
 
 
@@ -396,4 +400,5 @@ def test_summary_to_dict_holds_numbers_named_after_the_metric(two_way):
 
     # Numbers only: the only strings are names (activations, metric, test).
     assert set(strings(d)) <= {"relu", "gelu", "test_accuracy", "test_loss", "paired t",
-                               "inf", "-inf"}
+                               "inf", "-inf", "better", "worse", "equivalent",
+                               "inconclusive", "untested"}

@@ -57,7 +57,7 @@ def test_comparison_sentence_is_one_line_for_each_activation(two_way):
     r = wording.comparison_sentence(two_way, "relu")
     assert "\n" not in g and "\n" not in r
     assert g.startswith("gelu: 95.73% ± 0.56 test accuracy over 8 seeds (best seed")
-    assert "by validation accuracy)" in g and "beats relu" in g
+    assert "by validation accuracy)" in g and "is better than relu" in g
     assert r.startswith("relu: ") and "winner gelu" in r
 
 
@@ -69,7 +69,7 @@ def test_a_lower_is_better_metric_reads_in_its_own_units_and_direction():
                         higher_is_better=False)
     assert wording.metric_note(s) == "test loss, lower is better"
     (verdict, winner) = wording.verdicts(s)
-    assert verdict.startswith("gelu beats relu by -0.0325 test loss (95% CI -0.0369 to -0.0281")
+    assert verdict.startswith("gelu is better than relu by -0.0325 test loss (95% CI -0.0369 to -0.0281")
     assert winner.startswith("Winner: gelu (0.2808 mean test loss over 6 seeds)")
     text = tables.format_table(s)
     header = text.splitlines()[0].split()
@@ -78,7 +78,7 @@ def test_a_lower_is_better_metric_reads_in_its_own_units_and_direction():
     assert "Metric: test loss, lower is better." in text
     assert "(best seed 0 by validation loss)" in wording.comparison_sentence(s, "gelu")
     header, rows = tables.comparison_rows(s)
-    assert header[:3] == ["vs relu", "seeds", "Δ loss"]
+    assert header[:3] == ["vs relu", "pairs", "Δ loss"]
     assert rows[0][2] == "-0.0325"
 
 

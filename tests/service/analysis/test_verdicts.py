@@ -1,0 +1,202 @@
+"""Three-way verdicts, seed plans and failure counts (issue 18), against
+statsmodels, scipy and simulation: never against the code under test."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as st
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
+from statsmodels.stats.weightstats import ttost_paired
+
+from kg_service.analysis import comparisons
+from kg_service.analysis import planning
+from kg_service.analysis import stats
+from kg_service.analysis import tables
+from kg_service.analysis import wording
+from kg_service.results import MemberResult
+from tests.service.analysis.members import member
+from tests.service.analysis.members import sweep
+
+RNG = np.random.default_rng(18)
+
+
+# --- TOST and the intervals that decide. --------------------------------------------
+
+
+@pytest.mark.parametrize("shift, margin", [(0.0, 0.3), (0.1, 0.3), (0.25, 0.2), (-0.05, 0.1)])
+def test_tost_p_matches_statsmodels_ttost_paired(shift, margin):
+    x = RNG.normal(0.0, 0.2, 7)
+    y = x - shift + RNG.normal(0.0, 0.1, 7)
+    p, _, _ = ttost_paired(x, y, -margin, margin)
+    assert stats.tost_p(x - y, margin) == pytest.approx(float(p), rel=1e-10)
+
+
+def test_tost_rejects_exactly_when_the_one_minus_two_alpha_interval_is_inside_the_margin():
+    for _ in range(300):
+        d = RNG.normal(RNG.uniform(-0.3, 0.3), RNG.uniform(0.05, 0.5), RNG.integers(3, 12))
+        low, high = stats.t_interval(d, 0.90)
+        assert (stats.tost_p(d, 0.3) < 0.05) == (-0.3 < low and high < 0.3)
+
+
+def test_holm_levels_reject_exactly_what_statsmodels_holm_rejects():
+    for _ in range(25):  # statsmodels' multipletests takes ~20 ms a call
+        p = RNG.uniform(0, 0.08, RNG.integers(1, 8))
+        reject, _, _, _ = multipletests(p, alpha=0.05, method="holm")
+        levels = stats.holm_levels(p, 0.05)
+        assert [bool(pi < li) for pi, li in zip(p, levels)] == [bool(r) for r in reject]
+
+
+def test_a_verdict_and_its_interval_never_disagree():
+    """Better/worse iff the deciding interval excludes 0 on that side;
+    equivalent iff it lies inside the margin (random families of 1-6)."""
+    for _ in range(150):
+        m = int(RNG.integers(1, 7))
+        tests = [stats.paired_test(RNG.normal(RNG.uniform(-0.02, 0.02), 0.01,
+                                              RNG.integers(3, 10)))
+                 for _ in range(m)]
+        for t, v in zip(tests, stats.decide(tests, margin=0.01)):
+            low, high = v.interval
+            if v.outcome == stats.BETTER:
+                assert low > 0
+            elif v.outcome == stats.WORSE:
+                assert high < 0
+            elif v.outcome == stats.EQUIVALENT:
+                assert -0.01 < low and high < 0.01
+            else:
+                assert v.outcome == stats.INCONCLUSIVE
+                assert not (-0.01 < low and high < 0.01)
+                sup_low, sup_high = v.superiority
+                assert sup_low <= 0 <= sup_high
+
+
+def test_lower_is_better_metric_calls_a_negative_difference_better():
+    t = stats.paired_test([-0.03, -0.035, -0.031, -0.029, -0.033])
+    (v,) = stats.decide([t], margin=0.01, higher_is_better=False)
+    assert v.outcome == stats.BETTER and v.interval[1] < 0
+
+
+def test_constant_differences_are_decided_by_exact_wilcoxon_with_no_interval():
+    # Six equal differences: the exact Wilcoxon p is 2/2^6 (a difference),
+    # and each one-sided test of TOST 1/2^6 (inside the margin): a real
+    # difference too small to matter.
+    (v,) = stats.decide([stats.paired_test([0.001] * 6)], margin=0.003)
+    assert v.outcome == stats.BETTER and v.within_margin
+    assert v.p_equivalence == pytest.approx(
+        st.wilcoxon(np.full(6, 0.004), alternative="greater").pvalue)
+    assert all(math.isnan(x) for x in v.interval)
+    (v,) = stats.decide([stats.paired_test([0.0025] * 6)], margin=None)
+    assert v.outcome == stats.BETTER and math.isnan(v.interval[0])
+
+
+# --- d_z's interval and Wilcoxon's floor. --------------------------------------------
+
+
+def test_dz_interval_covers_the_true_effect_95_percent_of_the_time():
+    n, delta, reps = 8, 0.8, 400
+    hits = 0
+    for _ in range(reps):
+        low, high = stats.dz_interval(RNG.normal(delta, 1.0, n), 0.95)
+        hits += low <= delta <= high
+    # Binomial sd at 0.95 over 400: 1.1 pp; 3.5 sd either side.
+    assert 0.91 <= hits / reps <= 0.99
+
+
+def test_wilcoxon_floor_is_where_scipy_first_reaches_alpha():
+    for alpha in (0.05, 0.01, 0.1):
+        reachable = [n for n in range(2, 12)
+                     if st.wilcoxon(np.arange(1.0, n + 1)).pvalue < alpha]
+        assert stats.wilcoxon_floor(alpha) == reachable[0]
+
+
+def test_wilcoxon_is_not_shown_below_its_floor_and_the_report_says_why():
+    t = stats.paired_test([0.01, 0.02, 0.03, 0.04, 0.05])
+    assert wording.statistic_text("p_wilcoxon", t, 0.05) == "n/a (n<6)"
+    assert "below n=6" in wording.wilcoxon_floor_note(0.05)
+    assert "not Holm-adjusted" in wording.wilcoxon_floor_note(0.05)
+
+
+# --- Seed plans. -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("d_z", [0.2, 0.5, 0.8, 1.5, -0.4])
+def test_superiority_seeds_match_statsmodels_ttestpower(d_z):
+    n = TTestPower().solve_power(abs(d_z), alpha=0.05, power=0.8, alternative="two-sided")
+    assert planning.superiority_seeds(d_z, 0.05, 0.8) == max(2, math.ceil(n))
+    assert planning.t_power(12, d_z, 0.05) == pytest.approx(
+        TTestPower().power(abs(d_z), 12, 0.05), abs=1e-9)
+
+
+@pytest.mark.parametrize("n, mean, sd, margin", [(8, 0.0, 1.0, 1.0), (15, 0.002, 0.004, 0.003),
+                                                 (30, -0.1, 0.5, 0.35)])
+def test_tost_power_matches_a_simulation(n, mean, sd, margin):
+    reps = 40_000
+    d = RNG.normal(mean, sd, (reps, n))
+    m, se = d.mean(1), d.std(1, ddof=1) / math.sqrt(n)
+    c = st.t.ppf(0.95, n - 1)
+    simulated = np.mean((m - c * se > -margin) & (m + c * se < margin))
+    # Monte Carlo sd at most 0.0025.
+    assert planning.tost_power(n, mean, sd, margin, 0.05) == pytest.approx(simulated, abs=0.01)
+
+
+def test_superiority_plan_reaches_its_power_in_simulation_and_one_fewer_does_not():
+    d_z = 0.9
+    n = planning.superiority_seeds(d_z, 0.05, 0.8)
+    reps = 40_000
+
+    def rejected(k):
+        d = RNG.normal(d_z, 1.0, (reps, k))
+        t = d.mean(1) / (d.std(1, ddof=1) / math.sqrt(k))
+        return np.mean(np.abs(t) > st.t.ppf(0.975, k - 1))
+
+    assert rejected(n) >= 0.8 - 0.01 and rejected(n - 1) < 0.8 + 0.01
+
+
+def test_equivalence_cannot_be_planned_when_the_mean_is_outside_the_margin():
+    assert planning.equivalence_seeds(0.004, 0.002, 0.003) is None
+    p = planning.plan([0.001, 0.002, -0.001, 0.0, 0.003], margin=0.003, family=3)
+    assert p.alpha == pytest.approx(0.05 / 3) and p.decide == min(p.superiority, p.equivalence)
+
+
+# --- Summaries: verdicts, plans and failures reach the words. -----------------------
+
+
+def _diverged(activation, seed):
+    h = {"loss": [math.nan], "accuracy": [0.5], "val_loss": [math.nan], "val_accuracy": [0.5]}
+    return MemberResult(activation, seed, h, math.nan, math.nan, None, failure="loss nan",
+                        failed_epoch=1)
+
+
+def test_diverged_members_are_counted_compared_and_left_out_of_the_pairs():
+    relu = [0.950, 0.9425, 0.955, 0.9475, 0.960, 0.945]
+    gelu = [0.9575, 0.950, 0.9575, 0.955]
+    results = sweep({"relu": relu, "gelu": gelu}) + [_diverged("gelu", 4), _diverged("gelu", 5)]
+    s = comparisons.summarize(results, "relu", margin=0.003)
+    gelu_summary, c = s.activation("gelu"), s.comparison("gelu")
+    assert (gelu_summary.n, gelu_summary.failed, gelu_summary.attempted) == (4, 2, 6)
+    assert c.paired.n == 4
+    # Fisher's exact test of 2/6 vs 0/6, by the hypergeometric distribution:
+    # tables as or less likely than the observed one, both tails.
+    h = st.hypergeom(12, 2, 6)
+    p_ref = sum(h.pmf(k) for k in range(3) if h.pmf(k) <= h.pmf(2) + 1e-12)
+    assert c.failures_p == pytest.approx(p_ref)
+    text = "\n".join([wording.comparison_verdict(s, c), *wording.failure_lines(s)])
+    assert "4 pairs (2 diverged members left out)" in text
+    assert "gelu 2/6 diverged, relu 0/6" in text
+    assert "failed" in tables.table_rows(s)[0]
+
+
+def test_inconclusive_never_reads_as_no_difference_and_comes_with_a_seed_plan():
+    relu = [0.950, 0.9425, 0.955, 0.9475, 0.960]
+    gelu = [0.9525, 0.9425, 0.9500, 0.9500, 0.9625]
+    s = comparisons.summarize(sweep({"relu": relu, "gelu": gelu}), "relu", margin=0.003)
+    c = s.comparison("gelu")
+    assert c.verdict.outcome == stats.INCONCLUSIVE
+    text = tables.format_table(s)
+    assert "no difference" not in text.replace("no difference is shown", "")
+    assert "no significant difference" not in text
+    (line,) = wording.plan_lines(s)
+    assert line.startswith("to decide gelu vs relu within ±0.30 pp: ~")
+    assert line.endswith("this sweep had 5")
+    assert f"~{c.plan.decide} seeds" in line
