@@ -520,9 +520,11 @@ def _look_decision(looks, activation, test):
         last = test.looks[-1] if test.looks else None
         if last is None:
             return f"{activation} vs {looks.baseline}: inconclusive (no paired seeds)"
+        tost = (f"; TOST p{p_equals(last.p_tost)} > {format_level(last.equivalence_alpha)}"
+                if looks.margin is not None else "")
         return (f"{activation} vs {looks.baseline}: inconclusive after "
                 f"{seeds_text(last.n, 'paired seed')} (p{p_equals(last.p_value)} > "
-                f"{format_level(last.nominal_alpha)})")
+                f"{format_level(last.nominal_alpha)}{tost})")
     look = test.looks[-1]
     sign = 1.0 if looks.higher_is_better else -1.0
     diff = s.diff(sign * look.mean_diff)
