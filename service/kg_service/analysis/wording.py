@@ -508,10 +508,11 @@ DECISIONS = {"better": "better", "worse": "worse", "equivalent": "equivalent", "
 
 
 def format_level(level):
-    """A look's nominal alpha: "0.0046", "<0.0001", "0 (spends nothing)"."""
-    if level == 0.0:
-        return "0 (spends nothing)"
-    return "<0.0001" if level < 1e-4 else f"{level:.4f}"
+    """A look's nominal alpha, or a p compared with one: "0.0046",
+    "2.3e-05" (a level that small is shown, not rounded to 0)."""
+    if level is None or math.isnan(level):
+        return "n/a"
+    return f"{level:.2g}" if level < 1e-3 else f"{level:.4f}"
 
 
 def _look_decision(looks, activation, test):
@@ -520,19 +521,19 @@ def _look_decision(looks, activation, test):
         last = test.looks[-1] if test.looks else None
         if last is None:
             return f"{activation} vs {looks.baseline}: inconclusive (no paired seeds)"
-        tost = (f"; TOST p{p_equals(last.p_tost)} > {format_level(last.equivalence_alpha)}"
-                if looks.margin is not None else "")
+        tost = (f"; TOST p={format_level(last.p_tost)} > "
+                f"{format_level(last.equivalence_alpha)}" if looks.margin is not None else "")
         return (f"{activation} vs {looks.baseline}: inconclusive after "
-                f"{seeds_text(last.n, 'paired seed')} (p{p_equals(last.p_value)} > "
+                f"{seeds_text(last.n, 'paired seed')} (p={format_level(last.p_value)} > "
                 f"{format_level(last.nominal_alpha)}{tost})")
     look = test.looks[-1]
     sign = 1.0 if looks.higher_is_better else -1.0
     diff = s.diff(sign * look.mean_diff)
     if test.decision == "equivalent":
-        why = (f"TOST p{p_equals(look.p_tost)} <= {format_level(look.equivalence_alpha)} "
+        why = (f"TOST p={format_level(look.p_tost)} <= {format_level(look.equivalence_alpha)} "
                f"within ±{s.number(looks.margin)}{' pp' if s.kind.percent else ''}")
     else:
-        why = f"p{p_equals(look.p_value)} <= {format_level(look.nominal_alpha)}"
+        why = f"p={format_level(look.p_value)} <= {format_level(look.nominal_alpha)}"
     return (f"{activation} vs {looks.baseline}: {DECISIONS[test.decision]} at look "
             f"{look.index + 1} ({seeds_text(look.n)}; {diff} {s.label}, {why})")
 
