@@ -179,6 +179,12 @@ def smoke(config):
     >>> smoke(Config(seeds=(3, 4, 5))).seeds
     (3, 4)
     """
+    schedule = sequential(config)
+    if schedule:  # two looks of SMOKE_SEEDS: the sequential loop runs once
+        small = dataclasses.replace(
+            schedule, start=SMOKE_SEEDS, step=SMOKE_SEEDS, max=2 * SMOKE_SEEDS
+        )
+        return dataclasses.replace(smoke(with_seeds(config, SMOKE_SEEDS)), seeds=small)
     d_model = min(config.model.d_model, SMOKE_WIDTH)
     data = dataclasses.replace(
         config.data,
@@ -203,17 +209,10 @@ def smoke(config):
     if "experiment" not in [field for field, _, _ in template_fields(template)]:
         template += "-smoke"
     registry = dataclasses.replace(config.registry, model_name=template)
-    schedule = sequential(config)
-    if schedule:  # two looks of SMOKE_SEEDS: the sequential loop runs once
-        seeds = dataclasses.replace(
-            schedule, start=SMOKE_SEEDS, step=SMOKE_SEEDS, max=2 * SMOKE_SEEDS
-        )
-    else:
-        seeds = tuple(config.seeds[:SMOKE_SEEDS])
     return dataclasses.replace(
         config,
         experiment=f"{config.experiment}-smoke",
-        seeds=seeds,
+        seeds=tuple(config.seeds[:SMOKE_SEEDS]),
         data=data,
         model=model,
         training=training,
