@@ -573,3 +573,4 @@ def summary_json(summary):
             "verdicts": list(verdicts(summary)),
             "seed_plans": list(plan_lines(summary)),
             "failures": list(failure_lines(summary)), **d}
+
