@@ -28,6 +28,7 @@ from scipy import stats as st
 
 from kg_service.analysis import sequential
 from kg_service.analysis import spending as spending_lib
+from kg_service.analysis import wording
 
 ALPHA = 0.05
 LOOKS = tuple(range(4, 41, 4))  # seeds: {start: 4, step: 4, max: 40}
@@ -235,3 +236,45 @@ def test_with_a_margin_and_no_difference_most_sweeps_stop_as_equivalent():
     decision, used = _simulate(0.0, "obrien_fleming", margin=0.5)
     assert np.mean(decision == sequential.EQUIVALENT) > 0.7
     assert used.mean() < LOOKS[-1]
+
+
+# --- A sweep's looks, and their words. ---------------------------------------
+
+
+def _values(means, sd=0.001, seeds=8, seed=4):
+    rng = np.random.default_rng(seed)
+    return {(a, s): m + rng.normal(0.0, sd) for a, m in means.items() for s in range(seeds)}
+
+
+def test_a_sweeps_looks_orient_a_lower_is_better_metric_and_split_alpha():
+    # test_loss: gelu's loss is lower, so gelu is better; two comparisons
+    # share alpha (Bonferroni).
+    values = _values({"relu": 0.30, "gelu": 0.25, "swish": 0.30})
+    looks = sequential.compare_looks(
+        values, "relu", (4, 8), 8, metric="test_loss", higher_is_better=False,
+        spending="pocock", margin=0.01,
+    )
+    assert looks.alpha == pytest.approx(ALPHA / 2) and looks.decided
+    decisions = {a: t.decision for a, t in looks.comparisons}
+    assert decisions == {"gelu": sequential.BETTER, "swish": sequential.EQUIVALENT}
+    lines = wording.sequential_lines(looks)
+    assert lines[0].startswith("Sequential seeds: 2 looks, 8 of at most 8 seeds; Pocock-type")
+    assert "0.05 over 2 comparisons, 0.025 each (Bonferroni)" in lines[0]
+    assert lines[1].startswith("Nominal alpha per look (two-sided paired t; each TOST side): 1: 4 seeds")
+    gelu = next(line for line in lines if line.startswith("gelu vs relu"))
+    assert "better at look 1 (4 seeds; -0.05" in gelu and "test loss" in gelu  # raw sign
+    summary = sequential.looks_summary(looks)
+    assert summary["comparisons"]["gelu"]["decision"] == "better"
+    assert summary["nominal_alpha_per_look"] == list(looks.design.nominal_alpha)
+    assert sequential.looks_metrics(looks)["sequential.looks"] == 2
+
+
+def test_an_undecided_comparison_is_inconclusive_in_words_and_numbers():
+    values = _values({"relu": 0.9, "gelu": 0.9}, sd=0.02, seeds=4)
+    looks = sequential.compare_looks(values, "relu", (4,), 40)
+    assert not looks.decided
+    assert sequential.looks_summary(looks)["comparisons"]["gelu"]["decision"] == "inconclusive"
+    assert sequential.looks_metrics(looks)["sequential.gelu.decided_at_look"] == 0
+    line = wording.look_line(looks, 8)
+    assert line.startswith("Look 1 at 4 seeds: gelu vs relu: inconclusive after 4 paired seeds")
+    assert line.endswith("Training seeds 4..7.")
