@@ -1,7 +1,9 @@
 """What a run of a config would do, in words: the lines `--dry-run` prints."""
 
 from kg_service.config import catalog
+from kg_service.config.derived import look_counts
 from kg_service.config.derived import registered_model_name
+from kg_service.config.derived import sequential
 from kg_service.config.derived import tracking_uri_and_origin
 from kg_service.config.excerpts import show
 from kg_service.config.schema import DEFAULT_MARGINS
@@ -18,6 +20,34 @@ def _seeds_text(seeds):
     if seeds == tuple(range(len(seeds))) and len(seeds) > 2:
         return f"0..{len(seeds) - 1}"
     return ", ".join(str(s) for s in seeds)
+
+
+_SPENDING = {
+    "obrien_fleming": "O'Brien-Fleming-type alpha spending",
+    "pocock": "Pocock-type alpha spending",
+}
+
+
+def _seed_rows(config, n_act):
+    """The plan's seeds and members rows; a sequential sweep's batches."""
+    schedule = sequential(config)
+    if schedule is None:
+        n_seeds = len(config.seeds)
+        return [
+            ("seeds", f"{_seeds_text(config.seeds)} ({n_seeds} seeds)"),
+            ("members", f"{n_act} activations x {n_seeds} seeds = {n_act * n_seeds} "
+                        "training runs"),
+        ]
+    looks = look_counts(schedule)
+    shown = ", ".join(str(n) for n in looks[:4]) + (f", ..., {looks[-1]}" if len(looks) > 4 else "")
+    first, most = schedule.start, schedule.max
+    return [
+        ("seeds", f"{first} seeds, then +{schedule.step} until decided, at most {most} "
+                  f"(sequential: {len(looks)} looks at {shown} seeds, "
+                  f"{_SPENDING[schedule.spending]})"),
+        ("members", f"{n_act} activations x {first}..{most} seeds = {n_act * first}.."
+                    f"{n_act * most} training runs"),
+    ]
 
 
 def _distribution_text(device):
@@ -111,7 +141,7 @@ def _plan(config, rows, environ):
     activations = ", ".join(
         a + (" (baseline)" if a == config.baseline else "") for a in config.activations
     )
-    n_act, n_seeds = len(config.activations), len(config.seeds)
+    n_act = len(config.activations)
     uri, origin = tracking_uri_and_origin(config, environ)
     device = config.device
     precision = device.mixed_precision or "float32"
@@ -129,8 +159,7 @@ def _plan(config, rows, environ):
         export = "off"
     rows = rows + [
         ("activations", activations),
-        ("seeds", f"{_seeds_text(config.seeds)} ({n_seeds} seeds)"),
-        ("members", f"{n_act} activations x {n_seeds} seeds = {n_act * n_seeds} training runs"),
+        *_seed_rows(config, n_act),
         ("device", f"{device.type}, {precision}, XLA {'on' if device.xla else 'off'}"
                    + _distribution_text(device)),
         ("tracking", f"{uri} ({origin}), {_retry_text(config.tracking.retry_seconds)}"),

@@ -67,7 +67,9 @@ class SweepProgress:
         fields = dict(activation=event["activation"], epoch=epoch, score=score)
         if self._task is None:
             self._task = self._bar.add_task("", total=event["members_total"] * epochs, **fields)
-        self._bar.update(self._task, completed=done, **fields)
+        # total again: a sequential sweep's next look has more members.
+        total = event["members_total"] * epochs
+        self._bar.update(self._task, total=total, completed=done, **fields)
         if self.live:
             self._bar.start()  # again after a stage closed it
             return

@@ -67,6 +67,10 @@ def print_sweep(echo, outcome):
     echo("")
     echo(tables.format_table(summary))
     echo("")
+    if compared.looks is not None:
+        for line in wording.sequential_lines(compared.looks):
+            echo(line)
+        echo("")
     if compared.failed:
         echo("Failed members (left out of the statistics):")
         for member in compared.failed:

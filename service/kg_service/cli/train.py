@@ -44,6 +44,7 @@ from kg_service.config.derived import smoke as smoke_sizes
 from kg_service.config.loading import load_config
 from kg_service.errors import ServiceError
 from kg_service.errors import SweepInterrupted
+from kg_service.sweep import looks
 from kg_service.sweep import shards
 
 
@@ -147,6 +148,7 @@ def main(
         config = _apply_flags(config, tracking_uri=tracking_uri, output_dir=output_dir)
         if smoke:
             config = smoke_sizes(config)
+        looks.check_supported(config, shard)
         if dry_run:
             click.echo(describe_plan(config))
             if shard is not None:

@@ -9,6 +9,7 @@ import os
 
 from kg_service.config import catalog
 from kg_service.config.schema import GENERATED_FEATURES
+from kg_service.config.schema import SequentialSeeds
 from kg_service.config.schema import split_sizes
 from kg_service.config.schema import template_fields
 from kg_service.errors import ServiceError
@@ -18,8 +19,50 @@ DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 
 def grid(config):
     """Every (activation, seed) member of a sweep: activation-major, in
-    config order, seeds in config order within each."""
+    config order, seeds in config order within each. A sequential sweep
+    has a grid per look: `with_seeds(config, n)`'s."""
+    if sequential(config):
+        raise ServiceError(
+            "a sweep with sequential seeds ({start, step, max}) has no fixed grid; "
+            "its looks do (kg_service.config.derived.with_seeds)."
+        )
     return [(a, s) for a in config.activations for s in config.seeds]
+
+
+# --- Sequential seeds: `seeds: {start, step, max}`. --------------------------
+
+
+def sequential(config):
+    """The sweep's `SequentialSeeds`, or None for a fixed list of seeds."""
+    return config.seeds if isinstance(config.seeds, SequentialSeeds) else None
+
+
+def look_counts(schedule):
+    """The seeds trained by each look: start, start + step, ..., max.
+
+    >>> look_counts(SequentialSeeds(start=4, step=4, max=14))
+    (4, 8, 12, 14)
+    """
+    return tuple(range(schedule.start, schedule.max, schedule.step)) + (schedule.max,)
+
+
+def with_seeds(config, n):
+    """`config` at seeds 0..n-1: the config of a sequential sweep's look
+    (its members, grid and report are those of a sweep of n seeds)."""
+    return dataclasses.replace(config, seeds=tuple(range(n)))
+
+
+def seed_budget(config):
+    """The most seeds a sweep trains: its seeds, or a sequential one's max."""
+    schedule = sequential(config)
+    return schedule.max if schedule else len(config.seeds)
+
+
+def seeds_at_once(config):
+    """The most seeds of one activation trained (and evaluated) at once:
+    all of them, or a sequential sweep's largest batch."""
+    schedule = sequential(config)
+    return max(schedule.start, schedule.step) if schedule else len(config.seeds)
 
 
 def registered_model_name(config, activation):
@@ -42,7 +85,7 @@ def memory_estimate(config):
     """
     data, model, training = config.data, config.model, config.training
     task = catalog.task(data.dataset)
-    members = len(config.seeds)
+    members = seeds_at_once(config)
     widest = sorted(tuple(model.hidden_units) + (model.d_model,))[-2:]
     if not task.sample_splits:
         steps = training.steps_per_epoch or max(
@@ -136,6 +179,12 @@ def smoke(config):
     >>> smoke(Config(seeds=(3, 4, 5))).seeds
     (3, 4)
     """
+    schedule = sequential(config)
+    if schedule:  # two looks of SMOKE_SEEDS: the sequential loop runs once
+        small = dataclasses.replace(
+            schedule, start=SMOKE_SEEDS, step=SMOKE_SEEDS, max=2 * SMOKE_SEEDS
+        )
+        return dataclasses.replace(smoke(with_seeds(config, SMOKE_SEEDS)), seeds=small)
     d_model = min(config.model.d_model, SMOKE_WIDTH)
     data = dataclasses.replace(
         config.data,

@@ -18,6 +18,7 @@ from kg_service.config.excerpts import kind_of
 from kg_service.config.excerpts import path_text
 from kg_service.config.excerpts import show
 from kg_service.config.problems import Problems
+from kg_service.config.problems import mapping_form
 from kg_service.config.problems import setting_schema
 from kg_service.config.problems import unknown_key
 from kg_service.config.problems import without_null
@@ -139,7 +140,7 @@ def _apply_overrides(raw, overrides, check):
 def _setting_or_problem(path):
     """Returns (the JSON schema of the setting at a key path, None) or (None, problem)."""
     for i, part in enumerate(path):
-        section = setting_schema(path[:i])
+        section = mapping_form(setting_schema(path[:i]))
         if "properties" not in section:
             return None, (
                 f"{path_text(path[:i])} is a single setting, not a section; "

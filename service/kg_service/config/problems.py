@@ -16,6 +16,7 @@ from kg_service.config.excerpts import quoted
 from kg_service.config.excerpts import show
 from kg_service.config.schema import FLOAT_TEXT
 from kg_service.config.schema import SCHEMA
+from kg_service.config.schema import SEEDS_FORMS
 from kg_service.config.yaml_file import Mapping
 from kg_service.errors import ServiceError
 
@@ -33,12 +34,29 @@ def setting_schema(path):
     schema = node = json_schema()
     for part in path:
         if isinstance(part, int):
-            node = without_null(node)[0]["items"]  # an optional list's item
+            node = without_null(list_form(node))[0]["items"]  # an optional list's item
         else:
-            node = node["properties"][part]
+            node = mapping_form(node)["properties"][part]
         if "$ref" in node:
             node = schema["$defs"][node["$ref"].rsplit("/", 1)[-1]]
     return node
+
+
+def list_form(setting):
+    """A setting's list form (`seeds` may also be a mapping), else itself."""
+    options = [o for o in setting.get("oneOf", ()) if o.get("type") == "array"]
+    return options[0] if options else setting
+
+
+def mapping_form(setting):
+    """A setting's mapping form: itself, or of a setting written in several
+    forms (`seeds`: a count, a list or a mapping), its mapping's schema."""
+    for option in setting.get("oneOf", ()):
+        if "$ref" in option:
+            return json_schema()["$defs"][option["$ref"].rsplit("/", 1)[-1]]
+        if "properties" in option:
+            return option
+    return setting
 
 
 def without_null(setting):
@@ -50,7 +68,7 @@ def without_null(setting):
 
 
 def unknown_key(key, path):
-    keys = list(setting_schema(path)["properties"])
+    keys = list(mapping_form(setting_schema(path))["properties"])
     under = f"under {path_text(path)}" if path else "at the top level"
     return f"unknown key.{catalog.closest(key, keys)} Valid keys {under}: {', '.join(keys)}."
 
@@ -79,10 +97,16 @@ _TYPES = {
 _RANGES = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
 
 
+def key_path(loc):
+    """pydantic's error location as a key path: without the tags that
+    tell a setting's forms apart (`schema.SEEDS_FORMS`)."""
+    return tuple(part for part in loc if part not in SEEDS_FORMS)
+
+
 def problem(error):
     """(key path, message) for one of pydantic's `ValidationError.errors()`."""
     kind, ctx = error["type"], error.get("ctx") or {}
-    path = tuple(error["loc"]) + tuple(ctx.get("at", ()))
+    path = key_path(error["loc"]) + tuple(ctx.get("at", ()))
     given = error["input"]  # as the user wrote it, before any conversion
     if ctx.get("at") and isinstance(given, list):
         given = given[ctx["at"][0]]  # the item of a list at fault
@@ -154,9 +178,9 @@ class Problems:
     def add_errors(self, error):
         """Adds a pydantic `ValidationError`'s errors, the most specific of each
         path (an item's error, not its list's "too short" that follows)."""
-        locs = [tuple(e["loc"]) for e in error.errors()]
+        locs = [key_path(e["loc"]) for e in error.errors()]
         for e in error.errors():
-            loc = tuple(e["loc"])
+            loc = key_path(e["loc"])
             if not any(len(other) > len(loc) and other[: len(loc)] == loc for other in locs):
                 self.add(*problem(e))
 

@@ -27,11 +27,14 @@ from typing import Any
 from typing import Literal
 from typing import Optional
 from typing import TypeVar
+from typing import Union
 
 import pydantic
 from pydantic import AfterValidator
 from pydantic import BeforeValidator
+from pydantic import Discriminator
 from pydantic import Field
+from pydantic import Tag
 from pydantic import Strict
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
@@ -315,6 +318,7 @@ _Seeds = Annotated[
     AfterValidator(_distinct),
     BeforeValidator(_seed_count),
 ]
+
 _DeviceNames = Annotated[
     tuple[_Text, ...],
     Field(min_length=1, description='a non-empty list of device names, e.g. ["/gpu:0", "/gpu:1"]'),
@@ -325,6 +329,52 @@ _Section = Annotated[_S, BeforeValidator(_defaults_if_null)]
 
 # Unknown keys are errors; NaN and infinity are not numbers a setting takes.
 _STRICT = pydantic.ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _schedule_fits(schedule):
+    if schedule.max < schedule.start:
+        _fail(at=("max",), message=(
+            f"{schedule.max} is below seeds.start {schedule.start}; expected "
+            "max >= start (the most seeds the sweep may take, its first batch included)."
+        ))
+    return schedule
+
+
+@dataclasses.dataclass(frozen=True)
+class SequentialSeeds:
+    """`seeds: {start, step, max}`: seeds 0..start-1 first, then `step` more
+    at a time until every comparison is decided (group-sequential, alpha
+    spent by `spending`; kg_service.analysis.sequential) or `max` seeds
+    are trained."""
+
+    __pydantic_config__ = _STRICT
+    start: _integer(ge=2, most=MAX_SEEDS) = 4  # the first batch: a t-test needs 2
+    step: _integer(ge=1, most=MAX_SEEDS) = 4  # seeds added per look
+    max: _integer(ge=2, most=MAX_SEEDS) = 40  # the budget; the last look may add fewer
+    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
+
+
+# The form of `seeds`, told apart before validation so that a problem is
+# reported against the form the user wrote (the tags never reach a message).
+SEEDS_FORMS = ("sequential seeds", "seed list")
+
+
+def _seeds_form(value):
+    return SEEDS_FORMS[0] if isinstance(value, (dict, SequentialSeeds)) else SEEDS_FORMS[1]
+
+
+_SeedsSetting = Annotated[
+    Union[
+        Annotated[Annotated[SequentialSeeds, AfterValidator(_schedule_fits)], Tag(SEEDS_FORMS[0])],
+        Annotated[_Seeds, Tag(SEEDS_FORMS[1])],
+    ],
+    Discriminator(_seeds_form),
+    Field(
+        description="a count n >= 1 (meaning seeds 0..n-1) or a list of distinct "
+        "non-negative integers, or a mapping {start, step, max} of sequential seeds",
+    ),
+]
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -533,7 +583,10 @@ class Config:
     # What every other activation is compared with; when absent: "relu" if
     # it is among the activations, else the first activation.
     baseline: Annotated[_Activation, AfterValidator(_in_activations)] = "relu"
-    seeds: _Seeds = (0, 1, 2, 3, 4)  # YAML: a list, or a count n -> 0..n-1
+    # YAML: a list, a count n -> 0..n-1, or {start, step, max}: sequential
+    # seeds (SequentialSeeds; kg_service.config.derived.with_seeds gives
+    # the config of the seeds a look has trained).
+    seeds: _SeedsSetting = (0, 1, 2, 3, 4)
     output_dir: _Text = "kg-output"  # report, plots, resolved config
     # Sweeps tagged with one study name are analysed as one family by
     # `kg report --study NAME` (docs/studies.md); null: a sweep on its own.

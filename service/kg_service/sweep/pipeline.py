@@ -28,11 +28,13 @@ import time
 from typing import Any
 from typing import Optional
 
+from kg_service.config import derived
 from kg_service.config import loading
 from kg_service.errors import ResumeRefused
 from kg_service.errors import ServiceError
 from kg_service.errors import StoreUnavailable
 from kg_service.errors import SweepInterrupted
+from kg_service.sweep import looks as looks_lib
 from kg_service.sweep import resume as resume_lib
 from kg_service.sweep import shards
 from kg_service.sweep import stages
@@ -123,6 +125,7 @@ def run(config, *, claimant, progress=None, echo=print, store=None, resume=None)
     """
     started = time.monotonic()
     progress = progress or _NoProgress()
+    looks_lib.check_supported(config)
     role = process_role(config, resume)
     if not role.chief:
         return run_worker(config, role)
@@ -143,11 +146,18 @@ def run(config, *, claimant, progress=None, echo=print, store=None, resume=None)
             )
             if not resume:
                 pre.store.log_dict(sweep_run_id, dict(pre.resolved), "config.json")
-            trained = stages.train(config, pre, sweep_run_id, progress, logged)
+            looks = None
+            if derived.sequential(config):
+                looked = looks_lib.train_in_looks(
+                    config, pre, sweep_run_id, progress, logged, echo
+                )
+                config, trained, looks = looked.config, looked.trained, looked.looks
+            else:
+                trained = stages.train(config, pre, sweep_run_id, progress, logged)
             # Never refused here (one process, a sweep not finished yet);
             # recorded so that a rebuilt report cannot register it again.
             pre.store.claim(sweep_run_id, REGISTRAR, resume_lib.registrar_token(claimant))
-            compared, registered = stages.conclude(config, pre, trained, progress)
+            compared, registered = stages.conclude(config, pre, trained, progress, looks)
             progress.close()
     except KeyboardInterrupt:
         progress.close()
@@ -245,11 +255,11 @@ def run_worker(config, role):
 
 
 def sweep_params(config, pre):
-    """The params of a sweep's parent run."""
-    return {**pre.params, "activations": list(config.activations), "seeds": list(config.seeds)}
+    """The params of a sweep's parent run (sequential seeds: the mapping)."""
+    return {**pre.params, "activations": list(config.activations), "seeds": pre.resolved["seeds"]}
 
 
-def finish(config, pre, trained, progress):
+def finish(config, pre, trained, progress, looks=None):
     """Compares, exports and registers a sweep whose members are all in
     the store (`resume.stored_members`), and marks its parent run FINISHED
     (FAILED on an error). The caller holds the sweep's `REGISTRAR` claim.
@@ -260,7 +270,7 @@ def finish(config, pre, trained, progress):
     with pre.store.sweep_run(
         config.experiment, {}, {}, resume=trained.tracked.sweep_run_id
     ):
-        return stages.conclude(config, pre, trained, progress)
+        return stages.conclude(config, pre, trained, progress, looks)
 
 
 # --- A sharded sweep: one job's share, and the job that completes it. --------
@@ -299,6 +309,7 @@ def run_shard(config, shard, sweep_id=None, *, claimant, progress=None, echo=pri
     """
     started = time.monotonic()
     progress = progress or _NoProgress()
+    looks_lib.check_supported(config, shard)
     sweep_id = sweep_id or shards.sweep_id(config)
     pre = preflight(config, store)
     total = len(config.activations) * len(config.seeds)
@@ -413,14 +424,16 @@ def report_sweep(
     pre = dataclasses.replace(preflight(config, store), resolved=ran)
     if register and REGISTRAR in store.sweep_info(sweep_run_id)[1]:
         resume_lib.refuse_registration(store, sweep_run_id)
+    config, replay = looks_lib.stored_seeds(config, pre, sweep_run_id)
     trained = resume_lib.stored_members(config, pre, sweep_run_id)
+    looks = replay(trained) if replay else None
     registered = stages.Registered(models=())
     if register:
         if not store.claim(sweep_run_id, REGISTRAR, resume_lib.registrar_token(claimant)):
             resume_lib.refuse_registration(store, sweep_run_id)
-        compared, registered = finish(config, pre, trained, progress)
+        compared, registered = finish(config, pre, trained, progress, looks)
     else:
-        compared = stages.compare(config, pre, trained)
+        compared = stages.compare(config, pre, trained, looks)
     progress.close()
     return concluded(config, pre, compared, registered, started)
 

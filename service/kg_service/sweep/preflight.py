@@ -89,7 +89,10 @@ def preflight(config, store=None, resume=None):
     params = flatten(
         {k: v for k, v in resolved.items() if k not in ("activations", "seeds")}
     )
-    done, spooled = previous_members(config, store, resume, params)
+    # A sequential sweep resumed with another schedule would change its
+    # design between looks: its seeds are checked with the settings.
+    checked = {**params, "seeds": resolved["seeds"]} if derived.sequential(config) else params
+    done, spooled = previous_members(config, store, resume, checked)
     if config.registry.enabled and config.export.enabled:
         check_export_folders(config, store, names.values())
     return Preflight(
@@ -187,7 +190,7 @@ def check_memory(config, available=None):
     gib = 2**30
     raise ServiceError(
         f"this config needs about {needed / gib:,.1f} GiB of memory (data.n_samples "
-        f"{config.data.n_samples:,}, {len(config.seeds)} seeds evaluated at once, "
+        f"{config.data.n_samples:,}, {derived.seeds_at_once(config)} seeds evaluated at once, "
         f"training.batch_size {config.training.batch_size:,}), but this machine has "
         f"{available / gib:,.1f} GiB available. Lower data.n_samples, the seeds or the "
         f"batch size (--set data.n_samples=...), or run it on a larger machine."

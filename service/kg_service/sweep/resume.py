@@ -11,6 +11,7 @@ import os
 import socket
 import uuid
 
+from kg_service.config import derived
 from kg_service.config import schema as config_lib
 from kg_service.errors import Kept
 from kg_service.errors import RegisteredAlready
@@ -128,7 +129,7 @@ def kept(config, sweep_run_id, held, run_state):
     where = spool.folder(config.output_dir, sweep_run_id)
     return Kept(
         held=held,
-        total=len(config.activations) * len(config.seeds),
+        total=len(config.activations) * derived.seed_budget(config),
         run_state=run_state,
         spooled=spool.count(where),
         spool_dir=str(where),

@@ -40,6 +40,8 @@ class Compared:
     report_paths: tuple
     champions: Mapping[str, Any]  # activation -> its selected MemberResult
     failed: tuple  # MemberResults that diverged, listed, never averaged
+    # A sequential sweep's looks (kg_service.analysis.sequential.SweepLooks).
+    looks: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,10 +132,11 @@ def track(pre, results, progress, run_ids, logged=None):
             logged[key] = run_ids[key]
 
 
-def compare(config, pre, trained):
+def compare(config, pre, trained, looks=None):
     """Statistics over seeds on the task's metric, the report files, and
     each activation's champion (by the task's selection metric). Writes
-    nothing to the tracking store (`record` does)."""
+    nothing to the tracking store (`record` does). A sequential sweep's
+    `looks` go into the report and summary.json too."""
     # scipy, matplotlib: after pre-flight's cheap checks.
     from kg_service.analysis import comparisons
     from kg_service.analysis import report
@@ -175,6 +178,10 @@ def compare(config, pre, trained):
         failed=failed,
         resolved=pre.resolved,
     )
+    if looks is not None:
+        from kg_service.analysis import sequential_report  # scipy: as above
+
+        sequential_report.add_looks(report_paths[0], report_paths[1], looks)
     champions = {
         s.activation: best_member(summary, ok, s.activation)
         for s in summary.activations
@@ -184,6 +191,7 @@ def compare(config, pre, trained):
         report_paths=tuple(report_paths),
         champions=champions,
         failed=failed,
+        looks=looks,
     )
 
 
@@ -191,12 +199,15 @@ def record(pre, compared):
     """The summary's metrics, the winner and the report on the sweep's run."""
     from kg_service.analysis import plain  # scipy: after pre-flight's checks
 
-    pre.store.log_summary(
-        plain.flat_metrics(compared.summary),
-        {"winner": compared.summary.winner.activation,
-         **plain.verdict_tags(compared.summary)},
-        compared.report_paths,
-    )
+    metrics = plain.flat_metrics(compared.summary)
+    tags = {"winner": compared.summary.winner.activation, **plain.verdict_tags(compared.summary)}
+    if compared.looks is not None:
+        from kg_service.analysis import sequential
+        from kg_service.analysis import sequential_report
+
+        metrics = {**metrics, **sequential.looks_metrics(compared.looks)}
+        tags = {**tags, **sequential_report.looks_tags(compared.looks)}
+    pre.store.log_summary(metrics, tags, compared.report_paths)
 
 
 def export(config, pre, compared, progress, sweep_run_id=""):
@@ -317,9 +328,10 @@ def registry_description(summary, activation, member, config, dataset):
     )
 
 
-def conclude(config, pre, trained, progress):
-    """compare -> record -> export -> register; returns `(Compared, Registered)`."""
-    compared = compare(config, pre, trained)
+def conclude(config, pre, trained, progress, looks=None):
+    """compare -> record -> export -> register; returns `(Compared, Registered)`.
+    `looks`: a sequential sweep's (`compare`)."""
+    compared = compare(config, pre, trained, looks)
     record(pre, compared)
     exported = export(config, pre, compared, progress, trained.tracked.sweep_run_id)
     registered = register(config, pre, compared, trained.tracked, exported, progress)

@@ -123,9 +123,9 @@ def test_sigterm_stops_marks_killed_keeps_members_and_resume_finishes(
     process = kg_train_process(tmp_path, *args)
     _run_until(process, marker)
     process.send_signal(signal.SIGTERM)
-    stopped = time.monotonic()
-    _, stderr = process.communicate(timeout=60)
-    assert time.monotonic() - stopped < 15
+    # No timing assertion (a loaded machine takes its time): the timeout
+    # only keeps a hung process from hanging the suite.
+    _, stderr = process.communicate(timeout=300)
     assert process.returncode == 130, stderr[-3000:]
     match = re.search(r"--resume (\w+)", stderr)
     assert match, stderr[-3000:]

@@ -1,0 +1,156 @@
+"""A sequential sweep (`seeds: {start, step, max}`): seeds in batches, a
+look after each, until every comparison is decided or `max` seeds are
+trained.
+
+Each batch is more members of the same sweep: the same parent run, and
+each activation's new seeds trained together as one stacked model, by
+the same `stages.train` at `derived.with_seeds(config, n)`, which trains
+only the members the store does not hold yet. So a look adds members
+exactly as a resumed sweep does, and the sweep that ends is an ordinary
+sweep of the seeds it used: compared, reported, exported and registered
+as one (`stages.conclude`), with the looks beside it.
+
+The looks are a function of the members alone (the statistics of
+`kg_service.analysis.sequential` are deterministic): a resumed sequential
+sweep replays the looks whose members the store holds, without training,
+and carries on from the last finished one; a look cut short trains only
+its missing members.
+
+Sharded sequential sweeps are refused (`check_supported`): shard jobs do
+not talk to each other, so none knows when a look's batch is complete,
+and a job that finished its slice would have to wait, polling the store,
+for the others before the next look could be decided. A multi-worker
+sweep is refused too: its workers train the seeds the config names,
+without reading the store, so they cannot follow the looks.
+"""
+
+import dataclasses
+from typing import Any
+
+from kg_service.config import derived
+from kg_service.errors import ServiceError
+from kg_service.sweep import stages
+
+
+@dataclasses.dataclass(frozen=True)
+class Looked:
+    """A sequential sweep's training, done: where its looks stopped."""
+
+    config: Any  # the config at the seeds used (`derived.with_seeds`)
+    trained: stages.Trained  # every member of those seeds
+    looks: Any  # kg_service.analysis.sequential.SweepLooks
+
+
+def check_supported(config, shard=None):
+    """Raises a ServiceError for sequential seeds where they cannot run:
+    with `shard` (a sharded sweep), or a multi-worker distribution."""
+    if not derived.sequential(config):
+        return
+    if shard is not None:
+        raise ServiceError(
+            f"seeds is sequential ({{start, step, max}}), and a sharded sweep cannot "
+            f"run it: the shard jobs do not talk to each other, so none knows when a "
+            f"look's batch of seeds is complete. Run it as one job (without "
+            f"--shard/--sweep-id), or give seeds as a count or a list "
+            f"(--set seeds={config.seeds.max})."
+        )
+    if config.device.distribution == "multi_worker":
+        raise ServiceError(
+            "seeds is sequential ({start, step, max}), and device.distribution: "
+            "multi_worker cannot run it: the workers train the seeds the config "
+            "names without reading the tracking store, so they cannot follow the "
+            "looks. Use device.distribution mirrored or none, or give seeds as a "
+            f"count or a list (--set seeds={config.seeds.max})."
+        )
+
+
+def train_in_looks(config, pre, sweep_run_id, progress, logged, echo):
+    """Trains a sequential sweep's batches until its looks decide.
+
+    Args:
+        config: a config with sequential seeds.
+        pre, sweep_run_id, progress, logged: as for `stages.train`.
+        echo: prints the line of each look.
+
+    Returns:
+        A `Looked`.
+    """
+    from kg_service.analysis import wording  # scipy: after pre-flight's checks
+
+    counts = derived.look_counts(derived.sequential(config))
+    for k, n in enumerate(counts):
+        now = derived.with_seeds(config, n)
+        trained = stages.train(now, pre, sweep_run_id, progress, logged)
+        pre = dataclasses.replace(pre, done=held(pre, trained), spooled={})
+        looks = look(now, pre, trained, counts[: k + 1], config.seeds)
+        last = looks.decided or k == len(counts) - 1
+        echo(wording.look_line(looks, None if last else counts[k + 1]))
+        if last:
+            return Looked(config=now, trained=trained, looks=looks)
+    raise AssertionError("a sequential sweep has at least one look")
+
+
+def held(pre, trained):
+    """Every member in the store after a look: (activation, seed) ->
+    (run id, MemberResult), so that the next look trains only new seeds.
+    Members logged from the spool count too, whatever look they are of."""
+    results = {
+        **{key: result for key, (_, result) in pre.done.items()},
+        **pre.spooled,
+        **{(r.activation, r.seed): r for r in trained.results},
+    }
+    run_ids = trained.tracked.run_ids
+    return {key: (run_ids[key], result) for key, result in results.items() if key in run_ids}
+
+
+def look(config, pre, trained, counts, schedule):
+    """The `SweepLooks` of the looks at `counts`, from `trained`'s members
+    (a diverged member is left out, as in the comparison), at the config's
+    `analysis.alpha` and `analysis.margin` for the compared metric."""
+    from kg_service.analysis import sequential  # scipy: after pre-flight's checks
+
+    metric = pre.task.compared
+    values = {
+        (r.activation, r.seed): float(getattr(r, metric.name))
+        for r in trained.results
+        if r.ok
+    }
+    return sequential.compare_looks(
+        values, config.baseline, counts, schedule.max, metric=metric.name,
+        higher_is_better=metric.higher_is_better, alpha=config.analysis.alpha,
+        spending=schedule.spending, margin=config.analysis.margin_for(metric.name),
+    )
+
+
+def replay(config, pre, trained, used):
+    """The looks of a sequential sweep that trained seeds 0..used-1, from
+    its members (what `kg report` rebuilds): its looks up to `used`,
+    stopped at the first that decided every comparison."""
+    schedule = derived.sequential(config)
+    counts = [n for n in derived.look_counts(schedule) if n <= used] or [used]
+    for k in range(len(counts)):
+        looks = look(config, pre, trained, counts[: k + 1], schedule)
+        if looks.decided:
+            break
+    return looks
+
+
+def stored_seeds(config, pre, sweep_run_id):
+    """`(config, replay)` of a stored sweep: a sequential one's config at
+    the seeds it trained (those every activation holds, 0..n-1), and a
+    callable that replays its looks from its `Trained` members; for any
+    other sweep, `(config, None)`."""
+    if not derived.sequential(config):
+        return config, None
+    held = pre.store.member_keys(sweep_run_id)  # keys only: no model loaded twice
+    used = 0
+    while all((a, used) in held for a in config.activations):
+        used += 1
+    if used < 2:
+        raise ServiceError(
+            f"sweep run {sweep_run_id} (sequential seeds) holds {used} seed(s) of every "
+            "activation; its first look needs 2. Resume it first."
+        )
+    return derived.with_seeds(config, used), (
+        lambda trained: replay(config, pre, trained, used)
+    )
