@@ -2,15 +2,18 @@
 
 Words only, built from `kg_service.analysis.wording`'s formats and
 verdicts: the terminal table `kg-train` prints (`format_table`), the
-report's tables (`table_rows`, `comparison_rows`, `per_seed_rows`,
-`member_rows`) with their captions, and `kg models`' registry table.
+report's tables (`table_rows`, `comparison_rows`, `pair_rows` for all
+pairs and contrasts, `per_seed_rows`, `member_rows`) with their captions,
+`kg plan`'s table (`plan_rows`) and `kg models`' registry table.
 `text_table` and `markdown_table` lay out any header + rows.
 """
 
 import math
 
+from kg_service.analysis import planning
 from kg_service.analysis import stats
 from kg_service.analysis import wording
+from kg_service.config.schema import DEFAULT_MARGINS
 
 
 def table_rows(summary):
@@ -147,7 +150,7 @@ def pair_rows(summary, family):
               else f"{s.interval(lo, hi, ' to ', True)} ({v.confidence:.1%})".replace(
                   ".0%", "%"))
         name = pc.name if len(pc.plus) == 1 and len(pc.minus) == 1 else (
-            f"{pc.name}: {wording._group(pc.plus)} − {wording._group(pc.minus)}")
+            f"{pc.name}: {wording.group_text(pc.plus)} − {wording.group_text(pc.minus)}")
         rows.append([name, str(t.n), s.diff_number(t.mean_diff), wording.format_p(t.p_value),
                      wording.format_p(v.p_holm), wording.OUTCOME_WORDS[v.outcome], ci,
                      wording.format_p(v.p_equivalence_holm)])
@@ -175,9 +178,6 @@ def plan_rows(summary, *, margin=None, power=None, alpha=None):
     difference, to show equivalence, and to decide either way. Returns
     (header, rows, a note saying the margin, power and alpha used).
     """
-    from kg_service.analysis import planning
-    from kg_service.config.schema import DEFAULT_MARGINS
-
     metric = summary["metric"]
     s = wording.shown(metric)
     short = stats.Metric(metric).short

@@ -306,13 +306,14 @@ def comparison_verdict(summary, c):
                         summary.holm)
 
 
-def _group(names):
+def group_text(names):
+    """'gelu', or 'mean(geglu, swiglu)' for a contrast's side."""
     return names[0] if len(names) == 1 else f"mean({', '.join(names)})"
 
 
 def pair_verdict(summary, pc, family):
     """One line for a `comparisons.PairComparison` (a pair, or a contrast)."""
-    left, right = _group(pc.plus), _group(pc.minus)
+    left, right = group_text(pc.plus), group_text(pc.minus)
     text = verdict_text(summary, left, right, pc.paired, pc.verdict, 0, family > 1)
     return text if pc.name == f"{left} vs {right}" else f"{pc.name}: {text}"
 
