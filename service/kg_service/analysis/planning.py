@@ -31,6 +31,8 @@ import numpy as np
 from scipy import integrate as _integrate
 from scipy import stats as _st
 
+from kg_service.analysis import stats
+
 MAX_SEEDS = 100_000  # beyond: "not with any seed budget"
 
 
@@ -139,7 +141,7 @@ def plan(diffs, *, margin=None, alpha=0.05, power=0.8, family=1):
     """
     d = np.asarray(diffs, dtype=float)
     n = int(d.size)
-    if n < 2:
+    if n < 2 or stats.constant(d):  # float round-off is not a spread to plan with
         return plan_from(math.nan, math.nan, n, margin=margin, alpha=alpha, power=power,
                          family=family)
     return plan_from(float(np.mean(d)), float(np.std(d, ddof=1)), n, margin=margin,

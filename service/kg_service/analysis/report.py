@@ -113,7 +113,7 @@ def render_markdown(
     lines += _language_model_tables(summary, results)
     lines += ["", tables.results_caption(summary), "", "## Verdicts", ""]
     lines += [f"- {v}" for v in wording.verdicts(summary)]
-    plans = wording.plan_lines(summary)
+    plans = wording.plan_lines(summary, undecided_only=False)
     if plans:
         lines += ["", f"Seed plan (power {summary.power:g}; each count at alpha divided by "
                   "the comparisons, Holm's strictest step):", ""]

@@ -467,11 +467,13 @@ def _outcome(c, summary):
     return OUTCOME_WORDS[c.verdict.outcome]
 
 
-def plan_lines(summary):
-    """The seed plan of each comparison a sweep has not decided yet."""
+def plan_lines(summary, undecided_only=True):
+    """The seed plan of each comparison the sweep has not decided yet (the
+    terminal's), or of every comparison (the report's)."""
     return tuple(plan_line(summary, c) for c in summary.comparisons
                  if c.plan is not None and c.verdict is not None
-                 and c.verdict.outcome in (stats.INCONCLUSIVE, stats.UNTESTED))
+                 and (not undecided_only
+                      or c.verdict.outcome in (stats.INCONCLUSIVE, stats.UNTESTED)))
 
 
 def failure_lines(summary):

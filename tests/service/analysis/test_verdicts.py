@@ -269,3 +269,10 @@ def test_all_pairs_and_contrasts_are_paired_t_tests_holm_over_their_family():
     assert c.paired.p_value == pytest.approx(ref.pvalue) and c.verdict.outcome == stats.BETTER
     (line,) = wording.contrast_lines(s)
     assert line.startswith("gated: geglu is better than mean(relu, gelu) by +")
+
+
+def test_constant_differences_cannot_be_planned_even_with_float_round_off():
+    # 0.9325 - 0.93 and 0.94 - 0.9375 differ in the 17th digit, not in fact.
+    d = [0.9325 - 0.93, 0.94 - 0.9375, 0.9525 - 0.95]
+    p = planning.plan(d, margin=0.003)
+    assert p.superiority is None and p.equivalence is None and p.decide is None
