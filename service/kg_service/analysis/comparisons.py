@@ -164,6 +164,9 @@ class Summary:
     # activation -> P(it has the best mean) over bootstrap resamples of seeds.
     rank_first: dict = dataclasses.field(default_factory=dict)
     pairs: tuple = ()  # PairComparison: every pair of activations, Holm over all
+    # Activations every member of which diverged: activation -> (members,
+    # Fisher exact p of that failure rate against the baseline's).
+    failed_only: dict = dataclasses.field(default_factory=dict)
     contrasts: tuple = ()  # PairComparison: the declared contrasts, Holm over them
 
     def activation(self, name):
@@ -242,6 +245,13 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
     alpha = round(1.0 - confidence, 12)  # 0.05, not 0.050000000000000044
 
     failures = {a: sum(r.activation == a for r in diverged) for a in order}
+    base_total = len(by_act[baseline]) + failures[baseline]
+    failed_only = {}
+    for r in diverged:
+        if r.activation not in by_act and r.activation not in failed_only:
+            k = sum(d.activation == r.activation for d in diverged)
+            failed_only[r.activation] = (
+                k, stats.failure_p(k, k, failures[baseline], base_total))
     activations = tuple(
         dataclasses.replace(
             _summarize_one(a, by_act[a], primary, secondary, select_by, confidence),
@@ -264,7 +274,7 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
         comparisons=comparisons, winner=winner, holm=use_holm,
         margin=math.nan if margin is None else float(margin), power=power,
         rank_first=resampling.rank_first(table, primary.higher_is_better),
-        pairs=pairs, contrasts=declared,
+        pairs=pairs, contrasts=declared, failed_only=failed_only,
     )
 
 

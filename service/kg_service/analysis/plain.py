@@ -123,6 +123,8 @@ def summary_to_dict(summary):
         "activations": {a.activation: activation(a) for a in summary.activations},
         "comparisons": {c.activation: comparison(c) for c in summary.comparisons},
         "rank_first": summary.rank_first,
+        "failed_only": {a: {"failed": k, "failures_p": p}
+                        for a, (k, p) in summary.failed_only.items()},
         "pairs": family(summary.pairs),
         "contrasts": family(summary.contrasts),
         "winner": {

@@ -254,8 +254,14 @@ def paired_notes(test):
 
 
 def summary_notes(summary):
-    return tuple(f"{a.activation} has {a.n} seed: no spread or interval"
-                 for a in summary.activations if a.n < 2)
+    notes = [f"{a.activation} has {a.n} seed: no spread or interval"
+             for a in summary.activations if a.n < 2]
+    base = summary.activation(summary.baseline)
+    for name, (k, p) in summary.failed_only.items():
+        notes.append(f"{name}: all {k} members diverged, so it has no {shown(summary.metric.name).label} "
+                     f"to compare; failure rate {k}/{k} vs {base.activation} "
+                     f"{base.failed}/{base.attempted} (Fisher exact p{p_equals(p)}, unadjusted)")
+    return tuple(notes)
 
 
 def all_notes(summary):
