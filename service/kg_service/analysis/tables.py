@@ -337,13 +337,13 @@ def format_table(summary):
     out = text_table(header, rows, left)
     out.append("")
     out += [f"- {v}" for v in wording.verdicts(summary)]
+    out += [f"- {line}" for line in wording.contrast_lines(summary)]
     out.append(f"Metric: {wording.metric_note(summary)}.")
     foot = (f"epochs to thr: median epoch val accuracy first reached the threshold "
             f"(seeds that reached it / seeds). " if threshold else "") + f"* p < {summary.alpha:g}"
     if summary.holm:
         foot += f", Holm-adjusted over {len(summary.comparisons)} comparisons"
     out.append(foot + ".")
-    out += [f"- {line}" for line in wording.contrast_lines(summary)]
     out += [f"Seed plan: {line}." for line in wording.plan_lines(summary)]
     out += [f"Failures: {line}." for line in wording.failure_lines(summary)]
     for who, note in wording.all_notes(summary):
