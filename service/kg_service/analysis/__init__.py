@@ -1,7 +1,10 @@
 """What a sweep's results say: numbers, then words, then the report.
 
 Numbers (pure; numpy and scipy):
-    stats         one function per statistic (estimate, paired test, Holm)
+    stats         one function per statistic (estimate, paired test, Holm,
+                  TOST, d_z interval, Fisher) and `decide`, the verdicts
+    planning      the seeds that would decide a comparison (power)
+    resampling    bootstrap interval, P(improvement), ASO, P(best)
     comparisons   a sweep's members compared by seed: `summarize` -> Summary
     plain         a Summary as plain data (summary.json's numbers, metrics)
 Words:

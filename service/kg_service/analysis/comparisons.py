@@ -56,6 +56,7 @@ from typing import Optional
 import numpy as np
 
 from kg_service.analysis import planning
+from kg_service.analysis import resampling
 from kg_service.analysis import stats
 from kg_service.errors import ServiceError
 
@@ -109,6 +110,23 @@ class Comparison:
     verdict: Optional[stats.Verdict] = None  # better/worse/equivalent/inconclusive
     plan: Optional[planning.SeedPlan] = None  # the seeds that would decide it
     failures_p: float = math.nan  # Fisher exact: failure rate vs the baseline's
+    # Few-run statistics (`resampling`): the percentile bootstrap interval of
+    # the mean paired difference, P(a run beats a baseline run), and almost
+    # stochastic order's epsilon_min (< 0.5: better as a distribution).
+    bootstrap: tuple = (math.nan, math.nan)
+    p_improvement: float = math.nan
+    aso: float = math.nan
+
+
+@dataclasses.dataclass(frozen=True)
+class PairComparison:
+    """Two activations (or a declared contrast) compared, paired by seed."""
+
+    name: str  # "gelu vs relu", or the contrast's name
+    plus: tuple  # activations averaged on the left
+    minus: tuple  # ... and on the right
+    paired: stats.PairedTest  # mean(plus) - mean(minus), seed by seed
+    verdict: stats.Verdict  # Holm over its family (all pairs, or the contrasts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +161,13 @@ class Summary:
     holm: bool  # Holm adjustment applied (more than one comparison)
     margin: float = math.nan  # equivalence margin of the compared metric; NaN: none
     power: float = 0.8  # what the seed plans aim for
+    # activation -> P(it has the best mean) over bootstrap resamples of seeds.
+    rank_first: dict = dataclasses.field(default_factory=dict)
+    pairs: tuple = ()  # PairComparison: every pair of activations, Holm over all
+    # Activations every member of which diverged: activation -> (members,
+    # Fisher exact p of that failure rate against the baseline's).
+    failed_only: dict = dataclasses.field(default_factory=dict)
+    contrasts: tuple = ()  # PairComparison: the declared contrasts, Holm over them
 
     def activation(self, name):
         for a in self.activations:
@@ -161,7 +186,8 @@ class Summary:
 
 
 def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True,
-              confidence=0.95, secondary=None, select_by=None, margin=None, power=0.8):
+              confidence=0.95, secondary=None, select_by=None, margin=None, power=0.8,
+              contrasts=()):
     """Summarizes a sweep and compares every activation with the baseline.
 
     Args:
@@ -183,6 +209,9 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
         margin: the equivalence margin in the compared metric's units
             (`AnalysisConfig.margin_for`); None: no equivalence verdicts.
         power: the power each comparison's seed plan aims for.
+        contrasts: declared contrasts, each with `name`, `plus` and `minus`
+            (activation names; `AnalysisConfig.contrasts`): mean of plus
+            minus mean of minus, paired over the seeds they all have.
 
     Members that diverged (`MemberResult.ok` false) are counted as
     failures of their activation and left out of every metric statistic.
@@ -216,6 +245,13 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
     alpha = round(1.0 - confidence, 12)  # 0.05, not 0.050000000000000044
 
     failures = {a: sum(r.activation == a for r in diverged) for a in order}
+    base_total = len(by_act[baseline]) + failures[baseline]
+    failed_only = {}
+    for r in diverged:
+        if r.activation not in by_act and r.activation not in failed_only:
+            k = sum(d.activation == r.activation for d in diverged)
+            failed_only[r.activation] = (
+                k, stats.failure_p(k, k, failures[baseline], base_total))
     activations = tuple(
         dataclasses.replace(
             _summarize_one(a, by_act[a], primary, secondary, select_by, confidence),
@@ -224,6 +260,11 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
     )
     comparisons = _compare(by_act, order, primary, secondary, alpha, confidence)
     comparisons = _decide(comparisons, activations, primary, alpha, margin, power)
+    comparisons = _few_runs(comparisons, by_act, primary, alpha)
+    table = {a: {s: getattr(r, primary.name) for s, r in by_act[a].items()
+                 if math.isfinite(getattr(r, primary.name))} for a in order}
+    pairs = _all_pairs(table, order, primary, alpha, margin, confidence)
+    declared = _contrasts(table, contrasts, primary, alpha, margin, confidence)
     use_holm = len(comparisons) > 1
     winner = _winner(activations, comparisons, by_act, baseline, primary, secondary,
                      alpha, confidence)
@@ -232,7 +273,58 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
         confidence=confidence, alpha=alpha, activations=activations,
         comparisons=comparisons, winner=winner, holm=use_holm,
         margin=math.nan if margin is None else float(margin), power=power,
+        rank_first=resampling.rank_first(table, primary.higher_is_better),
+        pairs=pairs, contrasts=declared, failed_only=failed_only,
     )
+
+
+def _few_runs(comparisons, by_act, primary, alpha):
+    """Each comparison with its bootstrap interval, P(improvement) and ASO."""
+    out = []
+    for c in comparisons:
+        x = [getattr(r, primary.name) for r in by_act[c.activation].values()]
+        y = [getattr(r, primary.name) for r in by_act[c.baseline].values()]
+        x, y = [v for v in x if math.isfinite(v)], [v for v in y if math.isfinite(v)]
+        out.append(dataclasses.replace(
+            c,
+            bootstrap=resampling.bootstrap_interval(c.paired.diffs, 1.0 - alpha),
+            p_improvement=resampling.probability_of_improvement(
+                x, y, primary.higher_is_better),
+            aso=resampling.aso_epsilon(x, y, 1.0 - alpha, comparisons=len(comparisons),
+                                       higher_is_better=primary.higher_is_better),
+        ))
+    return tuple(out)
+
+
+def _group_test(table, plus, minus, metric, confidence):
+    """mean(plus) - mean(minus), paired over the seeds every one of them has."""
+    seeds = sorted(set.intersection(*(set(table[a]) for a in (*plus, *minus))))
+    diffs = [float(np.mean([table[a][s] for a in plus]) - np.mean([table[a][s] for a in minus]))
+             for s in seeds]
+    return stats.paired_test(diffs, metric, seeds, confidence)
+
+
+def _family(named, primary, alpha, margin):
+    verdicts = stats.decide([t for _, _, _, t in named], alpha=alpha, margin=margin,
+                            higher_is_better=primary.higher_is_better)
+    return tuple(PairComparison(name=name, plus=plus, minus=minus, paired=t, verdict=v)
+                 for (name, plus, minus, t), v in zip(named, verdicts))
+
+
+def _all_pairs(table, order, primary, alpha, margin, confidence):
+    """Every pair of activations, in config order, Holm over all of them."""
+    named = [(f"{a} vs {b}", (a,), (b,), _group_test(table, (a,), (b,), primary.name,
+                                                      confidence))
+             for i, b in enumerate(order) for a in order[i + 1:]]
+    return _family(named, primary, alpha, margin)
+
+
+def _contrasts(table, contrasts, primary, alpha, margin, confidence):
+    """The declared contrasts whose activations all have results."""
+    named = [(c.name, tuple(c.plus), tuple(c.minus),
+              _group_test(table, c.plus, c.minus, primary.name, confidence))
+             for c in contrasts if all(a in table for a in (*c.plus, *c.minus))]
+    return _family(named, primary, alpha, margin)
 
 
 def _decide(comparisons, activations, primary, alpha, margin, power):

@@ -59,8 +59,11 @@ def plan_to_dict(plan):
 
 def verdict_tags(summary):
     """Tags for the sweep's run: "verdict.<activation>" -> "better" etc."""
-    return {f"verdict.{c.activation}": c.verdict.outcome
+    tags = {f"verdict.{c.activation}": c.verdict.outcome
             for c in summary.comparisons if c.verdict is not None}
+    tags.update({f"verdict.contrast.{pc.name}": pc.verdict.outcome
+                 for pc in summary.contrasts})
+    return tags
 
 
 def summary_to_dict(summary):
@@ -98,7 +101,14 @@ def summary_to_dict(summary):
             "verdict_numbers": verdict_to_dict(c.verdict),
             "seed_plan": plan_to_dict(c.plan),
             "failures_p": c.failures_p,
+            "bootstrap_ci": c.bootstrap, "p_improvement": c.p_improvement,
+            "aso_epsilon_min": c.aso,
         }
+
+    def family(pcs):
+        return {pc.name: {"plus": pc.plus, "minus": pc.minus,
+                          summary.metric.short: paired_to_dict(pc.paired),
+                          "verdict_numbers": verdict_to_dict(pc.verdict)} for pc in pcs}
 
     w = summary.winner
     d = {
@@ -112,6 +122,11 @@ def summary_to_dict(summary):
         "power": summary.power,
         "activations": {a.activation: activation(a) for a in summary.activations},
         "comparisons": {c.activation: comparison(c) for c in summary.comparisons},
+        "rank_first": summary.rank_first,
+        "failed_only": {a: {"failed": k, "failures_p": p}
+                        for a, (k, p) in summary.failed_only.items()},
+        "pairs": family(summary.pairs),
+        "contrasts": family(summary.contrasts),
         "winner": {
             "activation": w.activation, f"mean_{summary.metric.name}": w.mean,
             "runner_up": w.runner_up,
@@ -161,6 +176,15 @@ def flat_metrics(summary):
             out[f"{k}.{short}_decision_low"], out[f"{k}.{short}_decision_high"] = v.interval
         if c.plan is not None and c.plan.decide is not None:
             out[f"{k}.seeds_to_decide"] = c.plan.decide
+        out[f"{k}.{short}_bootstrap_low"], out[f"{k}.{short}_bootstrap_high"] = c.bootstrap
+        out[f"{k}.p_improvement"] = c.p_improvement
+        out[f"{k}.aso_epsilon_min"] = c.aso
+    for a, p in summary.rank_first.items():
+        out[f"{a}.p_best"] = p
+    for pc in summary.contrasts:
+        k = f"contrast.{pc.name}"
+        out[f"{k}.{summary.metric.short}_mean_diff"] = pc.paired.mean_diff
+        out[f"{k}.p_holm"] = pc.verdict.p_holm
     return {k: float(v) for k, v in out.items() if math.isfinite(float(v))}
 
 

@@ -31,6 +31,8 @@ import numpy as np
 from scipy import integrate as _integrate
 from scipy import stats as _st
 
+from kg_service.analysis import stats
+
 MAX_SEEDS = 100_000  # beyond: "not with any seed budget"
 
 
@@ -139,12 +141,21 @@ def plan(diffs, *, margin=None, alpha=0.05, power=0.8, family=1):
     """
     d = np.asarray(diffs, dtype=float)
     n = int(d.size)
+    if n < 2 or stats.constant(d):  # float round-off is not a spread to plan with
+        return plan_from(math.nan, math.nan, n, margin=margin, alpha=alpha, power=power,
+                         family=family)
+    return plan_from(float(np.mean(d)), float(np.std(d, ddof=1)), n, margin=margin,
+                     alpha=alpha, power=power, family=family)
+
+
+def plan_from(mean, sd, n, *, margin=None, alpha=0.05, power=0.8, family=1):
+    """`plan` from the differences' mean, sd (ddof=1) and count: what a
+    stored summary.json keeps of each comparison."""
     margin = math.nan if margin is None else float(margin)
     level = alpha / max(1, family)
-    if n < 2 or float(np.std(d, ddof=1)) == 0.0:
+    if n < 2 or not (sd > 0):  # NaN or a constant difference: nothing to plan with
         return SeedPlan(n=n, superiority=None, equivalence=None, alpha=level, power=power,
                         margin=margin)
-    mean, sd = float(np.mean(d)), float(np.std(d, ddof=1))
     return SeedPlan(
         n=n,
         superiority=superiority_seeds(mean / sd, level, power),

@@ -113,7 +113,7 @@ def render_markdown(
     lines += _language_model_tables(summary, results)
     lines += ["", tables.results_caption(summary), "", "## Verdicts", ""]
     lines += [f"- {v}" for v in wording.verdicts(summary)]
-    plans = wording.plan_lines(summary)
+    plans = wording.plan_lines(summary, undecided_only=False)
     if plans:
         lines += ["", f"Seed plan (power {summary.power:g}; each count at alpha divided by "
                   "the comparisons, Holm's strictest step):", ""]
@@ -324,7 +324,18 @@ def _comparison_details(summary):
         return []
     note = tables.secondary_note(summary)
     intro = f"Paired comparisons in detail ({note}):" if note else "Paired comparisons in detail:"
-    return ["", intro, ""] + tables.markdown_table(*tables.comparison_rows(summary))
+    lines = ["", intro, ""] + tables.markdown_table(*tables.comparison_rows(summary))
+    lines += ["", tables.few_runs_caption(summary)]
+    if summary.contrasts:
+        lines += ["", f"Declared contrasts (analysis.contrasts; mean of each group, paired "
+                  f"by seed; Holm over the {len(summary.contrasts)} contrasts):", ""]
+        lines += tables.markdown_table(*tables.pair_rows(summary, summary.contrasts))
+        lines += [""] + [f"- {line}" for line in wording.contrast_lines(summary)]
+    if len(summary.pairs) > 1:
+        lines += ["", f"All pairs (Holm over the {len(summary.pairs)} pairs, so a winner "
+                  "chosen after looking is still tested fairly):", ""]
+        lines += tables.markdown_table(*tables.pair_rows(summary, summary.pairs))
+    return lines
 
 
 def _per_seed_tables(summary, results):

@@ -207,6 +207,11 @@ def _constant(d):
     return bool(np.all(snapped == snapped[0]))
 
 
+def constant(d):
+    """Whether the differences `d` are all equal, on the tie grid (`_TIE_GRID`)."""
+    return _constant(d)
+
+
 def wilcoxon_p(d):
     """Two-sided Wilcoxon signed-rank p-value of paired differences `d`.
 

@@ -2,14 +2,18 @@
 
 Words only, built from `kg_service.analysis.wording`'s formats and
 verdicts: the terminal table `kg-train` prints (`format_table`), the
-report's tables (`table_rows`, `comparison_rows`, `per_seed_rows`,
-`member_rows`) with their captions, and `kg models`' registry table.
+report's tables (`table_rows`, `comparison_rows`, `pair_rows` for all
+pairs and contrasts, `per_seed_rows`, `member_rows`) with their captions,
+`kg plan`'s table (`plan_rows`) and `kg models`' registry table.
 `text_table` and `markdown_table` lay out any header + rows.
 """
 
 import math
 
+from kg_service.analysis import planning
+from kg_service.analysis import stats
 from kg_service.analysis import wording
+from kg_service.config.schema import DEFAULT_MARGINS
 
 
 def table_rows(summary):
@@ -22,6 +26,7 @@ def table_rows(summary):
                f"{summary.confidence:.0%} CI"] + [o.header for o in others]
               + [f"Δ {s.kind.abbrev} vs base", "p (Holm)" if summary.holm else "p"]
               + [col.header for _, col in stat_cols] + ["verdict"]
+              + (["P(best)"] if summary.rank_first else [])
               + (["failed"] if failures else [])
               + (["epochs to thr"] if wording.thresholded(summary) else []))
     rows = []
@@ -38,6 +43,8 @@ def table_rows(summary):
             row += [wording.statistic_text(name, c.paired, summary.alpha)
                     for name, _ in stat_cols]
             row.append(wording.OUTCOME_WORDS[c.verdict.outcome] if c.verdict else "")
+        if summary.rank_first:
+            row.append(f"{summary.rank_first.get(a.activation, math.nan):.2f}")
         if failures:
             row.append(f"{a.failed}/{a.attempted}")
         if not wording.thresholded(summary):
@@ -65,6 +72,10 @@ def results_caption(summary):
     for _, col in wording.columns(terminal_only=True):
         text += f" {col.header}: {col.meaning}."
     text += " " + verdict_caption(summary)
+    if summary.rank_first:
+        text += (" P(best): how often the activation has the best mean when the seeds are "
+                 "resampled (bootstrap, a seed's runs kept together): the uncertainty of "
+                 "the winner.")
     if any(a.failed for a in summary.activations):
         text += (" failed: members that diverged / members trained; they are left out of "
                  "the metric's statistics and compared with the baseline's by Fisher's "
@@ -98,7 +109,8 @@ def comparison_rows(summary):
     cols = wording.columns()
     header = (["vs " + summary.baseline, "pairs", f"Δ {s.kind.abbrev}{s.diff_unit}", conf,
                "paired t p"] + [col.header for _, col in cols]
-              + ["d_z CI", "verdict", "deciding CI", "TOST p", "seeds to decide"])
+              + ["d_z CI", "verdict", "deciding CI", "TOST p", "seeds to decide",
+                 f"bootstrap {conf}", "P(improve)", "ASO ε_min"])
     for m in summary.secondary:
         o = wording.shown(m.name)
         header += [f"Δ {o.kind.abbrev}{o.diff_unit}", f"{conf} ({o.kind.abbrev})",
@@ -111,12 +123,95 @@ def comparison_rows(summary):
         row += [wording.statistic_text(name, t, summary.alpha) for name, _ in cols]
         row += [f"{t.dz_low:.2f} to {t.dz_high:.2f}" if math.isfinite(t.dz_low) else "n/a"]
         row += _verdict_cells(summary, c)
+        row += [s.interval(*c.bootstrap, " to ", True), _number(c.p_improvement),
+                _number(c.aso)]
         for m in summary.secondary:
             o, u = wording.shown(m.name), c.secondary[m.name]
             row += [o.diff_number(u.mean_diff), o.interval(u.ci_low, u.ci_high, " to ", True),
                     wording.format_p(u.p_value)]
         rows.append(row)
     return header, rows
+
+
+def _number(x, digits=2):
+    return "n/a" if not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+def pair_rows(summary, family):
+    """A family of `PairComparison`s (all pairs, or the contrasts) as a table."""
+    s = wording.shown(summary.metric.name)
+    header = ["comparison", "pairs", f"Δ {s.kind.abbrev}{s.diff_unit}", "paired t p",
+              "Holm p", "verdict", "deciding CI", "TOST p (Holm)"]
+    rows = []
+    for pc in family:
+        t, v = pc.paired, pc.verdict
+        lo, hi = v.interval
+        ci = ("n/a" if not (math.isfinite(lo) and math.isfinite(hi))
+              else f"{s.interval(lo, hi, ' to ', True)} ({v.confidence:.1%})".replace(
+                  ".0%", "%"))
+        name = pc.name if len(pc.plus) == 1 and len(pc.minus) == 1 else (
+            f"{pc.name}: {wording.group_text(pc.plus)} − {wording.group_text(pc.minus)}")
+        rows.append([name, str(t.n), s.diff_number(t.mean_diff), wording.format_p(t.p_value),
+                     wording.format_p(v.p_holm), wording.OUTCOME_WORDS[v.outcome], ci,
+                     wording.format_p(v.p_equivalence_holm)])
+    return header, rows
+
+
+def few_runs_caption(summary):
+    conf = f"{summary.confidence:.0%}"
+    return (f"Bootstrap {conf} CI: percentile interval of the mean paired difference, "
+            "resampling the seeds (10,000 resamples, no normality assumed), beside the "
+            "t-interval. P(improve): the chance that a run of the activation beats a run "
+            "of the baseline (all pairs of runs; 0.5 = no edge). ASO ε_min: almost "
+            "stochastic order (Dror et al. 2019), below 0.5 the activation's scores are "
+            "almost stochastically better, the smaller the surer (1000 bootstrap "
+            "iterations, Bonferroni over the comparisons). d_z CI: noncentral t. The "
+            f"Wilcoxon p is shown from n={stats.wilcoxon_floor(summary.alpha)} pairs and "
+            "is not Holm-adjusted.")
+
+
+def plan_rows(summary, *, margin=None, power=None, alpha=None):
+    """`kg plan`'s table from a stored summary.json (plain data).
+
+    Each comparison with the baseline, then each declared contrast: its
+    pairs, mean difference, sd and d_z, and the seeds to show the
+    difference, to show equivalence, and to decide either way. Returns
+    (header, rows, a note saying the margin, power and alpha used).
+    """
+    metric = summary["metric"]
+    s = wording.shown(metric)
+    short = stats.Metric(metric).short
+    if margin is None:
+        margin = summary.get("margin") or DEFAULT_MARGINS.get(metric)
+    power = power or summary.get("power") or 0.8
+    alpha = alpha or summary.get("alpha") or 0.05
+    families = [("comparisons", lambda name, c: f"{name} vs {c['baseline']}"),
+                ("contrasts", lambda name, c: name)]
+    header = ["comparison", "pairs", f"Δ {s.kind.abbrev}{s.diff_unit}", "sd", "d_z",
+              "seeds: difference", "seeds: equivalence", "to decide", "had"]
+    rows = []
+    for key, label in families:
+        family = summary.get(key) or {}
+        for name, c in family.items():
+            t = c[short]
+            mean, sd, n = (math.nan if t[k] is None else t[k]
+                           for k in ("mean_diff", "std_diff", "n"))
+            p = planning.plan_from(mean, sd, int(n), margin=margin, alpha=alpha,
+                                   power=power, family=len(family))
+            rows.append([label(name, c), str(int(n)), s.diff_number(mean),
+                         "n/a" if not math.isfinite(sd) else s.number(sd),
+                         wording.format_d(mean / sd if sd and math.isfinite(sd) else math.nan),
+                         *("–" if x is None else f"~{x}"
+                           for x in (p.superiority, p.equivalence, p.decide)),
+                         str(int(n))])
+    shown_margin = "none" if not margin else "±" + s.diff(margin).lstrip("+")
+    note = (f"margin {shown_margin}, power {power:g}, alpha {alpha:g} divided by the "
+            "comparisons of each family (Holm's strictest step). difference: a paired t-test "
+            "at the observed d_z; equivalence: TOST, if the true difference is the observed "
+            "one; – : no count reaches the power (a mean outside the margin cannot be shown "
+            "equivalent; a zero or constant difference gives no d_z). A small pilot's d_z is "
+            "noisy: read these as orders of magnitude.")
+    return header, rows, note
 
 
 def _verdict_cells(summary, c):
@@ -242,6 +337,7 @@ def format_table(summary):
     out = text_table(header, rows, left)
     out.append("")
     out += [f"- {v}" for v in wording.verdicts(summary)]
+    out += [f"- {line}" for line in wording.contrast_lines(summary)]
     out.append(f"Metric: {wording.metric_note(summary)}.")
     foot = (f"epochs to thr: median epoch val accuracy first reached the threshold "
             f"(seeds that reached it / seeds). " if threshold else "") + f"* p < {summary.alpha:g}"

@@ -329,8 +329,14 @@ def paired_notes(test):
 
 
 def summary_notes(summary):
-    return tuple(f"{a.activation} has {a.n} seed: no spread or interval"
-                 for a in summary.activations if a.n < 2)
+    notes = [f"{a.activation} has {a.n} seed: no spread or interval"
+             for a in summary.activations if a.n < 2]
+    base = summary.activation(summary.baseline)
+    for name, (k, p) in summary.failed_only.items():
+        notes.append(f"{name}: all {k} members diverged, so it has no {shown(summary.metric.name).label} "
+                     f"to compare; failure rate {k}/{k} vs {base.activation} "
+                     f"{base.failed}/{base.attempted} (Fisher exact p{p_equals(p)}, unadjusted)")
+    return tuple(notes)
 
 
 def all_notes(summary):
@@ -376,19 +382,36 @@ def _interval(s, interval, confidence, what=""):
 def comparison_verdict(summary, c):
     """One line: better, worse, equivalent or inconclusive against the baseline,
     with the interval that decides it."""
-    test, name, baseline, v = c.paired, c.activation, c.baseline, c.verdict
+    failed = summary.activation(c.activation).failed + summary.activation(c.baseline).failed
+    return verdict_text(summary, c.activation, c.baseline, c.paired, c.verdict, failed,
+                        summary.holm)
+
+
+def group_text(names):
+    """'gelu', or 'mean(geglu, swiglu)' for a contrast's side."""
+    return names[0] if len(names) == 1 else f"mean({', '.join(names)})"
+
+
+def pair_verdict(summary, pc, family):
+    """One line for a `comparisons.PairComparison` (a pair, or a contrast)."""
+    left, right = group_text(pc.plus), group_text(pc.minus)
+    text = verdict_text(summary, left, right, pc.paired, pc.verdict, 0, family > 1)
+    return text if pc.name == f"{left} vs {right}" else f"{pc.name}: {text}"
+
+
+def verdict_text(summary, name, baseline, test, v, failed=0, holm=False):
+    """better / worse / equivalent / inconclusive, in the metric's units."""
     s = shown(summary.metric.name)
-    failed = summary.activation(name).failed + summary.activation(baseline).failed
     pairs = pairs_text(test, failed)
     if test.n < 2 or v is None:
-        return (f"{name} vs {baseline}: not tested ({pairs} with the baseline; a paired "
-                "test needs at least 2).")
+        return (f"{name} vs {baseline}: not tested ({pairs}; a paired test needs at "
+                "least 2).")
     margin = margin_text(summary)
     d_z = f"d_z={format_d(test.statistics['d_z'])}"
     if math.isfinite(test.dz_low):
         d_z += f" [{test.dz_low:.2f}, {test.dz_high:.2f}]"
     by = f"{test.test} p{p_equals(test.p_value)}"
-    if summary.holm:
+    if holm:
         by += f", Holm p{p_equals(v.p_holm)}"
     if test.degenerate:
         how = (f"all {test.n} differences equal {s.diff(test.mean_diff)}: the t-test and "
@@ -397,15 +420,14 @@ def comparison_verdict(summary, c):
         how = None
     if v.outcome in (stats.BETTER, stats.WORSE):
         verb = "is better than" if v.outcome == stats.BETTER else "is worse than"
-        ci = how or _interval(s, v.interval, v.confidence,
-                              "Holm-consistent " if summary.holm else "")
+        ci = how or _interval(s, v.interval, v.confidence, "Holm-consistent " if holm else "")
         text = (f"{name} {verb} {baseline} by {s.diff(test.mean_diff)} {s.label} "
                 f"({ci}, {by}, {d_z}, {pairs})")
         if v.within_margin:
             text += f"; the difference lies within the {margin} margin: real but negligible"
         return text
     tost = f"TOST p{p_equals(v.p_equivalence)}"
-    if summary.holm:
+    if holm:
         tost += f", Holm p{p_equals(v.p_equivalence_holm)}"
     if v.outcome == stats.EQUIVALENT:
         ci = how or _interval(s, v.interval, v.confidence)
@@ -420,6 +442,25 @@ def comparison_verdict(summary, c):
     return (f"{name} vs {baseline}: inconclusive ({s.diff(test.mean_diff)}, {ci}, {by}, "
             f"{d_z}, {pairs}): no difference is shown, and with no margin set "
             "equivalence is not tested")
+
+
+def contrast_lines(summary):
+    """One verdict line per declared contrast (Holm over the contrasts)."""
+    return tuple(pair_verdict(summary, pc, len(summary.contrasts)) for pc in summary.contrasts)
+
+
+def pair_lines(summary):
+    """One verdict line per pair of activations (Holm over every pair)."""
+    return tuple(pair_verdict(summary, pc, len(summary.pairs)) for pc in summary.pairs)
+
+
+def rank_text(summary):
+    """'P(best mean) over 10,000 resamples of the seeds: gelu 0.62, relu 0.30, ...'."""
+    if not summary.rank_first:
+        return ""
+    ranked = sorted(summary.rank_first.items(), key=lambda kv: -kv[1])
+    return ("P(best mean), resampling the seeds: "
+            + ", ".join(f"{a} {p:.2f}" for a, p in ranked))
 
 
 def plan_line(summary, c):
@@ -479,6 +520,18 @@ def winner_verdict(summary):
                  f"{seeds_text(lead.n, 'paired seed')}) is ")
         text += "significant." if w.significant_over_runner_up else (
             "not significant: the data do not separate them.")
+    pair = next((pc for pc in summary.pairs
+                 if {pc.plus[0], pc.minus[0]} == {w.activation, w.runner_up}), None)
+    if pair is not None and len(summary.pairs) > 1:
+        outcome = pair.verdict.outcome
+        if pair.plus[0] != w.activation:  # the pair reads runner-up vs winner
+            outcome = {stats.BETTER: stats.WORSE, stats.WORSE: stats.BETTER}.get(
+                outcome, outcome)
+        text += (f" Over all {len(summary.pairs)} pairs (Holm), the winner is "
+                 f"{OUTCOME_WORDS[outcome]} against the runner-up"
+                 f" (Holm p{p_equals(pair.verdict.p_holm)}).")
+    if summary.rank_first:
+        text += f" {rank_text(summary)}."
     if w.significant_over_baseline is not None and w.runner_up != baseline:
         c = summary.comparison(w.activation)
         text += (f" Against the baseline {baseline}: {s.diff(c.paired.mean_diff)}, "
@@ -495,11 +548,13 @@ def _outcome(c, summary):
     return OUTCOME_WORDS[c.verdict.outcome]
 
 
-def plan_lines(summary):
-    """The seed plan of each comparison a sweep has not decided yet."""
+def plan_lines(summary, undecided_only=True):
+    """The seed plan of each comparison the sweep has not decided yet (the
+    terminal's), or of every comparison (the report's)."""
     return tuple(plan_line(summary, c) for c in summary.comparisons
                  if c.plan is not None and c.verdict is not None
-                 and c.verdict.outcome in (stats.INCONCLUSIVE, stats.UNTESTED))
+                 and (not undecided_only
+                      or c.verdict.outcome in (stats.INCONCLUSIVE, stats.UNTESTED)))
 
 
 def failure_lines(summary):
@@ -572,7 +627,9 @@ def summary_json(summary):
     return {**head, "notes": list(summary_notes(summary)),
             "verdicts": list(verdicts(summary)),
             "seed_plans": list(plan_lines(summary)),
-            "failures": list(failure_lines(summary)), **d}
+            "failures": list(failure_lines(summary)),
+            "contrast_verdicts": list(contrast_lines(summary)),
+            "pair_verdicts": list(pair_lines(summary)), **d}
 
 
 

@@ -5,6 +5,7 @@
     kg serve   MLflow's scoring server on a registered model or a SavedModel
     kg predict predictions for a file, without a server
     kg models  what the registry holds
+    kg plan    the seeds that would decide each comparison of a stored sweep
 
 This module only registers the subcommands; each lives in its own module
 (`cli/train.py`, `cli/report.py`, `cli/serve.py`) and imports TensorFlow
@@ -19,6 +20,7 @@ import click
 
 from kg_service.cli import options
 from kg_service.cli.report import report as report_command
+from kg_service.cli.seeds import plan as plan_command
 from kg_service.cli.serve import models
 from kg_service.cli.serve import predict
 from kg_service.cli.serve import serve
@@ -48,6 +50,7 @@ main.add_command(report_command, name="report")
 main.add_command(serve, name="serve")
 main.add_command(predict, name="predict")
 main.add_command(models, name="models")
+main.add_command(plan_command, name="plan")
 
 
 if __name__ == "__main__":

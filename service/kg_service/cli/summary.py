@@ -72,7 +72,8 @@ def print_sweep(echo, outcome):
             echo(line)
         echo("")
     if compared.failed:
-        echo("Failed members (left out of the statistics):")
+        echo("Failed members (diverged: counted per activation and compared with the "
+             "baseline's, left out of the metric's statistics):")
         for member in compared.failed:
             echo(f"  {member.activation}, seed {member.seed}: {member.failure}")
         echo("")

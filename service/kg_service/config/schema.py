@@ -526,10 +526,18 @@ def _contrast_sides(contrast):
     return contrast
 
 
+_CONTRAST_NAME = re.compile(r"[\w.\- ]{1,100}")
+
+
 def _contrasts_valid(analysis, info):
     activations = info.data.get("activations")
     names = [c.name for c in analysis.contrasts]
     for i, contrast in enumerate(analysis.contrasts):
+        if not _CONTRAST_NAME.fullmatch(contrast.name):
+            _fail(at=("contrasts", i, "name"), message=(
+                f"got {show(contrast.name)}; expected a contrast name of letters, digits, "
+                "'_', '-', '.' and spaces (it names the MLflow metrics and tags of the "
+                "contrast), e.g. gated-vs-plain."))
         if contrast.name in names[:i]:
             _fail(at=("contrasts", i, "name"), message=(
                 f"contrast name {show(contrast.name)} appears twice; expected distinct names."))

@@ -166,6 +166,7 @@ def compare(config, pre, trained, looks=None):
         confidence=1.0 - analysis.alpha,
         margin=analysis.margin_for(pre.task.compared.name),
         power=analysis.power,
+        contrasts=analysis.contrasts,
     )
     report_paths = report.write_report(
         summary,

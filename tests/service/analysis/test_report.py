@@ -414,18 +414,39 @@ def rebuilt(tmp_path_factory):
         "export.enabled=false", "--tracking-uri", uri, "--output-dir", "sweep", "-q")
     report_run = run("-m", "kg_service.cli.report", "--experiment", "kg-smoke-smoke",
                      "--tracking-uri", uri, "--output-dir", "rebuilt", "-q")
+    # kg plan of the same stored sweep (issue 18): no second sweep to train.
+    plan_run = run("-m", "kg_service.cli.seeds", "--experiment", "kg-smoke-smoke",
+                   "--tracking-uri", uri, "--margin", "0.004")
     (swept,) = (tmp / "sweep").rglob("report.md")
     (again,) = (tmp / "rebuilt").rglob("report.md")
-    return report_run, swept.read_text(), again.read_text()
+    (summary,) = (tmp / "sweep").rglob("summary.json")
+    return (report_run, swept.read_text(), again.read_text(), plan_run,
+            json.loads(summary.read_text()))
 
 
 def test_kg_report_prints_no_optimizer_loading_warning(rebuilt):
-    report_run, _, _ = rebuilt
+    report_run, _, _, _, _ = rebuilt
     assert "Skipping variable loading for optimizer" not in report_run.stdout + report_run.stderr
 
 
 def test_kg_report_shows_the_configuration_the_sweep_ran(rebuilt):
-    _, swept, again = rebuilt
+    _, swept, again, _, _ = rebuilt
     assert _config_section(again) == _config_section(swept)
     assert "output_dir: sweep" in _config_section(again)
     assert "enabled: true" in _config_section(again)  # registry, as the sweep ran
+
+
+def test_kg_plan_plans_the_stored_sweep_as_the_planner_does(rebuilt):
+    """kg plan reads the newest finished sweep from the store and plans each
+    comparison from its stored differences, at the margin it is given."""
+    from kg_service.analysis import planning
+
+    _, _, _, plan_run, summary = rebuilt
+    out = plan_run.stdout
+    assert "Downloading artifacts" not in plan_run.stderr
+    assert out.startswith("Seed plan for sweep run ") and "margin ±0.40 pp" in out
+    t = summary["comparisons"]["gelu"]["accuracy"]
+    expected = planning.plan_from(t["mean_diff"], t["std_diff"], t["n"], margin=0.004)
+    (row,) = [line.split() for line in out.splitlines() if line.startswith("gelu vs relu")]
+    decide = "–" if expected.decide is None else f"~{expected.decide}"
+    assert row[-2:] == [decide, str(t["n"])]

@@ -2,6 +2,7 @@
 statsmodels, scipy and simulation: never against the code under test."""
 
 import math
+import types
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from statsmodels.stats.weightstats import ttost_paired
 
 from kg_service.analysis import comparisons
 from kg_service.analysis import planning
+from kg_service.analysis import resampling
 from kg_service.analysis import stats
 from kg_service.analysis import tables
 from kg_service.analysis import wording
@@ -41,7 +43,7 @@ def test_tost_rejects_exactly_when_the_one_minus_two_alpha_interval_is_inside_th
 
 
 def test_holm_levels_reject_exactly_what_statsmodels_holm_rejects():
-    for _ in range(25):  # statsmodels' multipletests takes ~20 ms a call
+    for _ in range(10):  # statsmodels' multipletests is slow to call
         p = RNG.uniform(0, 0.08, RNG.integers(1, 8))
         reject, _, _, _ = multipletests(p, alpha=0.05, method="holm")
         levels = stats.holm_levels(p, 0.05)
@@ -51,7 +53,7 @@ def test_holm_levels_reject_exactly_what_statsmodels_holm_rejects():
 def test_a_verdict_and_its_interval_never_disagree():
     """Better/worse iff the deciding interval excludes 0 on that side;
     equivalent iff it lies inside the margin (random families of 1-6)."""
-    for _ in range(150):
+    for _ in range(60):
         m = int(RNG.integers(1, 7))
         tests = [stats.paired_test(RNG.normal(RNG.uniform(-0.02, 0.02), 0.01,
                                               RNG.integers(3, 10)))
@@ -200,3 +202,77 @@ def test_inconclusive_never_reads_as_no_difference_and_comes_with_a_seed_plan():
     assert line.startswith("to decide gelu vs relu within ±0.30 pp: ~")
     assert line.endswith("this sweep had 5")
     assert f"~{c.plan.decide} seeds" in line
+
+
+# --- Few-run statistics (issue 18 item 4). -----------------------------------------------
+
+
+def test_bootstrap_interval_matches_scipy_percentile_bootstrap():
+    d = RNG.normal(0.004, 0.006, 8)
+    ref = st.bootstrap((d,), np.mean, confidence_level=0.95, n_resamples=20_000,
+                       method="percentile", random_state=1).confidence_interval
+    low, high = resampling.bootstrap_interval(d, 0.95)
+    # Two Monte Carlo runs of the same interval: agree to a few % of its width.
+    width = ref.high - ref.low
+    assert low == pytest.approx(ref.low, abs=0.05 * width)
+    assert high == pytest.approx(ref.high, abs=0.05 * width)
+    assert all(math.isnan(v) for v in resampling.bootstrap_interval([0.0025] * 6))
+
+
+def test_probability_of_improvement_is_mann_whitney_u_over_nm():
+    x, y = RNG.normal(0.95, 0.01, 7).round(3), RNG.normal(0.948, 0.01, 9).round(3)
+    u = st.mannwhitneyu(x, y).statistic
+    assert resampling.probability_of_improvement(x, y) == pytest.approx(u / (7 * 9))
+    assert resampling.probability_of_improvement(-x, -y, higher_is_better=False) == (
+        pytest.approx(u / (7 * 9)))
+
+
+def test_aso_matches_deepsig():
+    deepsig = pytest.importorskip("deepsig")  # the reference; a test-only dependency
+    from deepsig.aso import compute_violation_ratio
+
+    for shift in (0.0, 0.003, 0.01):
+        a, b = RNG.normal(0.95 + shift, 0.005, 8), RNG.normal(0.95, 0.005, 8)
+        assert float(resampling.violation_ratio(a, b)) == pytest.approx(
+            compute_violation_ratio(a, b, dt=0.005))
+    # deepsig's bootstrap loop takes seconds: one epsilon_min, at 300 draws.
+    # Both estimate sigma from their own draws: they agree to Monte Carlo noise.
+    ref = deepsig.aso(a, b, seed=7, show_progress=False, num_bootstrap_iterations=300)
+    assert resampling.aso_epsilon(a, b) == pytest.approx(ref, abs=0.06)
+
+
+def test_rank_first_is_sure_of_a_dominant_winner_and_split_between_twins():
+    seeds = range(8)
+    base = RNG.normal(0.95, 0.01, 8)
+    table = {"relu": dict(zip(seeds, base)), "gelu": dict(zip(seeds, base + 0.02)),
+             "elu": dict(zip(seeds, base - 0.02))}
+    assert resampling.rank_first(table) == {"relu": 0.0, "gelu": 1.0, "elu": 0.0}
+    assert resampling.rank_first(table, higher_is_better=False)["elu"] == 1.0
+    twins = {"a": dict(zip(seeds, base)), "b": dict(zip(seeds, base))}
+    assert resampling.rank_first(twins) == {"a": 0.5, "b": 0.5}
+
+
+def test_all_pairs_and_contrasts_are_paired_t_tests_holm_over_their_family():
+    accs = {"relu": [0.950, 0.9425, 0.955, 0.9475, 0.960, 0.945],
+            "gelu": [0.957, 0.950, 0.957, 0.955, 0.965, 0.950],
+            "geglu": [0.960, 0.951, 0.962, 0.957, 0.970, 0.952]}
+    contrast = types.SimpleNamespace(name="gated", plus=("geglu",), minus=("relu", "gelu"))
+    s = comparisons.summarize(sweep(accs), "relu", margin=0.003, contrasts=[contrast])
+    a = {k: np.array(v) for k, v in accs.items()}
+    raw = [st.ttest_rel(a["gelu"], a["relu"]).pvalue, st.ttest_rel(a["geglu"], a["relu"]).pvalue,
+           st.ttest_rel(a["geglu"], a["gelu"]).pvalue]
+    _, adjusted, _, _ = multipletests(raw, method="holm")
+    assert [pc.name for pc in s.pairs] == ["gelu vs relu", "geglu vs relu", "geglu vs gelu"]
+    assert [pc.verdict.p_holm for pc in s.pairs] == pytest.approx(list(adjusted))
+    (c,) = s.contrasts
+    ref = st.ttest_1samp(a["geglu"] - (a["relu"] + a["gelu"]) / 2, 0.0)
+    assert c.paired.p_value == pytest.approx(ref.pvalue) and c.verdict.outcome == stats.BETTER
+    (line,) = wording.contrast_lines(s)
+    assert line.startswith("gated: geglu is better than mean(relu, gelu) by +")
+
+
+def test_constant_differences_cannot_be_planned_even_with_float_round_off():
+    # 0.9325 - 0.93 and 0.94 - 0.9375 differ in the 17th digit, not in fact.
+    d = [0.9325 - 0.93, 0.94 - 0.9375, 0.9525 - 0.95]
+    p = planning.plan(d, margin=0.003)
+    assert p.superiority is None and p.equivalence is None and p.decide is None

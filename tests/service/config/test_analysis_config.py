@@ -78,3 +78,13 @@ def test_set_overrides_reach_the_section_and_the_plan(tmp_path):
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_every_shipped_config_sets_its_margin(path):
     assert load_config(path).analysis.margin is not None, path.name
+
+
+def test_a_contrast_name_must_suit_mlflow_metric_and_tag_keys(tmp_path):
+    message = error_of(tmp_path, """\
+        activations: [relu, gelu]
+        analysis:
+          contrasts:
+            - {name: "gated+plain?", plus: [gelu], minus: [relu]}
+        """)
+    assert "analysis.contrasts[0].name" in message and "e.g. gated-vs-plain" in message

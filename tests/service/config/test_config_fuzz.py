@@ -19,7 +19,7 @@ from kg_service.cli import train as cli
 
 KEYS = {
     "": ["experiment", "activations", "baseline", "seeds", "output_dir", "data",
-         "model", "training", "tracking", "registry", "export", "device"],
+         "model", "training", "tracking", "registry", "export", "device", "analysis"],
     "data": ["dataset", "n_samples", "noise", "test_fraction", "validation_fraction",
              "seed", "standardize"],
     "model": ["hidden_units", "dropout", "block", "d_model", "match_params"],
@@ -29,6 +29,7 @@ KEYS = {
     "export": ["enabled", "dir", "tolerance"],
     "device": ["type", "mixed_precision", "xla"],
     "tracking": ["uri"],
+    "analysis": ["margin", "alpha", "power", "contrasts"],
 }
 PATHS = [f"{s}.{k}" if s else k for s, ks in KEYS.items() for k in ks]
 

@@ -1,0 +1,110 @@
+"""`kg plan`: how many seeds would decide each comparison of a stored sweep.
+
+A thin shell: it finds the experiment's newest finished sweep in the
+tracking store (as `kg report` does: `TrackingStore.find_sweeps`, newest
+first), reads the summary.json that sweep logged, and hands each
+comparison's paired differences (mean, sd, pairs) to
+`kg_service.analysis.planning`; `kg_service.analysis.tables.plan_rows`
+words the table. No model is loaded and nothing is trained, so it answers
+in the time MLflow takes to open the store.
+
+Exit codes: 0 done; 2 a usage error (bad option, no such experiment, no
+finished sweep with a summary), one paragraph without a traceback.
+"""
+
+import os
+
+import click
+
+from kg_service.cli import messages
+from kg_service.cli import options
+from kg_service.config import derived
+from kg_service.config import schema as config_lib
+from kg_service.errors import ServiceError
+
+SUMMARY_ARTIFACT = "report/summary.json"  # where the sweep's run keeps it (log_summary)
+FINISHED = "FINISHED"
+
+
+@click.command("plan", context_settings=options.CONTEXT)
+@click.option("--experiment", required=True, metavar="NAME", help="The MLflow experiment.")
+@click.option(
+    "--margin",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="M",
+    help="Equivalence margin in the compared metric's units (0.003 = 0.3 pp of "
+    "accuracy); default: the sweep's analysis.margin.",
+)
+@click.option(
+    "--power",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    metavar="P",
+    help="The power to plan for; default: the sweep's analysis.power (0.8).",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
+    metavar="A",
+    help="Family-wise error rate; default: the sweep's analysis.alpha (0.05).",
+)
+@options.tracking_uri(
+    "MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)."
+)
+@click.pass_context
+def plan(ctx, experiment, margin, power, alpha, tracking_uri):
+    """Seeds needed to decide each comparison of the experiment's newest
+    finished sweep: to show the observed difference (paired t-test at the
+    observed d_z) and to show equivalence within the margin (TOST), at the
+    chosen power and alpha (divided by the comparisons, Holm's strictest step).
+
+    \b
+    Examples:
+      kg plan --experiment moons
+      kg plan --experiment moons --margin 0.005 --power 0.9
+    """
+    # MLflow's download bar would sit above the table on stderr.
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    try:
+        tracking_uri = options.checked_tracking_uri(tracking_uri)
+        uri = tracking_uri or derived.resolve_tracking_uri(config_lib.Config())
+        run_id, summary = newest_summary(experiment, uri.strip())
+        click.echo(render(summary, run_id, margin=margin, power=power, alpha=alpha))
+    except ServiceError as error:
+        click.echo(f"kg plan: error: {messages.describe(error)}", err=True)
+        ctx.exit(getattr(error, "exit_code", options.EXIT_USAGE))
+    except KeyboardInterrupt:
+        click.echo("\nkg plan: interrupted.", err=True)
+        ctx.exit(options.EXIT_INTERRUPTED)
+
+
+def newest_summary(experiment, tracking_uri, store=None):
+    """(run id, summary.json) of the experiment's newest finished sweep."""
+    if store is None:
+        from kg_service.tracking import mlflow_store  # MLflow: a real run only
+
+        store = mlflow_store.Tracker(tracking_uri, experiment, create=False)
+    for run_id in store.find_sweeps():
+        if store.sweep_info(run_id)[2] != FINISHED:
+            continue
+        try:
+            return run_id, store.load_dict(run_id, SUMMARY_ARTIFACT)
+        except Exception:  # an older or interrupted sweep without its summary
+            continue
+    raise ServiceError(
+        f"experiment {experiment!r} in {tracking_uri} holds no finished sweep with a "
+        "summary; run one first (kg train --config ...), or pass another --experiment."
+    )
+
+
+def render(summary, run_id, *, margin=None, power=None, alpha=None):
+    """The plan table for a stored summary.json, with its heading."""
+    from kg_service.analysis import tables  # scipy: after the options are checked
+
+    header, rows, note = tables.plan_rows(summary, margin=margin, power=power, alpha=alpha)
+    lines = [f"Seed plan for sweep run {run_id} ({summary['metric']}):", ""]
+    lines += tables.text_table(header, rows, left={0})
+    return "\n".join(lines + ["", note])
+
+
+if __name__ == "__main__":
+    plan(prog_name="kg plan")
