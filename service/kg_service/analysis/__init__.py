@@ -17,6 +17,7 @@ The report:
 A study (several sweeps as one family; docs/studies.md):
     study         Holm over every sweep's comparisons, interactions (numbers)
     aggregate     IQM, probability of improvement, profiles across tasks
+    study_wording its verdicts, interactions and notes in words
     study_report  its tables, report.md, summary.json and figure
 
 Each module imports only those listed above it, and nothing here imports

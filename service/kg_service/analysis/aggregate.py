@@ -41,6 +41,8 @@ import dataclasses
 import numpy as np
 from scipy import stats as _st
 
+from kg_service.analysis import resampling
+
 DEFAULT_REPS = 2000  # rliable's default number of bootstrap replications
 TAUS = np.linspace(0.0, 1.0, 101)  # performance-profile thresholds
 
@@ -91,21 +93,21 @@ def iqm(tasks):
 
 
 def _improvement(x, y):
-    """P(X > Y) + P(X = Y)/2 over all pairs; x (..., n), y (..., m)."""
+    """P(X > Y) + P(X = Y)/2 over all pairs, for a batch of bootstrap
+    resamples at once: x (reps, n), y (reps, m)."""
     gt = (x[..., :, None] > y[..., None, :]).mean(axis=(-2, -1))
     eq = (x[..., :, None] == y[..., None, :]).mean(axis=(-2, -1))
     return gt + 0.5 * eq
 
 
 def probability_of_improvement(tasks_x, tasks_y):
-    """P(X > Y) within each task (ties count half), averaged over tasks.
+    """P(X > Y) within each task (ties count half; a sweep's
+    `resampling.probability_of_improvement`), averaged over tasks.
 
     `tasks_x[i]` and `tasks_y[i]` are the runs of X and Y on task i.
     """
-    return float(np.mean([
-        _improvement(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
-        for x, y in zip(tasks_x, tasks_y)
-    ]))
+    return float(np.mean([resampling.probability_of_improvement(x, y)
+                          for x, y in zip(tasks_x, tasks_y)]))
 
 
 def performance_profile(tasks, taus=TAUS):

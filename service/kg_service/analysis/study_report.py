@@ -12,6 +12,7 @@ import math
 from kg_service.analysis import figures
 from kg_service.analysis import plain
 from kg_service.analysis import tables
+from kg_service.analysis import study_wording
 from kg_service.analysis import wording
 
 
@@ -29,7 +30,7 @@ def comparison_rows(study):
                      wording.format_p(t.p_value),
                      wording.format_p(c.p_holm) + ("*" if c.significant else ""),
                      margin, wording.format_p(c.p_equivalence_holm),
-                     wording.study_outcome(c)])
+                     study_wording.study_outcome(c)])
     return header, rows
 
 
@@ -71,23 +72,23 @@ def heading(study):
 
 def terminal_lines(study, aggregate):
     """What `kg report --study` prints."""
-    lines = [heading(study)] + [n for n in [wording.failures_note(study)] if n] + [""]
+    lines = [heading(study)] + [n for n in [study_wording.failures_note(study)] if n] + [""]
     lines += tables.text_table(*comparison_rows(study), left=(0, 1, 2, 3, 11))
     if study.interactions:
         lines += ["", "Interactions (difference of paired differences, Welch's t):"]
         lines += tables.text_table(*interaction_rows(study), left=(0, 1, 2, 3))
-        lines += [wording.interaction_verdict(study, i) for i in study.interactions]
+        lines += [study_wording.interaction_verdict(study, i) for i in study.interactions]
     if aggregate.activations:
         lines += ["", "Across tasks (IQM of normalized scores):"]
         lines += tables.text_table(*aggregate_rows(aggregate), left=(0,))
-        lines += [wording.improvement_verdict(aggregate, imp)
+        lines += [study_wording.improvement_verdict(aggregate, imp)
                   for imp in aggregate.improvements]
     return lines
 
 
 def markdown(study, aggregate, figure_written):
     parts = [f"# Study {study.name}", "", heading(study), "",
-             *[n + "\n" for n in [wording.failures_note(study)] if n],
+             *[n + "\n" for n in [study_wording.failures_note(study)] if n],
              "## Comparisons (one family)", "",
              *tables.markdown_table(*comparison_rows(study)), "",
              f"Δ: mean paired difference from the sweep's baseline, seed by seed; p: paired "
@@ -98,19 +99,20 @@ def markdown(study, aggregate, figure_written):
              f"Holm p < {study.alpha:g}, else equivalent when the TOST Holm p is, else "
              f"inconclusive.",
              ""]
-    parts += [f"- {wording.study_comparison_verdict(study, c)}" for c in study.comparisons]
+    parts += [f"- {study_wording.study_comparison_verdict(study, c)}"
+              for c in study.comparisons]
     if study.interactions:
         parts += ["", "## Interactions", "", *tables.markdown_table(*interaction_rows(study)),
                   "", "The change of an activation's paired gap to the baseline from one "
                   "sweep to the other, tested with Welch's t on the two sets of paired "
                   "differences (separate runs, unequal spreads); Holm over the "
                   "interactions.", ""]
-        parts += [f"- {wording.interaction_verdict(study, i)}" for i in study.interactions]
+        parts += [f"- {study_wording.interaction_verdict(study, i)}" for i in study.interactions]
     parts += ["", "## Across tasks", ""]
     if aggregate.activations:
         parts += [*tables.markdown_table(*aggregate_rows(aggregate)), "",
-                  wording.normalization_note(aggregate, _metrics(study)), ""]
-        parts += [f"- {wording.improvement_verdict(aggregate, imp)}"
+                  study_wording.normalization_note(aggregate, _metrics(study)), ""]
+        parts += [f"- {study_wording.improvement_verdict(aggregate, imp)}"
                   for imp in aggregate.improvements]
         if figure_written:
             parts += ["", f"![performance profile]({figures.PERFORMANCE_PROFILE})"]
@@ -124,10 +126,10 @@ def summary_dict(study, aggregate):
     def comparison(c):
         return {"sweep": c.sweep, "metric": c.metric.name, "activation": c.activation,
                 "baseline": c.baseline, "paired": plain.paired_to_dict(c.paired),
-                "p_holm": c.p_holm, "significant": c.significant, "outcome": c.outcome, "within_margin": c.within_margin,
-                "margin": c.margin, "p_equivalence": c.p_equivalence,
+                "p_holm": c.p_holm, "significant": c.significant, "outcome": c.outcome,
+                "within_margin": c.within_margin, "margin": c.margin, "p_equivalence": c.p_equivalence,
                 "p_equivalence_holm": c.p_equivalence_holm,
-                "verdict": wording.study_comparison_verdict(study, c)}
+                "verdict": study_wording.study_comparison_verdict(study, c)}
 
     def interaction(i):
         return {"metric": i.metric.name, "activation": i.activation, "baseline": i.baseline,
@@ -136,7 +138,7 @@ def summary_dict(study, aggregate):
                 "mean_diff_second": i.diff_second.mean_diff,
                 **dataclasses.asdict(i.test), "p_holm": i.p_holm,
                 "significant": i.significant,
-                "verdict": wording.interaction_verdict(study, i)}
+                "verdict": study_wording.interaction_verdict(study, i)}
 
     def aggregated(a):
         d = dataclasses.asdict(a)
@@ -149,16 +151,16 @@ def summary_dict(study, aggregate):
                    for s in study.sweeps],
         "confidence": study.confidence, "alpha": study.alpha,
         "family_size": study.family_size, "untestable": study.untestable,
-        "failures_note": wording.failures_note(study),
+        "failures_note": study_wording.failures_note(study),
         "comparisons": [comparison(c) for c in study.comparisons],
         "interactions": [interaction(i) for i in study.interactions],
         "aggregate": {
             "normalization": aggregate.normalization,
-            "note": wording.normalization_note(aggregate, _metrics(study)),
+            "note": study_wording.normalization_note(aggregate, _metrics(study)),
             "reps": aggregate.reps, "taus": aggregate.taus.tolist(),
             "activations": [aggregated(a) for a in aggregate.activations],
             "improvements": [{**dataclasses.asdict(imp),
-                              "verdict": wording.improvement_verdict(aggregate, imp)}
+                              "verdict": study_wording.improvement_verdict(aggregate, imp)}
                              for imp in aggregate.improvements],
         },
     })

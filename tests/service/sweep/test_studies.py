@@ -1,7 +1,8 @@
 """`kg report --study` on a real sqlite MLflow store (issue 18 §6, §7).
 
 Two tiny moons sweeps (the halves of a toy study, as Revival's two
-halves) are trained in-process into one store; `kg report --study` reads the study back from the store alone.
+halves) are trained in-process into one store; `kg report --study` reads
+the study back from the store alone.
 The numbers are checked against the members' runs as MLflow holds them,
 read here with MLflow's own client, and against statsmodels and scipy.
 """
