@@ -956,6 +956,11 @@ def main(argv=None):
         f"{platform.machine()}, "
         + ", ".join(f"{k} {v}" for k, v in versions.items())
         + (f", --threads {args.threads}" if args.threads else "")
+        + (
+            f", XLA_FLAGS={os.environ['XLA_FLAGS']}"
+            if os.environ.get("XLA_FLAGS")
+            else ""
+        )
         + f", --clock {args.clock}, load average "
         + " / ".join(f"{v:.1f}" for v in os.getloadavg())
         + f", commit {_revision()}"
