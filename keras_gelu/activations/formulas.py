@@ -24,9 +24,10 @@ _TANH_CUBIC = 0.044715
 # exp(y) from its bits, for kernels that XLA compiles (issue 20): y = n ln2
 # + r, |r| <= ln2 / 2, exp(y) = 2**n * p(r) with p the degree-6 Taylor
 # polynomial (error 1.2e-7) and 2**n put into the exponent bits. XLA's own
-# exp does the same with a float->int conversion and range checks; this
-# one is 1.44 -> 1.10x ReLU as the only op of a kernel (TF, 4M float32,
-# CPU time, 15 interleaved rounds) and 2.3e-7 relative on [-87.3, 88].
+# exp does the same with a float->int conversion and range checks; with
+# this one the exact GELU kernel went 1.79 -> 1.69x ReLU forward and 1.69
+# -> 1.54x forward+backward (TF, 4M float32, 20 interleaved rounds,
+# docs/benchmarks.md section e); 2.3e-7 relative on [-87.3, 88].
 # Adding 1.5 * 2**23 rounds y / ln2 to the integer n in the low mantissa
 # bits; n is read back from the bits, not as z - 1.5 * 2**23, which XLA
 # simplifies to y / ln2.
