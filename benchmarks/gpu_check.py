@@ -40,9 +40,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-os.environ.setdefault("KERAS_BACKEND", "jax")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
 ROOT = Path(__file__).resolve().parents[1]
 for folder in (ROOT, ROOT / "service"):
     if str(folder) not in sys.path:  # Run from a checkout without install.
@@ -374,6 +371,8 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    # Here, not at import: tests import this module for its presets.
+    os.environ.setdefault("KERAS_BACKEND", "jax")
     import jax
 
     platforms = [d.platform for d in jax.devices()]
