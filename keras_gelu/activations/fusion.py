@@ -60,6 +60,65 @@ def xla_fusion(enabled):
         _state.xla_fusion = previous
 
 
+@contextlib.contextmanager
+def _compiling():
+    """Marks the tracing of a function into one XLA kernel (see `compiled`)."""
+    previous = getattr(_state, "compiling", False)
+    _state.compiling = True
+    try:
+        yield
+    finally:
+        _state.compiling = previous
+
+
+def compiled(x):
+    """Whether `x` is being traced into one compiled (XLA-fused) kernel.
+
+    Why: a formula may then trade one op for several cheaper ones (the
+    bit-level `exp` in `formulas.py`) that the compiler fuses into one
+    pass; run op by op (TensorFlow without the fusion, eager JAX, torch)
+    each op is a pass over memory, and the single op wins. True while
+    `fused` traces a TensorFlow kernel, and for JAX tracers (`jax.jit`,
+    which Keras uses to train and predict on JAX).
+    """
+    if getattr(_state, "compiling", False):
+        return True
+    if backend() == "jax":
+        # Imported here: only the JAX backend has jax.
+        import jax
+
+        return isinstance(x, jax.core.Tracer)
+    return False
+
+
+def bits_of_float32(x):
+    """The int32 with the bits of float32 `x` (a bitcast, no conversion).
+
+    Per backend: `keras.ops.view` needs a static last dimension on
+    TensorFlow, which a kernel traced for any batch size lacks.
+    """
+    return _bitcast(x, "int32")
+
+
+def float32_of_bits(bits):
+    """The float32 with the bits of int32 `bits` (a bitcast)."""
+    return _bitcast(bits, "float32")
+
+
+def _bitcast(x, dtype):
+    name_of_backend = backend()
+    if name_of_backend == "tensorflow":
+        # Imported here: only the TensorFlow backend needs tensorflow.
+        import tensorflow as tf
+
+        return tf.bitcast(x, dtype)
+    if name_of_backend == "jax":
+        import jax
+
+        return jax.lax.bitcast_convert_type(x, dtype)
+    return ops.view(x, dtype)
+
+
 _FUSED_CACHE = {}
 
 
@@ -202,8 +261,8 @@ def _tf_kernel(forward, backward):
     # reduce_retracing: one trace per dtype/rank, not one per batch size;
     # XLA still specialises on the concrete shape at run time.
     compile_options = dict(jit_compile=True, reduce_retracing=True, autograph=False)
-    forward_xla = tf.function(forward, **compile_options)
-    backward_xla = tf.function(backward, **compile_options)
+    forward_xla = tf.function(_traced_as_compiled(forward), **compile_options)
+    backward_xla = tf.function(_traced_as_compiled(backward), **compile_options)
 
     @tf.custom_gradient
     def kernel(x):
@@ -219,3 +278,14 @@ def _tf_kernel(forward, backward):
         return kernel(x)
 
     return call
+
+
+def _traced_as_compiled(fn):
+    """`fn`, traced with `compiled()` True (tf.function traces it here)."""
+
+    @functools.wraps(fn)
+    def traced(*args):
+        with _compiling():
+            return fn(*args)
+
+    return traced
