@@ -323,6 +323,12 @@ def train_language_model(task, corpus, config, activation, seeds, report):
     plain model, trained and compiled; `train_seconds` the activation's
     wall time over its number of members.
     """
+    if len(seeds) == 1:
+        # Nothing to share; and TensorFlow 2.21's oneDNN graph rewrite
+        # corrupts the heap on a one-member stacked graph ("corrupted size
+        # vs. prev_size" in predict_on_batch; fine with
+        # TF_ENABLE_ONEDNN_OPTS=0, and eagerly).
+        return train_one_by_one(task, corpus, config, activation, seeds, report)
     start = time.perf_counter()
     training = config.training
     steps = _steps(corpus, training)
@@ -378,6 +384,7 @@ def _fit_stacked(stacked, plain, corpus, config, seeds, steps, report):
     probe, probe_x = stacked_attention_probe(stacked), val_x[:ENTROPY_BATCH]
     rngs = [np.random.default_rng(seed) for seed in seeds]
     histories = [{} for _ in seeds]
+    alive = np.ones(members, dtype=bool)  # members whose loss is still finite
     count = steps * training.batch_size
     for epoch in range(1, training.epochs + 1):
         windows = [_random_windows(corpus.train, corpus.context, count, rng) for rng in rngs]
@@ -392,17 +399,18 @@ def _fit_stacked(stacked, plain, corpus, config, seeds, steps, report):
         scores = probe(probe_x)
         unstack_weights(stacked, plain)  # for the slopes, read from the plain layers
         loss, accuracy = logs["member_loss"][-1], logs["member_accuracy"][-1]
-        for m, history in enumerate(histories):
+        for m in np.flatnonzero(alive):
             _record_epoch(
-                history, {"loss": loss[m], "accuracy": accuracy[m]}, val_loss[m],
+                histories[m], {"loss": loss[m], "accuracy": accuracy[m]}, val_loss[m],
                 val_accuracy[m], x.size / seconds, [s[:, m] for s in scores],
                 leaky_slopes(plain[m]),
             )
         report(epoch, np.asarray(val_accuracy))
-        if not np.all(np.isfinite(val_loss)):
-            # A diverged member's weights are NaN from here on; the others
-            # train on unharmed (each member's gradient is its own), but as
-            # alone, where it stops here too, so does the group.
+        # A diverged member's weights are NaN from here on and its history
+        # stops, as alone; the others train on unharmed (each member's
+        # gradient is its own).
+        alive &= np.isfinite(val_loss)
+        if not alive.any():
             break
     return histories
 
