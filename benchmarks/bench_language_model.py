@@ -14,6 +14,17 @@ compared, so drift of this shared machine hits every model alike.
 
 Prints one table: tokens/s per model and its ratio to GPT2Backbone, and
 the GELU/ReLU training-step time ratio of the kg-train model.
+
+`--sweep` times instead what a sweep does with one activation's seeds
+(issue 20): `train_language_model` (all seeds as one stacked model)
+against `train_one_by_one` (each seed a model of its own, what kg-train
+did before), the same config, seeds, steps and windows, interleaved
+rounds in one process after one warm-up member of each; it prints each
+round's seconds, the ratio, and how far the two paths' members are apart
+(validation loss after the last epoch), which must be float rounding:
+
+    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py --sweep
+    KERAS_BACKEND=jax .venv/bin/python benchmarks/bench_language_model.py --sweep
 """
 
 import argparse
@@ -68,19 +79,83 @@ def tokens_per_second(model, x, y, batch):
     return x.size / (time.perf_counter() - start)
 
 
+def sweep(args):
+    """Stacked vs one-by-one seeds of one activation; see the docstring."""
+    import dataclasses
+
+    from kg_service.config.loading import load_config
+    from kg_service.tasks import base as tasks
+    from kg_service.tasks.language import train as language
+
+    config = load_config(args.config)
+    config = dataclasses.replace(
+        config,
+        seeds=tuple(range(args.members)),
+        data=dataclasses.replace(config.data, corpus_bytes=args.corpus_bytes),
+        training=dataclasses.replace(
+            config.training, epochs=args.epochs, steps_per_epoch=args.steps
+        ),
+    )
+    task = tasks.get(config.data.dataset)
+    corpus = task.load(config.data)
+    ways = {"stacked": language.train_language_model, "one by one": language.train_one_by_one}
+
+    def run(way, seeds):
+        start = time.perf_counter()
+        results = ways[way](task, corpus, config, args.activation, seeds, lambda e, v: None)
+        return time.perf_counter() - start, results
+
+    for way in ways:  # imports, first traces of the process, JAX's per-shape compiles
+        run(way, (100, 101))
+    seconds = {way: [] for way in ways}
+    finals = {}
+    for _ in range(args.repeats):
+        for way in ways:
+            elapsed, results = run(way, config.seeds)
+            seconds[way].append(elapsed)
+            finals[way] = np.array([r.history["val_loss"][-1] for r in results])
+    stacked, alone = (statistics.median(seconds[w]) for w in ways)
+    m = config.model
+    print(f"backend {keras.backend.backend()}; {args.config} model ({len(m.hidden_units)} "
+          f"blocks, d_model {m.d_model}, FFN {list(m.hidden_units)}, {m.heads} heads, context "
+          f"{config.data.context}), {args.activation}, {args.members} seeds, {args.epochs} "
+          f"epochs x {args.steps} steps x batch {config.training.batch_size}, corpus "
+          f"{args.corpus_bytes:,} bytes; load average {os.getloadavg()[0]:.1f}")
+    print("| training of the seeds | seconds per round | median | vs one by one |")
+    print("|---|---|---|---|")
+    for way, median in (("one by one", alone), ("stacked", stacked)):
+        rounds = ", ".join(f"{s:.1f}" for s in seconds[way])
+        print(f"| {way} | {rounds} | {median:.1f} | {alone / median:.2f}x faster |")
+    gap = np.abs(finals["stacked"] - finals["one by one"]).max()
+    print(f"\nlast validation loss, stacked vs one by one, largest member difference: "
+          f"{gap:.2e} nats (values {np.round(finals['stacked'], 4).tolist()})")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sweep", action="store_true",
+                        help="time a stacked sweep of one activation's seeds against one by one")
+    parser.add_argument("--config", default="configs/glu-variants.yaml", help="--sweep: its model")
+    parser.add_argument("--activation", default="gelu", help="--sweep: the activation")
+    parser.add_argument("--members", type=int, default=8, help="--sweep: seeds")
+    parser.add_argument("--epochs", type=int, default=2, help="--sweep: epochs")
+    parser.add_argument("--corpus-bytes", type=int, default=300_000, help="--sweep: corpus")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--width", type=int, default=128)
     parser.add_argument("--ffn", type=int, default=512)
     parser.add_argument("--context", type=int, default=128)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=10, help="steps per timed fit")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10, help="steps per timed fit (--sweep: per epoch)")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="interleaved rounds (default 5; --sweep: 2)")
     parser.add_argument("--xla", action="store_true",
                         help="jit_compile=True (what device.xla sets; 'auto' is off on CPU)")
     args = parser.parse_args()
+    if args.sweep:
+        args.repeats = args.repeats or 2
+        return sweep(args)
+    args.repeats = args.repeats or 5
     dims = (args.layers, args.heads, args.width, args.ffn, args.context, 256)
     rng = np.random.default_rng(0)
     data = rng.integers(0, 256, size=(args.steps * args.batch, args.context + 1), dtype=np.int32)

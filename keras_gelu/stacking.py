@@ -63,7 +63,10 @@ class StackedDense(keras.layers.Layer):
         self.kernel = self.add_weight(
             name="kernel",
             shape=(self.members, input_shape[-1], self.units),
-            initializer="glorot_uniform",
+            # Zeros, not a random draw: placeholders, and on JAX every new
+            # shape of a random initializer is one more XLA compile (~1 s
+            # a shape on this CPU, issue 20).
+            initializer="zeros",
         )
         self.bias = None
         if self.use_bias:

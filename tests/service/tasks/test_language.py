@@ -169,18 +169,39 @@ def test_layer_norm_off_removes_every_layernorm_and_tying_removes_the_head(corpu
     assert "head" not in [l.name for l in tied.layers]
 
 
-def test_loss_falls_and_every_series_is_recorded(corpus):
+def test_stacked_seeds_train_as_each_seed_alone_and_record_every_series():
+    # The sweep trains all seeds of an activation as one stacked model;
+    # member 1 of it must be seed 1 trained alone, the way the service
+    # trained members before issue 20 (train_one_by_one): same windows,
+    # same initial weights, same updates, up to float rounding.
     config = Config(
-        activations=("learnable_leaky_relu",), baseline="learnable_leaky_relu", seeds=(0,),
-        data=SMALL_DATA, model=SMALL_MODEL,
-        training=TrainingConfig(epochs=3, steps_per_epoch=15, batch_size=16, learning_rate=3e-3),
+        activations=("learnable_leaky_relu",), baseline="learnable_leaky_relu", seeds=(0, 1),
+        data=SWEEP_DATA, model=SMALL_MODEL,
+        training=TrainingConfig(epochs=2, steps_per_epoch=6, batch_size=16, learning_rate=3e-3),
     )
     task = tasks.get("python_code")
+    corpus = task.load(SWEEP_DATA)  # a small test split: each path evaluates it whole
     epochs = []
-    (result,) = task.train(task, corpus, config, "learnable_leaky_relu", (0,),
-                           lambda e, v: epochs.append(e))
-    assert epochs == [1, 2, 3]
+    stacked = task.train(task, corpus, config, "learnable_leaky_relu", (0, 1),
+                         lambda e, v: epochs.append((e, len(v))))
+    (alone,) = language.train_one_by_one(task, corpus, config, "learnable_leaky_relu", (1,),
+                                         lambda e, v: None)
+    assert epochs == [(1, 2), (2, 2)]
+    assert [r.seed for r in stacked] == [0, 1]
+    result = stacked[1]
     h = result.history
+    assert sorted(h) == sorted(alone.history)
+    for key in h:
+        if key != "tokens_per_second":
+            np.testing.assert_allclose(h[key], alone.history[key], rtol=2e-4, atol=2e-5,
+                                       err_msg=key)
+    assert result.test_loss == pytest.approx(alone.test_loss, rel=1e-5)
+    for mine, theirs in zip(result.model.weights, alone.model.weights):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(mine),
+                                   keras.ops.convert_to_numpy(theirs), rtol=1e-3, atol=1e-4,
+                                   err_msg=mine.path)
+    # Seeds differ: the other member is not a copy.
+    assert stacked[0].history["val_loss"] != h["val_loss"]
     assert h["val_loss"][-1] < h["val_loss"][0] < math.log(256) + 0.5
     assert h["loss"][-1] < h["loss"][0]
     assert np.allclose(h["val_perplexity"], np.exp(h["val_loss"]))
@@ -193,6 +214,28 @@ def test_loss_falls_and_every_series_is_recorded(corpus):
     assert all(v > 0 for v in h["tokens_per_second"])
     assert result.final["test_perplexity"] == pytest.approx(math.exp(result.test_loss))
     assert result.ok
+
+
+def test_stacked_language_model_computes_each_member_as_its_plain_model(corpus):
+    # The forward pass alone, every stacked layer at once, gated FFN.
+    from keras_gelu.stacking import stack_weights
+    from kg_service.tasks.language.stacked import stack_language_model
+
+    plain = []
+    for seed in (3, 4, 5):
+        keras.utils.set_random_seed(seed)
+        plain.append(language_model.build_language_model(
+            dataclasses.replace(SMALL_MODEL, match_params=True), "geglu", corpus))
+    stacked = stack_language_model(plain[0], 3)
+    stack_weights(stacked, plain)
+    x = np.stack([corpus.windows("validation", limit=4)[0]] * 3, axis=1)
+    x[:, 1] = x[:, 1, ::-1]  # members see different windows
+    logits = np.asarray(stacked.predict_on_batch(x))
+    assert logits.shape == (4, 3, corpus.context, 256)
+    for m, model in enumerate(plain):
+        np.testing.assert_allclose(logits[:, m], model.predict_on_batch(x[:, m]),
+                                   rtol=1e-5, atol=1e-5)
+    assert np.abs(logits[:, 0] - logits[:, 2]).max() > 1e-3
 
 
 # --- A sweep, its registry version, and serving a prompt. ------------------------
@@ -320,15 +363,19 @@ from kg_service.serving import export
 from kg_service.tasks import base as tasks
 from kg_service.config.schema import Config, DeviceConfig, TrainingConfig
 from tests.service.tasks.test_language import SMALL_DATA, SMALL_MODEL
-config = Config(activations=("geglu",), baseline="geglu", seeds=(0,), data=SMALL_DATA,
+config = Config(activations=("geglu",), baseline="geglu", seeds=(0, 1), data=SMALL_DATA,
                 model=SMALL_MODEL, training=TrainingConfig(epochs=1, steps_per_epoch=3, batch_size=4),
                 device=DeviceConfig(type="cpu", mixed_precision="mixed_bfloat16", xla=True))
 task = tasks.get("python_code")
 corpus = task.load(config.data)
-(result,) = task.train(task, corpus, config, "geglu", (0,), lambda e, v: None)
+# Both seeds as one stacked model; member 1 exported on its own.
+results = task.train(task, corpus, config, "geglu", (0, 1), lambda e, v: None)
+result = results[1]
 staged = export.stage(result.model, {out!r}, "lm", corpus.x_test, 1e-5)
-print(json.dumps({{"policy": result.model.dtype_policy.name, "loss": result.history["val_loss"],
-                  "export_diff": staged.max_abs_diff}}))
+print(json.dumps({{"policy": result.model.dtype_policy.name, "seeds": [r.seed for r in results],
+                  "loss": [r.history["val_loss"] for r in results],
+                  "export_diff": staged.max_abs_diff,
+                  "tolerance": export.tolerance_for(result.model, 1e-5)}}))
 """
 
 
@@ -346,5 +393,11 @@ def test_the_language_model_trains_and_exports_under_jax_with_bfloat16_and_xla(t
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["policy"] == "mixed_bfloat16"
-    assert all(math.isfinite(v) for v in result["loss"])
-    assert result["export_diff"] <= 1e-2  # bfloat16 compute: export.tolerance_for widens it
+    assert result["seeds"] == [0, 1]
+    assert all(math.isfinite(v) for loss in result["loss"] for v in loss)
+    assert result["loss"][0] != result["loss"][1]
+    # bfloat16 compute: export.tolerance_for widens the check to a few ulps
+    # of bfloat16 at the logits' size; a fixed 1e-2 is met or missed by
+    # the weights' luck (0.0110 in one run on the issue 20 branch).
+    assert result["tolerance"] == 3e-2
+    assert result["export_diff"] <= result["tolerance"]

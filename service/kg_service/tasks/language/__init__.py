@@ -48,7 +48,7 @@ PYTHON_CODE = Task(
     figures=("learning_curves", "per_seed", "attention_entropy", "leaky_slopes"),
     sample_splits=False,
     serving="language_model",
-    # Members train one after another with a plain fit, not in a
-    # strategy scope.
+    # All seeds of an activation train as one stacked model (train.py),
+    # with a plain fit, not in a strategy scope.
     data_parallel=False,
 )

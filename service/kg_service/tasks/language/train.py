@@ -1,13 +1,22 @@
 """Training the language model, and the attention entropy of "ReLU's Revival".
 
-Members train one after another (`train_language_model`); each epoch is
-`training.steps_per_epoch` steps of `training.batch_size` windows drawn
-at random offsets of the training split by the member's own
-`np.random.default_rng(seed)`, the weights from
-`keras.utils.set_random_seed(seed)` (the model: `model.py`). After each
-epoch: validation loss, next-byte accuracy, perplexity, bits per byte,
-training tokens/s, the attention entropy of every layer and head on a
-fixed validation batch, and the slope of every learnable leaky ReLU.
+Member (activation, seed) is its initial weights
+(`keras.utils.set_random_seed(seed)`, then `model.py`), its training
+windows (each epoch `training.steps_per_epoch` steps of
+`training.batch_size` windows drawn at random offsets of the training
+split by the member's own `np.random.default_rng(seed)`) and the
+configured optimizer. `train_language_model` trains all seeds of one
+activation as ONE stacked model (`stacked.py`, a member axis on every
+weight): each step feeds member m its own windows, and the loss is the sum
+over members of each member's mean loss, so each member's gradient, and
+with an elementwise optimizer its update, is that of the model trained
+alone (`train_one_by_one`, kept as the reference and for the benchmark).
+One trace and one step for all members instead of one per member: on a
+CPU tracing and per-step overhead are most of a small model's time
+(issue 20). After each epoch, per member: validation loss, next-byte
+accuracy, perplexity, bits per byte, training tokens/s, the attention
+entropy of every layer and head on a fixed validation batch, and the
+slope of every learnable leaky ReLU.
 
 Pure apart from the device settings: no MLflow, no files.
 """
@@ -17,9 +26,14 @@ import time
 
 import keras
 import numpy as np
+from keras import ops
 
 import keras_gelu
+from keras_gelu.stacking import stack_weights
+from keras_gelu.stacking import unstack_weights
 from kg_service.results import MemberResult
+from kg_service.tasks.language.stacked import StackedSelfAttention
+from kg_service.tasks.language.stacked import stack_language_model
 from kg_service.training.device import dtype_policy
 from kg_service.training.loop import epochs_to_threshold
 from kg_service.training.loop import first_non_finite_epoch
@@ -36,7 +50,8 @@ QUARTERS = 4
 
 
 def attention_probe(model):
-    """`tokens -> [scores of block 0, ...]`, each `[batch, heads, t, t]`.
+    """`tokens -> [scores of block 0, ...]`, each `[batch, heads, t, t]`
+    (a stacked model's: `[batch, members, heads, t, t]`).
 
     Calls each block's attention layer on its own normalized input with
     `return_attention_scores=True`: the same weights and the same causal
@@ -44,7 +59,7 @@ def attention_probe(model):
     """
     attentions = [
         layer for layer in model.layers
-        if isinstance(layer, keras.layers.MultiHeadAttention)
+        if isinstance(layer, (keras.layers.MultiHeadAttention, StackedSelfAttention))
     ]
     inputs = [layer.input[0] if isinstance(layer.input, list) else layer.input
               for layer in attentions]
@@ -60,6 +75,41 @@ def attention_probe(model):
             )
             for layer, h in zip(attentions, hidden)
         ]
+
+    return probe
+
+
+class _AttentionScores(keras.layers.Layer):
+    # The scores alone, as one output: a functional model cannot take the
+    # second output of a layer's extra call (Keras 3.15: "not connected").
+    def __init__(self, attention, **kwargs):
+        super().__init__(**kwargs)
+        self.attention = attention
+
+    def call(self, hidden):
+        return self.attention(hidden, hidden, use_causal_mask=True, return_attention_scores=True)[1]
+
+    def compute_output_spec(self, hidden):
+        return self.attention.compute_output_spec(
+            hidden, use_causal_mask=True, return_attention_scores=True)[1]
+
+
+def stacked_attention_probe(stacked):
+    """`attention_probe` of a stacked model, each `[batch, members, heads,
+    t, t]`, as one compiled model (`predict_on_batch`): called eagerly, as
+    `attention_probe` does, every op is one more XLA compile on JAX."""
+    attentions = [layer for layer in stacked.layers if isinstance(layer, StackedSelfAttention)]
+    scores = []
+    for layer in attentions:
+        h = layer.input[0] if isinstance(layer.input, (list, tuple)) else layer.input
+        scores.append(_AttentionScores(layer)(h))
+    model = keras.Model(stacked.inputs, scores)
+
+    def probe(tokens):
+        scores = model.predict_on_batch(tokens)
+        if not isinstance(scores, (list, tuple)):  # one block: one array
+            scores = [scores]
+        return [np.asarray(s) for s in scores]
 
     return probe
 
@@ -130,19 +180,27 @@ def _random_windows(data, context, count, rng):
 
 
 def _evaluate(model, x, y, batch_size):
-    """Mean next-byte loss (nats) and accuracy over windows, in float64."""
+    """Mean next-byte loss (nats) and accuracy over windows, in float64.
+
+    `x`, `y`: `[n, t]` windows for a plain model, a float each; `[n, M, t]`
+    for a stacked one, an `[M]` array each (member m's over its windows).
+    A last, short batch is padded to `batch_size` (and the padding
+    dropped): one compiled shape, not a retrace for the remainder.
+    """
     total_loss, correct, count = 0.0, 0, 0
     for start in range(0, len(x), batch_size):
-        logits = np.asarray(
-            model.predict_on_batch(x[start : start + batch_size]), dtype=np.float64
-        )
+        batch = x[start : start + batch_size]
         target = y[start : start + batch_size]
+        if len(batch) < batch_size and len(x) > batch_size:
+            padding = np.zeros((batch_size - len(batch),) + batch.shape[1:], batch.dtype)
+            batch = np.concatenate([batch, padding])
+        logits = np.asarray(model.predict_on_batch(batch), dtype=np.float64)[: len(target)]
         shifted = logits - logits.max(axis=-1, keepdims=True)
         log_z = np.log(np.exp(shifted).sum(axis=-1))
         picked = np.take_along_axis(shifted, target[..., None], axis=-1)[..., 0]
-        total_loss += float((log_z - picked).sum())
-        correct += int((logits.argmax(axis=-1) == target).sum())
-        count += target.size
+        total_loss = total_loss + (log_z - picked).sum(axis=(0, -1))
+        correct = correct + (logits.argmax(axis=-1) == target).sum(axis=(0, -1))
+        count += target.shape[0] * target.shape[-1]
     return total_loss / count, correct / count
 
 
@@ -151,60 +209,213 @@ def language_metrics(loss):
     return {"perplexity": math.exp(min(loss, 700.0)), "bits_per_byte": loss / math.log(2)}
 
 
+def _steps(corpus, training):
+    return training.steps_per_epoch or max(
+        1, (len(corpus.train) - 1) // (corpus.context * training.batch_size)
+    )
+
+
+def _member_result(activation, seed, model, history, test_loss, test_accuracy, training,
+                   seconds):
+    diverged = first_non_finite_epoch(history)
+    return MemberResult(
+        activation=activation,
+        seed=seed,
+        history=history,
+        test_loss=float(test_loss),
+        test_accuracy=float(test_accuracy),
+        epochs_to_threshold=epochs_to_threshold(
+            history["val_accuracy"], training.convergence_threshold
+        ),
+        model=model,
+        train_seconds=seconds,
+        failure=(
+            None if diverged is None
+            else f"loss not finite from epoch {diverged} (diverged)"
+        ),
+        failed_epoch=diverged,
+        final={f"test_{k}": v for k, v in language_metrics(float(test_loss)).items()},
+    )
+
+
+def _record_epoch(history, logs, val_loss, val_accuracy, tokens_per_second, scores, slopes):
+    """Appends one epoch's values to one member's history (see below)."""
+
+    def record(key, value):
+        history.setdefault(key, []).append(float(value))
+
+    record("loss", logs["loss"])
+    record("accuracy", logs["accuracy"])
+    record("val_loss", val_loss)
+    record("val_accuracy", val_accuracy)
+    for key, value in language_metrics(val_loss).items():
+        record(f"val_{key}", value)
+    record("tokens_per_second", tokens_per_second)
+    entropies = [attention_entropy(s) for s in scores]
+    for i, heads in enumerate(entropies):
+        for j, value in enumerate(heads):
+            record(f"entropy.block{i}.head{j}", value)
+    for k, share in enumerate(entropy_quarters(np.concatenate(entropies))):
+        record(f"entropy_quarter{k + 1}", share)
+    for block, slope in slopes.items():
+        record(f"leaky_slope.block{block}", slope)
+
+
+# --- All seeds of one activation, as one stacked model. ----------------------
+
+
+class MemberMean(keras.metrics.Metric):
+    """Each member's mean of `fn(y_true, y_pred)` over its batches' tokens.
+
+    `fn` maps `(batch, M, t)` targets and `(batch, M, t, V)` logits to
+    `(batch, M, t)` values; the result is `(M,)`, member m's mean, which is
+    what a plain model's metric of `fn` shows for member m alone (every
+    batch has the same size).
+    """
+
+    def __init__(self, fn, members, **kwargs):
+        super().__init__(**kwargs)
+        self.fn, self.members = fn, members
+        self.total = self.add_variable(shape=(members,), initializer="zeros", name="total")
+        self.count = self.add_variable(shape=(), initializer="zeros", name="count")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        values = ops.cast(self.fn(y_true, y_pred), "float32")
+        self.total.assign(self.total + ops.sum(values, axis=(0, 2)))
+        shape = ops.shape(values)
+        self.count.assign(self.count + ops.cast(shape[0] * shape[2], "float32"))
+
+    def result(self):
+        return self.total / ops.maximum(self.count, 1.0)
+
+
+def _token_loss(y_true, y_pred):
+    return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=True)
+
+
+def _members_loss(members):
+    # Keras averages the (batch, M, t) token losses over all three axes;
+    # times M that is the sum over members of each member's mean loss,
+    # whose gradient for member m's weights is member m's own gradient.
+    def loss(y_true, y_pred):
+        return members * _token_loss(y_true, y_pred)
+
+    return loss
+
+
 def train_language_model(task, corpus, config, activation, seeds, report):
-    """Trains every seed of one activation, one member after another.
+    """Trains every seed of one activation as one stacked model.
+
+    Each member's weights, windows and results are those of the model
+    trained alone with that seed (`train_one_by_one`; see the module
+    docstring), up to float rounding; exactly so for dropout 0 and
+    float32: dropout masks are drawn for the stacked model as a whole, and
+    under `mixed_float16` the dynamic loss scale is shared.
 
     Args / returns: as `kg_service.tasks.classification.train.train_activation`. Each result's
     `history` holds per epoch "loss", "accuracy" (training batches of the
     epoch, next-byte), "val_loss", "val_accuracy", "val_perplexity",
-    "val_bits_per_byte", "tokens_per_second", "entropy.block{i}.head{j}",
-    "entropy_quarter{k}" (share of heads) and "leaky_slope.block{i}"
-    (learnable leaky ReLU only); `final` holds "test_perplexity" and
-    "test_bits_per_byte".
+    "val_bits_per_byte", "tokens_per_second" (the stacked model's: all
+    members' training tokens over the epoch's wall time),
+    "entropy.block{i}.head{j}", "entropy_quarter{k}" (share of heads) and
+    "leaky_slope.block{i}" (learnable leaky ReLU only); `final` holds
+    "test_perplexity" and "test_bits_per_byte". `model` is the member's
+    plain model, trained and compiled; `train_seconds` the activation's
+    wall time over its number of members.
     """
+    if len(seeds) == 1:
+        # Nothing to share; and TensorFlow 2.21's oneDNN graph rewrite
+        # corrupts the heap on a one-member stacked graph ("corrupted size
+        # vs. prev_size" in predict_on_batch; fine with
+        # TF_ENABLE_ONEDNN_OPTS=0, and eagerly).
+        return train_one_by_one(task, corpus, config, activation, seeds, report)
+    start = time.perf_counter()
     training = config.training
-    val_x, val_y = corpus.windows("validation", limit=config.data.eval_windows)
-    test_x, test_y = corpus.windows("test")
-    steps = training.steps_per_epoch or max(
-        1, (len(corpus.train) - 1) // (corpus.context * training.batch_size)
-    )
-    results = []
-    for seed in seeds:
-        start = time.perf_counter()
-        model = _compiled_member(task, corpus, config, activation, seed, steps)
-        history = _fit_member(model, corpus, training, seed, steps, (val_x, val_y), report)
-        test_loss, test_accuracy = _evaluate(model, test_x, test_y, training.batch_size)
-        diverged = first_non_finite_epoch(history)
-        results.append(
-            MemberResult(
-                activation=activation,
-                seed=seed,
-                history=history,
-                test_loss=test_loss,
-                test_accuracy=test_accuracy,
-                epochs_to_threshold=epochs_to_threshold(
-                    history["val_accuracy"], training.convergence_threshold
-                ),
-                model=model,
-                train_seconds=time.perf_counter() - start,
-                failure=(
-                    None if diverged is None
-                    else f"loss not finite from epoch {diverged} (diverged)"
-                ),
-                failed_epoch=diverged,
-                final={f"test_{k}": v for k, v in language_metrics(test_loss).items()},
-            )
-        )
-    return results
-
-
-def _compiled_member(task, corpus, config, activation, seed, steps):
-    """Member `seed`'s model, its weights from the seed, compiled."""
+    steps = _steps(corpus, training)
+    members = len(seeds)
     with dtype_policy(config.device.mixed_precision):
-        keras.utils.set_random_seed(seed)
-        model = task.build_model(
-            config.model, activation, corpus, name=f"{activation}_seed{seed}"
-        )
+        plain = []
+        for seed in seeds:
+            keras.utils.set_random_seed(seed)
+            plain.append(task.build_model(
+                config.model, activation, corpus, name=f"{activation}_seed{seed}"))
+        stacked = stack_language_model(plain[0], members)
+    stack_weights(stacked, plain)
+    stacked.compile(
+        optimizer=make_optimizer(training),
+        loss=_members_loss(members),
+        metrics=[MemberMean(_token_loss, members, name="member_loss"),
+                 MemberMean(_token_accuracy, members, name="member_accuracy")],
+        jit_compile=True if config.device.xla else "auto",
+        steps_per_execution=steps,
+    )
+    histories = _fit_stacked(stacked, plain, corpus, config, seeds, steps, report)
+    test_x, test_y = corpus.windows("test")
+    test_loss, test_accuracy = _evaluate(
+        stacked, _tile(test_x, members), _tile(test_y, members), training.batch_size
+    )
+    unstack_weights(stacked, plain)
+    seconds = (time.perf_counter() - start) / members
+    for model in plain:
+        _compile_plain(model, config, steps)
+    return [
+        _member_result(activation, seed, model, history, test_loss[m], test_accuracy[m],
+                       training, seconds)
+        for m, (seed, model, history) in enumerate(zip(seeds, plain, histories))
+    ]
+
+
+def _token_accuracy(y_true, y_pred):
+    predicted = ops.cast(ops.argmax(y_pred, axis=-1), y_true.dtype)
+    return ops.cast(ops.equal(predicted, y_true), "float32")
+
+
+def _tile(x, members):
+    """`(n, t)` -> `(n, M, t)`: every member sees the same windows."""
+    return np.ascontiguousarray(np.broadcast_to(x[:, None], (len(x), members) + x.shape[1:]))
+
+
+def _fit_stacked(stacked, plain, corpus, config, seeds, steps, report):
+    """Trains the stacked model epoch by epoch; returns each member's history."""
+    training = config.training
+    members = len(seeds)
+    val_x, val_y = corpus.windows("validation", limit=config.data.eval_windows)
+    val_x, val_y = _tile(val_x, members), _tile(val_y, members)
+    probe, probe_x = stacked_attention_probe(stacked), val_x[:ENTROPY_BATCH]
+    rngs = [np.random.default_rng(seed) for seed in seeds]
+    histories = [{} for _ in seeds]
+    alive = np.ones(members, dtype=bool)  # members whose loss is still finite
+    count = steps * training.batch_size
+    for epoch in range(1, training.epochs + 1):
+        windows = [_random_windows(corpus.train, corpus.context, count, rng) for rng in rngs]
+        x = np.stack([w[0] for w in windows], axis=1)
+        y = np.stack([w[1] for w in windows], axis=1)
+        tic = time.perf_counter()
+        logs = stacked.fit(
+            x, y, batch_size=training.batch_size, epochs=1, shuffle=False, verbose=0
+        ).history
+        seconds = time.perf_counter() - tic
+        val_loss, val_accuracy = _evaluate(stacked, val_x, val_y, training.batch_size)
+        scores = probe(probe_x)
+        unstack_weights(stacked, plain)  # for the slopes, read from the plain layers
+        loss, accuracy = logs["member_loss"][-1], logs["member_accuracy"][-1]
+        for m in np.flatnonzero(alive):
+            _record_epoch(
+                histories[m], {"loss": loss[m], "accuracy": accuracy[m]}, val_loss[m],
+                val_accuracy[m], x.size / seconds, [s[:, m] for s in scores],
+                leaky_slopes(plain[m]),
+            )
+        report(epoch, np.asarray(val_accuracy))
+        # A diverged member's weights are NaN from here on and its history
+        # stops, as alone; the others train on unharmed (each member's
+        # gradient is its own).
+        alive &= np.isfinite(val_loss)
+        if not alive.any():
+            break
+    return histories
+
+
+def _compile_plain(model, config, steps):
     model.compile(
         optimizer=make_optimizer(config.training),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -215,16 +426,43 @@ def _compiled_member(task, corpus, config, activation, seed, steps):
     return model
 
 
+# --- One member after another: the reference, and the benchmark's baseline. ---
+
+
+def train_one_by_one(task, corpus, config, activation, seeds, report):
+    """As `train_language_model`, each member trained alone in turn.
+
+    What the service did before the stacked model (issue 20); the
+    stacked model's members must equal these (tests), and
+    `benchmarks/bench_language_model.py --sweep` times the two side by
+    side. "tokens_per_second" is the member's own.
+    """
+    training = config.training
+    val_x, val_y = corpus.windows("validation", limit=config.data.eval_windows)
+    test_x, test_y = corpus.windows("test")
+    steps = _steps(corpus, training)
+    results = []
+    for seed in seeds:
+        start = time.perf_counter()
+        with dtype_policy(config.device.mixed_precision):
+            keras.utils.set_random_seed(seed)
+            model = task.build_model(
+                config.model, activation, corpus, name=f"{activation}_seed{seed}"
+            )
+        _compile_plain(model, config, steps)
+        history = _fit_member(model, corpus, training, seed, steps, (val_x, val_y), report)
+        test_loss, test_accuracy = _evaluate(model, test_x, test_y, training.batch_size)
+        results.append(_member_result(activation, seed, model, history, test_loss,
+                                      test_accuracy, training, time.perf_counter() - start))
+    return results
+
+
 def _fit_member(model, corpus, training, seed, steps, validation, report):
     """Trains one member epoch by epoch; returns its history (see above)."""
     val_x, val_y = validation
     probe, probe_x = attention_probe(model), val_x[:ENTROPY_BATCH]
     rng = np.random.default_rng(seed)
     history = {}
-
-    def record(key, value):
-        history.setdefault(key, []).append(float(value))
-
     for epoch in range(1, training.epochs + 1):
         x, y = _random_windows(corpus.train, corpus.context, steps * training.batch_size, rng)
         tic = time.perf_counter()
@@ -233,21 +471,10 @@ def _fit_member(model, corpus, training, seed, steps, validation, report):
         ).history
         seconds = time.perf_counter() - tic
         val_loss, val_accuracy = _evaluate(model, val_x, val_y, training.batch_size)
-        record("loss", logs["loss"][-1])
-        record("accuracy", logs["accuracy"][-1])
-        record("val_loss", val_loss)
-        record("val_accuracy", val_accuracy)
-        for key, value in language_metrics(val_loss).items():
-            record(f"val_{key}", value)
-        record("tokens_per_second", x.size / seconds)
-        entropies = [attention_entropy(s) for s in probe(probe_x)]
-        for i, heads in enumerate(entropies):
-            for j, value in enumerate(heads):
-                record(f"entropy.block{i}.head{j}", value)
-        for k, share in enumerate(entropy_quarters(np.concatenate(entropies))):
-            record(f"entropy_quarter{k + 1}", share)
-        for block, slope in leaky_slopes(model).items():
-            record(f"leaky_slope.block{block}", slope)
+        _record_epoch(
+            history, {"loss": logs["loss"][-1], "accuracy": logs["accuracy"][-1]}, val_loss,
+            val_accuracy, x.size / seconds, probe(probe_x), leaky_slopes(model),
+        )
         report(epoch, np.array([val_accuracy]))
         if not math.isfinite(val_loss):
             break  # diverged: NaN weights from here on
