@@ -98,7 +98,7 @@ def env(tracking_uri, source=None):
 
 
 def train_champion(tmp, tracking_uri, epochs):
-    """A short kg-train sweep; returns the winner's `models:/` URI."""
+    """A short kg-train sweep (each activation's model registered)."""
     command = [
         os.path.join(VENV_BIN, "kg-train"),
         "--config", os.path.join(ROOT, "configs", "moons.yaml"),
@@ -112,9 +112,7 @@ def train_champion(tmp, tracking_uri, epochs):
     result = subprocess.run(command, cwd=tmp, env=env(tracking_uri), capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"kg-train failed:\n{result.stdout}\n{result.stderr[-3000:]}")
-    # "Serve:      kg serve models:/NAME@champion --tracking-uri ..."
-    (serve_line,) = [l for l in result.stdout.splitlines() if l.startswith("Serve:")]
-    return serve_line.split(" serve ", 1)[1].split()[0]
+
 
 
 def saved_model_path(tmp, model_name):
@@ -497,7 +495,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:
         uri = f"sqlite:///{os.path.join(tmp, 'mlflow.db')}"
         print("training a short kg-train sweep (configs/moons.yaml, seed 0)...", flush=True)
-        model_uri = train_champion(tmp, uri, args.epochs)  # keras_gelu's exact GELU
+        train_champion(tmp, uri, args.epochs)
+        # keras_gelu's exact GELU, whichever activation won the sweep.
+        model_uri = "models:/moons-gelu@champion"
         floor_uri = log_floor(tmp, uri, features)
         in_process = saved_model_function(saved_model_path(tmp, "moons-gelu"))
         rows = []
