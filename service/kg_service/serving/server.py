@@ -199,8 +199,22 @@ def _free_port(host):
         return sock.getsockname()[1]
 
 
-def _die_with_parent():
-    """In the server process: SIGTERM when kg dies, even by SIGKILL (Linux)."""
+def _own_group_dying_with_parent():
+    """In the server process, before uvicorn starts: a process group of its
+    own (`stop` signals the whole group, workers included), and SIGTERM
+    when kg dies, even by SIGKILL (Linux).
+
+    A group, not a session (`start_new_session`): Linux's autogroup
+    scheduler (on by default, /proc/sys/kernel/sched_autogroup_enabled)
+    gives each session its own share of the CPU, and a server in a session
+    of its own waited for the CPU on each wakeup while other sessions ran:
+    p50 23 ms against 7 ms, 323 against 455 req/s, at the same 0.8 ms of CPU
+    a request (the floor, batch 1, 2 cores at load average 17). `mlflow
+    models serve` runs uvicorn in its caller's session too. Ctrl-C at a
+    terminal still reaches kg alone (the foreground group), which stops
+    the server.
+    """
+    os.setpgid(0, 0)
     try:
         ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -334,7 +348,7 @@ def start(
         if token_file is not None:
             env[app.TOKEN_FILE_ENV] = str(pathlib.Path(token_file).resolve())
         process = subprocess.Popen(
-            command, env=env, start_new_session=True, preexec_fn=_die_with_parent
+            command, env=env, preexec_fn=_own_group_dying_with_parent
         )
     except BaseException:
         cleanup.close()
