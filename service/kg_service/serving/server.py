@@ -208,9 +208,9 @@ def _own_group_dying_with_parent():
     scheduler (on by default, /proc/sys/kernel/sched_autogroup_enabled)
     gives each session its own share of the CPU, and a server in a session
     of its own waited for the CPU on each wakeup while other sessions ran:
-    p50 23 ms against 7 ms, 323 against 455 req/s, at the same 0.8 ms of CPU
-    a request (the floor, batch 1, 2 cores at load average 17). `mlflow
-    models serve` runs uvicorn in its caller's session too. Ctrl-C at a
+    the floor's p50 was 22.8 ms against 6.4 ms now, at about the same CPU
+    a request (`benchmarks/bench_serving.py`, docs/benchmarks.md, 2 busy
+    cores). `mlflow models serve` runs uvicorn in its caller's session too. Ctrl-C at a
     terminal still reaches kg alone (the foreground group), which stops
     the server.
     """
