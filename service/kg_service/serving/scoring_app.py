@@ -27,8 +27,8 @@ against it (MLflow 3.17, a kg-train model), and mended here:
   and fails (400 "TensorSpec only supports numpy types") for every CSV
   -> the guard reads the CSV (header row) into JSON, which it parses;
   a header of the wrong width is refused before any row is read (30,000
-  columns took 24 s to refuse, and stalled /ping: a body over
-  INLINE_BYTES is parsed in a thread);
+  columns took 24 s to refuse, and stalled /ping: CSV, and JSON over
+  INLINE_BYTES, is parsed in a thread);
 - errors in four shapes (its JSON, its plain-text 415s and 504, FastAPI's
   {"detail": ...}) -> every 4xx/5xx is {"error_code": ..., "message": ...};
 - /docs, /redoc, /openapi.json and /version open to all -> 404 unless
@@ -59,12 +59,12 @@ TOKEN_FILE_ENV = "KG_SERVE_TOKEN_FILE"
 EXPOSE_DOCS_ENV = "KG_SERVE_EXPOSE_DOCS"
 DEFAULT_CLIENT_TIMEOUT = 10.0
 MESSAGE_LIMIT = 2000
-# A body up to this size is checked on the event loop: decoding and checking
-# one costs less than a thread hop (16 KB of JSON rows: ~0.4 ms; a hop: 30 us
-# idle, 80-90 us on a busy 2-core machine, and a wait for the GIL besides),
-# and stalls /ping for no longer than one request does anyway. Larger bodies
-# (30,000 CSV columns took 24 s) go to a thread. `benchmarks/bench_serving.py
-# --guard` measures each stage.
+# A JSON body up to this size is checked on the event loop: decoding and
+# checking it costs about what a thread hop does (256 rows of 2, 4.8 KB:
+# 66 us; a hop: 140-180 us on 2 busy cores, `benchmarks/bench_serving.py
+# --guard`), and 16 KB holds /ping back for 2.8 ms at most (load average
+# 11). Larger bodies, and CSV (pandas: 6.4 ms for 12 KB), go to a thread:
+# 30,000 CSV columns took 24 s to refuse, stalling /ping (issue 15).
 INLINE_BYTES = 16 * 1024
 # MLflow messages that quote the whole input before saying what is wrong.
 ECHOING = ("Failed to predict data '", "Failed to enforce schema of data '")
@@ -170,7 +170,7 @@ class Guard:
             if size > self.max_bytes:
                 return await _answer(send, 413, self._too_large(f"over {size}"))
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        if size <= INLINE_BYTES:
+        if size <= INLINE_BYTES and media_type == "application/json":
             body, problem = self._checked(media_type, body)
         else:
             body, problem = await asyncio.to_thread(self._checked, media_type, body)

@@ -241,7 +241,7 @@ def json_body(request):
 
 def padded(body, size):
     """The same JSON, with spaces up to `size` bytes: over INLINE_BYTES it is
-    checked in a thread instead of on the event loop."""
+    checked in a thread instead of on the event loop (CSV always is)."""
     return body[:-1] + b" " * max(size - len(body), 0) + body[-1:]
 
 
