@@ -29,6 +29,15 @@ network layer.
     python benchmarks/bench_serving.py                       # 5 rounds, --workers 1
     python benchmarks/bench_serving.py --workers 1 2 4 --rounds 3
     python benchmarks/bench_serving.py --server mlflow       # mlflow models serve
+    python benchmarks/bench_serving.py --server kg mlflow    # both, interleaved
+    python benchmarks/bench_serving.py --guard               # the guard's cost, by stage
+
+*vs floor per round* divides each round's model figure by the same
+round's floor (the two measured one after the other): the load of a
+shared machine moves both, so its median and spread are steadier than
+the ratio of the medians. `--guard` runs no server: MLflow's scoring app
+for the floor model, with and without kg's guard in front, called in this
+process as uvicorn calls it, and each step of the guard timed alone.
 """
 
 import argparse
@@ -78,8 +87,10 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def env(tracking_uri):
+def env(tracking_uri, source=None):
     base = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    if source:  # kg_service from another tree (an older commit), first on the path
+        base["PYTHONPATH"] = os.path.join(source, "service")
     # `mlflow models serve --env-manager local` runs uvicorn from PATH.
     base["PATH"] = VENV_BIN + os.pathsep + base.get("PATH", "")
     base["MLFLOW_TRACKING_URI"] = tracking_uri
@@ -87,7 +98,7 @@ def env(tracking_uri):
 
 
 def train_champion(tmp, tracking_uri, epochs):
-    """A short kg-train sweep; returns the winner's `models:/` URI."""
+    """A short kg-train sweep (each activation's model registered)."""
     command = [
         os.path.join(VENV_BIN, "kg-train"),
         "--config", os.path.join(ROOT, "configs", "moons.yaml"),
@@ -101,8 +112,7 @@ def train_champion(tmp, tracking_uri, epochs):
     result = subprocess.run(command, cwd=tmp, env=env(tracking_uri), capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"kg-train failed:\n{result.stdout}\n{result.stderr[-3000:]}")
-    (serve_line,) = [l for l in result.stdout.splitlines() if l.startswith("Serve:")]
-    return serve_line.split(" -m ")[1].split()[0]
+
 
 
 def saved_model_path(tmp, model_name):
@@ -145,7 +155,9 @@ class Server(typing.NamedTuple):
 
 @contextlib.contextmanager
 def serve(model_uri, tracking_uri, workers, log_path, server="kg"):
+    """`server`: "kg", "mlflow", or "kg@DIR" (kg serve with kg_service from DIR)."""
     port = free_port()
+    server, _, source = server.partition("@")
     if server == "kg":
         command = [
             os.path.join(VENV_BIN, "kg"), "serve", model_uri, "--tracking-uri", tracking_uri,
@@ -159,7 +171,7 @@ def serve(model_uri, tracking_uri, workers, log_path, server="kg"):
         ]  # fmt: skip
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=env(tracking_uri)
+            command, stdout=log, stderr=subprocess.STDOUT, env=env(tracking_uri, source)
         )
     try:
         deadline = time.monotonic() + 300
@@ -303,6 +315,138 @@ def summary(seconds, latencies, errors, cpu, requests):
     }
 
 
+def asgi_scope(body):
+    """An ASGI scope for POST /invocations of a JSON body, as uvicorn makes it."""
+    return {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/invocations", "raw_path": b"/invocations",
+        "query_string": b"", "root_path": "", "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+        "headers": [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode())],
+    }  # fmt: skip
+
+
+async def asgi_request(app, body):
+    """One request through an ASGI app, in this event loop; its status."""
+    import asyncio
+
+    answered = asyncio.Event()
+    status = []
+    read = []
+
+    async def receive():
+        if not read:
+            read.append(True)
+            return {"type": "http.request", "body": body, "more_body": False}
+        await answered.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+
+    await app(asgi_scope(body), receive, send)
+    answered.set()
+    if status != [200]:
+        sys.exit(f"the in-process request was answered {status}")
+
+
+def guard_costs(floor, features, args):
+    """`(batch, stage, µs per request, share of a floor request)` rows: the
+    guard (`kg_service.serving.scoring_app.Guard`) in front of MLflow's
+    scoring app for the identity floor model, called as uvicorn calls it,
+    against MLflow's app alone; and the stages of the guard one by one,
+    with what it paid before for the same step (`asyncio.wait_for` per
+    body message, a thread hop per body). `paired` times the steps in
+    turn; medians over its blocks.
+    """
+    import asyncio
+
+    from mlflow.pyfunc import scoring_server
+
+    from kg_service.serving import request_checks
+    from kg_service.serving import scoring_app
+
+    mlflow_app = scoring_server.init(floor)
+    guarded = scoring_app.Guard(mlflow_app, 100 * 2**20, features)
+    rng = np.random.default_rng(0)
+    n = max(args.requests // 4, 100)
+
+    async def ready():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def block(step, repeat):
+        started = time.perf_counter()
+        for _ in range(repeat):
+            await step()
+        return (time.perf_counter() - started) / repeat * 1e6
+
+    async def paired(steps, blocks=20, repeat=max(n // 20, 5)):
+        """µs per call of each step, the steps timed in turn in short blocks
+        (so that a load that comes and goes slows each alike): for each
+        step, the list of its blocks' times."""
+        for step in steps.values():
+            await block(step, repeat)  # warm
+        times = {name: [] for name in steps}
+        for k in range(blocks):
+            for name in steps if k % 2 == 0 else list(steps)[::-1]:
+                times[name].append(await block(steps[name], repeat))
+        return times
+
+    async def in_flight(app, body):
+        """`args.clients` requests in flight at once, as uvicorn's event
+        loop holds them; µs per request."""
+
+        async def step():
+            await asyncio.gather(*(asgi_request(app, body) for _ in range(args.clients)))
+
+        return step
+
+    async def stages(body):
+        request = json.loads(body)
+
+        async def decode():
+            request_checks.decode(body)
+
+        async def check():
+            request_checks.check(request, features)
+
+        whole = await paired({"alone": lambda: asgi_request(mlflow_app, body),
+                              "guard": lambda: asgi_request(guarded, body)})  # fmt: skip
+        together = await paired(
+            {"alone": await in_flight(mlflow_app, body), "guard": await in_flight(guarded, body)},
+            repeat=max(n // 20 // args.clients, 2),
+        )
+        parts = await paired({
+            "guard: decode the JSON (request_checks.decode)": decode,
+            "guard: check the rows (request_checks.check)": check,
+            "guard: read the body within the client timeout (asyncio.timeout)":
+                lambda: scoring_app._within(ready, 10.0),
+            "before: the same read through asyncio.wait_for": lambda: asyncio.wait_for(ready(), 10.0),
+            "before: a thread hop for every body (asyncio.to_thread)":
+                lambda: asyncio.to_thread(lambda: None),
+        })  # fmt: skip
+        floor_us = statistics.median(whole["alone"])
+        per_request = [t / args.clients for t in together["alone"]]
+        rows = [
+            ("MLflow's app alone (the floor model), one request at a time", floor_us),
+            ("the guard: guarded minus alone, one request at a time",
+             statistics.median(g - a for a, g in zip(whole["alone"], whole["guard"]))),
+            (f"MLflow's app alone, {args.clients} requests in flight", statistics.median(per_request)),
+            (f"the guard: guarded minus alone, {args.clients} requests in flight",
+             statistics.median((g - a) / args.clients for a, g in zip(together["alone"], together["guard"]))),
+        ]  # fmt: skip
+        rows += [(name, statistics.median(times)) for name, times in parts.items()]
+        return [(stage, us, us / floor_us) for stage, us in rows]
+
+    rows = []
+    for batch in args.batch:
+        body = json.dumps({"inputs": rng.normal(size=(batch, features)).round(4).tolist()}).encode()
+        rows += [(batch, *row) for row in asyncio.run(stages(body))]
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000)
@@ -311,11 +455,15 @@ def main():
     parser.add_argument(
         "--workers", type=int, nargs="+", default=[1], help="server processes; several: each measured"
     )
-    parser.add_argument("--server", choices=["kg", "mlflow"], default="kg",
-                        help="kg serve (default) or mlflow models serve")
+    parser.add_argument("--server", nargs="+", default=["kg"],
+                        help="kg (kg serve, the default), mlflow (mlflow models serve), kg@DIR (kg serve "
+                        "with DIR/service/kg_service, e.g. an older commit's `git archive COMMIT service "
+                        "| tar -x -C DIR`); several: interleaved")
     parser.add_argument("--rounds", type=int, default=5, help="alternating floor/model rounds")
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--epochs", type=int, default=5, help="of the kg-train sweep")
+    parser.add_argument("--guard", action="store_true",
+                        help="only the guard's cost per stage, in this process (no servers, no training)")
     args = parser.parse_args()
 
     import importlib.metadata
@@ -326,70 +474,112 @@ def main():
     # The floor is logged without an input example, deliberately.
     warnings.filterwarnings("ignore", message=".*input example was not provided")
     features = 2  # make_moons
+    load_before = os.getloadavg()
+    if args.guard:
+        with tempfile.TemporaryDirectory(prefix="bench-guard-") as tmp:
+            uri = f"sqlite:///{os.path.join(tmp, 'mlflow.db')}"
+            floor = mlflow.pyfunc.load_model(log_floor(tmp, uri, features))
+            rows = guard_costs(floor, features, args)
+        print(
+            f"\nkg serve's guard in this process (no HTTP), steps timed in turn in 20 blocks, median; "
+            f"{os.cpu_count()} cores, load average {load_before[0]:.1f} -> "
+            f"{os.getloadavg()[0]:.1f}, mlflow {mlflow.__version__}\n"
+        )
+        print("| batch | stage | µs per request | of a floor request through MLflow's app |")
+        print("|---|---|---|---|")
+        for batch, stage, us, share in rows:
+            print(f"| {batch} | {stage} | {us:.1f} | {share:.1%} |")
+        return
+
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:
         uri = f"sqlite:///{os.path.join(tmp, 'mlflow.db')}"
         print("training a short kg-train sweep (configs/moons.yaml, seed 0)...", flush=True)
         train_champion(tmp, uri, args.epochs)
-        model_uri = "models:/moons-gelu@champion"  # keras_gelu's exact GELU
+        # keras_gelu's exact GELU, whichever activation won the sweep.
+        model_uri = "models:/moons-gelu@champion"
         floor_uri = log_floor(tmp, uri, features)
         in_process = saved_model_function(saved_model_path(tmp, "moons-gelu"))
         rows = []
         for workers in args.workers:
-            with serve(floor_uri, uri, workers, os.path.join(tmp, "floor.log"), args.server) as floor, serve(
-                model_uri, uri, workers, os.path.join(tmp, "model.log"), args.server
-            ) as model:
+            with contextlib.ExitStack() as stack:
+                servers = {
+                    (kind, name): stack.enter_context(
+                        serve(uri_, uri, workers, os.path.join(tmp, f"{k}-{name}.log"), kind)
+                    )
+                    for k, kind in enumerate(args.server)
+                    for name, uri_ in (("floor", floor_uri), ("model", model_uri))
+                }
                 for batch in args.batch:
                     arrays = [rng.normal(size=(batch, features)).round(4).astype("float32") for _ in range(16)]
                     bodies = [json.dumps({"inputs": x.tolist()}) for x in arrays]
-                    runs = {"floor": [], "model": [], "in-process": []}
+                    runs = {key: [] for key in servers}
+                    runs[(None, "in-process")] = []
                     for round_ in range(args.rounds):
-                        order = [("floor", floor), ("model", model)]
-                        for name, server in order if round_ % 2 == 0 else order[::-1]:
-                            print(f"  workers {workers}, batch {batch}, round {round_ + 1}: {name}", flush=True)
-                            runs[name].append(measure(server, bodies, args))
+                        order = list(servers) if round_ % 2 == 0 else list(servers)[::-1]
+                        for key in order:
+                            print(f"  workers {workers}, batch {batch}, round {round_ + 1}: {' '.join(key)}", flush=True)
+                            runs[key].append(measure(servers[key], bodies, args))
                         if workers == args.workers[0]:
                             print(f"  batch {batch}, round {round_ + 1}: SavedModel in-process", flush=True)
-                            runs["in-process"].append(measure_in_process(in_process, arrays, args))
-                    for name, each in runs.items():
+                            runs[(None, "in-process")].append(measure_in_process(in_process, arrays, args))
+                    for key, each in runs.items():
                         errors = [r for r in each if r["errors"]]
                         if errors:
-                            sys.exit(f"{name}: {errors[0]['errors']} errors, e.g. {errors[0]['first_error']}")
+                            sys.exit(f"{key}: {errors[0]['errors']} errors, e.g. {errors[0]['first_error']}")
+                    rows += table_rows(runs, workers, batch, model_uri, args.server[0])
 
-                    def median(name, key):
-                        return statistics.median(r[key] for r in runs[name])
-
-                    labels = [("floor", "floor (returns its input)"), ("model", model_uri)]
-                    if runs["in-process"]:
-                        labels.append(("in-process", "SavedModel in-process (no HTTP)"))
-                    for name, label in labels:
-                        rps = median(name, "rps")
-                        rows.append(
-                            ("–" if name == "in-process" else workers, batch, label, rps, rps * batch,
-                             median(name, "p50"), median(name, "p99"), median(name, "cpu_ms"),
-                             rps / median("floor", "rps"),
-                             ", ".join(f"{r['rps']:.0f}" for r in runs[name]))
-                        )  # fmt: skip
-
-    server = "kg serve" if args.server == "kg" else "mlflow models serve --env-manager local"
     print(
-        f"\n{server}; {args.requests} requests per round from {args.clients} concurrent "
-        f"clients, {args.rounds} rounds, floor and model alternating (median shown); "
-        f"{os.cpu_count()} cores, {platform.machine()}, mlflow {mlflow.__version__}, "
-        f"keras {importlib.metadata.version('keras')} "
+        f"\n{' vs '.join(server_name(kind) for kind in args.server)}; {args.requests} requests per "
+        f"round from {args.clients} concurrent clients, {args.rounds} rounds, every server in "
+        f"turn, the order reversed each round (median shown); {os.cpu_count()} cores, "
+        f"{platform.machine()}, load average {load_before[0]:.1f} -> {os.getloadavg()[0]:.1f}, "
+        f"mlflow {mlflow.__version__}, keras {importlib.metadata.version('keras')} "
         f"({os.environ.get('KERAS_BACKEND', 'tensorflow')} backend)\n"
     )
     head = (
-        "workers", "batch", "server", "req/s", "rows/s", "p50 ms", "p99 ms", "CPU ms/req",
-        "req/s vs floor", "req/s per round",
+        "workers", "batch", "server", "model", "req/s", "rows/s", "p50 ms", "p99 ms", "CPU ms/req",
+        "req/s vs floor", "vs floor per round: median [min-max]", "req/s per round",
     )  # fmt: skip
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
-    for workers, batch, label, rps, rows_s, p50, p99, cpu, ratio, each in rows:
-        print(
-            f"| {workers} | {batch} | {label} | {rps:.0f} | {rows_s:.0f} | {p50:.1f} | {p99:.1f} "
-            f"| {cpu:.2f} | {ratio:.2f}x | {each} |"
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+def server_name(kind):
+    name = {"kg": "kg serve", "mlflow": "mlflow models serve --env-manager local"}
+    kind, _, source = kind.partition("@")
+    return name[kind] + (f" ({source})" if source else "")
+
+
+def table_rows(runs, workers, batch, model_uri, first_kind):
+    """The printed rows of one batch size: each server's floor and model,
+    then the in-process SavedModel against the first server's floor."""
+
+    def median(key, field):
+        return statistics.median(r[field] for r in runs[key])
+
+    rows = []
+    for key in runs:
+        kind, name = key
+        floor = (kind or first_kind, "floor")
+        ratios = sorted(r["rps"] / f["rps"] for r, f in zip(runs[key], runs[floor]))
+        if not ratios:
+            continue
+        rps = median(key, "rps")
+        label = {"floor": "floor (returns its input)", "model": model_uri}.get(
+            name, "SavedModel in-process (no HTTP)"
         )
+        rows.append(
+            (str(workers) if kind else "–", str(batch), server_name(kind) if kind else "–", label,
+             f"{rps:.0f}", f"{rps * batch:.0f}", f"{median(key, 'p50'):.1f}",
+             f"{median(key, 'p99'):.1f}", f"{median(key, 'cpu_ms'):.2f}",
+             f"{rps / median(floor, 'rps'):.2f}x",
+             f"{statistics.median(ratios):.2f}x [{ratios[0]:.2f}-{ratios[-1]:.2f}]",
+             ", ".join(f"{r['rps']:.0f}" for r in runs[key]))
+        )  # fmt: skip
+    return rows
 
 
 if __name__ == "__main__":

@@ -13,10 +13,12 @@ cast to float32 and answered 200; unknown `params` are dropped silently.
 """
 
 import difflib
+import itertools
 import json
 
 FORMATS = ("inputs", "instances", "dataframe_split", "dataframe_records")
 EXAMPLE = '{"inputs": [[...], ...]}'
+NUMBERS = {int, float}  # what JSON numbers decode to
 
 
 class BadRequest(ValueError):
@@ -106,10 +108,19 @@ def check_numbers(rows, key="inputs"):
     not features, though numpy would read "1e3" and true as floats."""
     if not isinstance(rows, list):
         raise BadRequest(f"{key}: expected a list of rows, e.g. {EXAMPLE}.")
+    # The usual request, every value's type collected in C: for 256 rows of
+    # 2, 70 us against the loop's 185 us (side by side, load average 14).
+    # (`type`, not isinstance: True is an int.) Anything else takes the
+    # loop, which names the value.
+    kinds = set(map(type, rows))
+    if kinds <= NUMBERS or (
+        kinds == {list} and set(map(type, itertools.chain.from_iterable(rows))) <= NUMBERS
+    ):
+        return
     for i, row in enumerate(rows):
         values = row if isinstance(row, list) else [row]
         for j, value in enumerate(values):
-            if type(value) not in (int, float):
+            if type(value) not in NUMBERS:
                 raise BadRequest(
                     f"{key}: row {i}, column {j} is {_shown(value)}; every feature "
                     f"must be a JSON number (strings and booleans are not "

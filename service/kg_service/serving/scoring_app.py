@@ -27,8 +27,8 @@ against it (MLflow 3.17, a kg-train model), and mended here:
   and fails (400 "TensorSpec only supports numpy types") for every CSV
   -> the guard reads the CSV (header row) into JSON, which it parses;
   a header of the wrong width is refused before any row is read (30,000
-  columns took 24 s to refuse, and stalled /ping: parsing now runs in a
-  thread);
+  columns took 24 s to refuse, and stalled /ping: CSV, and JSON over
+  INLINE_BYTES, is parsed in a thread);
 - errors in four shapes (its JSON, its plain-text 415s and 504, FastAPI's
   {"detail": ...}) -> every 4xx/5xx is {"error_code": ..., "message": ...};
 - /docs, /redoc, /openapi.json and /version open to all -> 404 unless
@@ -59,6 +59,13 @@ TOKEN_FILE_ENV = "KG_SERVE_TOKEN_FILE"
 EXPOSE_DOCS_ENV = "KG_SERVE_EXPOSE_DOCS"
 DEFAULT_CLIENT_TIMEOUT = 10.0
 MESSAGE_LIMIT = 2000
+# A JSON body up to this size is checked on the event loop: decoding and
+# checking it costs about what a thread hop does (256 rows of 2, 4.8 KB:
+# 66 us; a hop: 140-180 us on 2 busy cores, `benchmarks/bench_serving.py
+# --guard`), and 16 KB holds /ping back for 2.8 ms at most (load average
+# 11). Larger bodies, and CSV (pandas: 6.4 ms for 12 KB), go to a thread:
+# 30,000 CSV columns took 24 s to refuse, stalling /ping (issue 15).
+INLINE_BYTES = 16 * 1024
 # MLflow messages that quote the whole input before saying what is wrong.
 ECHOING = ("Failed to predict data '", "Failed to enforce schema of data '")
 MEDIA_TYPES = ("application/json", "text/csv")
@@ -142,11 +149,10 @@ class Guard:
             # Answered unread; uvicorn drops the body as it comes (the
             # connection stays usable), or closes it at the client timeout.
             return await _answer(send, 413, self._too_large(declared))
-        body = bytearray()
-        more = True
+        chunks, size, more = [], 0, True
         while more:
             try:
-                message = await asyncio.wait_for(receive(), self.client_timeout)
+                message = await _within(receive, self.client_timeout)
             except asyncio.TimeoutError:
                 return await _answer(
                     send,
@@ -157,15 +163,17 @@ class Guard:
                 )
             if message["type"] == "http.disconnect":
                 return
-            body += message.get("body", b"")
+            chunk = message.get("body", b"")
+            chunks.append(chunk)
+            size += len(chunk)
             more = message.get("more_body", False)
-            if len(body) > self.max_bytes:
-                return await _answer(send, 413, self._too_large(f"over {len(body)}"))
-        body = bytes(body)
-        if media_type == "text/csv":
-            body, problem = await asyncio.to_thread(model_input.csv_as_json, body, self.features)
+            if size > self.max_bytes:
+                return await _answer(send, 413, self._too_large(f"over {size}"))
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if size <= INLINE_BYTES and media_type == "application/json":
+            body, problem = self._checked(media_type, body)
         else:
-            problem = await asyncio.to_thread(self._json_problem, body)
+            body, problem = await asyncio.to_thread(self._checked, media_type, body)
         if problem:
             return await _answer(send, 400, problem)
         # MLflow compares media types case-sensitively, and reads CSV wrong.
@@ -181,6 +189,12 @@ class Guard:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self.app(scope, replay, _mended(send, self._mend))
+
+    def _checked(self, media_type, body):
+        """`(body, problem)`: a CSV body as JSON; a JSON body as it came."""
+        if media_type == "text/csv":
+            return model_input.csv_as_json(body, self.features)
+        return body, self._json_problem(body)
 
     def _json_problem(self, body):
         try:
@@ -274,6 +288,16 @@ def _media_type(header):
         if given not in ("utf-8", "utf8"):
             return None, f"Content-Type {value!r}: the body must be UTF-8 (charset=utf-8)."
     return media_type, None
+
+
+async def _within(receive, seconds):
+    """`await receive()`, or asyncio.TimeoutError after `seconds`.
+    asyncio.timeout (Python 3.11) costs 10 us a message; wait_for wraps
+    the call in a task: 20-30 us."""
+    if not hasattr(asyncio, "timeout"):  # Python 3.10
+        return await asyncio.wait_for(receive(), seconds)
+    async with asyncio.timeout(seconds):
+        return await receive()
 
 
 def _error_code(status):

@@ -510,6 +510,10 @@ def test_kg_serve_of_a_savedmodel_with_workers_stops_its_whole_process_group(swe
         np.testing.assert_allclose(json.loads(answer)["predictions"], local.predict(x), atol=1e-5)
         group = _server_group(process.pid)
         assert len(_members(group)) >= 3  # uvicorn's supervisor and 2 workers
+        # A group of its own in kg's session: a session of its own made the
+        # scheduler's autogroups delay every wakeup (issue 20 §5).
+        assert group != os.getpgid(process.pid)
+        assert {os.getsid(p) for p in _members(group)} == {os.getsid(process.pid)}
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
         assert _members(group) == []
@@ -518,7 +522,7 @@ def test_kg_serve_of_a_savedmodel_with_workers_stops_its_whole_process_group(swe
 
 
 def _server_group(kg_pid):
-    """The process group of kg's uvicorn child (its own session)."""
+    """The process group of kg's uvicorn child (a group of its own)."""
     for _ in range(50):
         children = [p for p, parent, _ in _processes() if parent == kg_pid]
         if children:
