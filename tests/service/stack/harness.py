@@ -316,6 +316,8 @@ class Stack:
         self.proxy = Proxy()
         self.processes = {}  # service -> Popen of the running one
         self._completed = set()  # one-shot jobs that exited 0
+        self._jobs = []  # every job and client started, ended by `down`
+        self.timings = []  # (what, seconds): each start until healthy, each job
         self.started = []  # Line of every start, in order
         self.ports = {name: servers.free_port() for name in self.services}
         # /tmp, not folder: PostgreSQL runs as its own user when we are root
@@ -364,7 +366,7 @@ class Stack:
             source, target = volume.split(":")[:2]
             if source.startswith("."):
                 found[target] = (DOCKER / source).resolve()
-            elif source == "pgdata":
+            elif name == "postgres":  # the cluster, where its own user reaches it
                 found[target] = self._pg_root / "data"
             else:
                 found[target] = self.folder / "volumes" / source
@@ -498,13 +500,16 @@ class Stack:
         env = dict(line.env)
         if name == "minio":
             env["S3_IGNORE_SUBDOMAIN_BUCKETNAME"] = "true"  # minio:9000 is no bucket's host name
+        cwd = self._pg_root if name == "postgres" else line.cwd  # a folder its user may enter
         with log:
             process = subprocess.Popen(
-                argv, cwd=line.cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )  # fmt: skip
         self.processes[name] = process
         self.started.append(line)
+        began = time.monotonic()
         self.wait_healthy(name)
+        self.timings.append((f"{name} healthy", time.monotonic() - began))
         if name == "postgres":
             self._create_database(line)
 
@@ -532,10 +537,20 @@ class Stack:
         returns its Popen, output piped."""
         line = self.line(name, args)
         self.started.append(line)
-        return subprocess.Popen(
-            list(line.argv), cwd=line.cwd, env=line.env, text=True,
+        return self._popen(list(line.argv), line.cwd, line.env)
+
+    def client(self, name, argv, cwd):
+        """`argv` with service `name`'s environment, in `cwd` (`docker compose
+        run --entrypoint`): a client inside the stack. Not a start of `name`."""
+        return self._popen([os.path.join(servers.VENV_BIN, argv[0]), *argv[1:]], cwd, self.line(name).env)
+
+    def _popen(self, argv, cwd, env):
+        process = subprocess.Popen(
+            argv, cwd=cwd, env=env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         )  # fmt: skip
+        self._jobs.append(process)
+        return process
 
     def run(self, name, args=None, timeout=600):
         return self.finish(name, self.job(name, args), timeout=timeout)
@@ -543,19 +558,21 @@ class Stack:
     def finish(self, name, process, timeout=600):
         """Waits for a job `job` started; a one-shot service that exited 0
         counts as completed for `up` (compose's service_completed_successfully)."""
+        began = time.monotonic()
         stdout, stderr = process.communicate(timeout=timeout)
+        self.timings.append((f"{name} job (from its wait)", time.monotonic() - began))
         if process.returncode == 0 and "healthcheck" not in self.services[name]:
             self._completed.add(name)
         return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
-    def stop(self, name):
+    def stop(self, name, signalled=False):
         """Stops a service's whole process group (its image's stop signal
-        first); returns once its port refuses."""
+        first; `signalled`: sent already); returns once its port refuses."""
         process = self.processes.pop(name)
-        first = signal.SIGINT if name == "postgres" else signal.SIGTERM
-        for sig in (first, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, sig)
+        for sig in (self._stop_signal(name), signal.SIGKILL):
+            if not signalled or sig == signal.SIGKILL:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, sig)
             try:
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
@@ -571,10 +588,23 @@ class Stack:
         self.stop(name)
         self.start(name)
 
+    def _stop_signal(self, name):
+        return signal.SIGINT if name == "postgres" else signal.SIGTERM  # postgres' STOPSIGNAL
+
     def down(self):
+        """Stops every service: all signalled at once, then each waited for;
+        a job or client still running (a failed test) is killed."""
+        for process in self._jobs:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+        for name, process in self.processes.items():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, self._stop_signal(name))
         for name in reversed(list(self.processes)):
             with contextlib.suppress(Exception):
-                self.stop(name)
+                self.stop(name, signalled=True)
         self.proxy.close()
         shutil.rmtree(self._pg_root, ignore_errors=True)
 

@@ -12,17 +12,13 @@ MLflow's host check sees what it sees in the stack.
 
 import base64
 import json
-import os
-import re
-import subprocess
 import urllib.error
 import urllib.request
 
-import botocore.config
 import boto3
+import botocore.config
 import pytest
 
-from tests.service import servers
 from tests.service.stack import harness
 
 # configs/tiny.yaml's experiment and `tiny-{activation}` models, as --smoke names them.
@@ -36,6 +32,8 @@ def stack(tmp_path_factory):
     folder = tmp_path_factory.mktemp("stack")
     with harness.Stack(folder, harness.generate_dot_env(MODEL_NAME=MODEL)) as stack:
         yield stack
+        # Where the time goes (pytest -s shows it).
+        print("".join(f"\n  {what}: {seconds:.1f} s" for what, seconds in stack.timings))
 
 
 def _call(stack, method, url, headers=None, body=None):
@@ -56,15 +54,11 @@ def _basic(user, password):
 
 
 def _client(stack, *args):
-    """`kg ARGS` as the model server's reader account, inside the stack;
+    """`kg ARGS` as the model server's read-only account, inside the stack;
     its Popen (output piped)."""
-    line = stack.line("model-server")
     cwd = stack.folder / "reader"
     cwd.mkdir(exist_ok=True)
-    return subprocess.Popen(
-        [os.path.join(servers.VENV_BIN, "kg"), *args], cwd=cwd, env=line.env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    return stack.client("model-server", ["kg", *args], cwd)
 
 
 def _bucket(stack):
@@ -125,30 +119,19 @@ def test_the_stack_trains_registers_serves_and_comes_back_from_restarts(stack):
     keys = _bucket(stack)
     assert any(k.startswith("artifacts/") and k.endswith("/MLmodel") for k in keys), keys
     assert not list(stack.folder.rglob("mlartifacts")), "artifacts written to a local folder"
+    # The exports volume, as tf-serving (not run here) would mount it:
+    # /models/$MODEL_NAME/<version>/saved_model.pb.
+    models_volume = stack.mounts("tf-serving")["/models"]
+    assert list(models_volume.glob(f"{MODEL}/*/saved_model.pb")), sorted(models_volume.rglob("*"))[:20]
 
-    # The registry, read as the model server's read-only account (while
-    # the model server starts) ...
+    # The registry and the report, read as the model server's read-only
+    # account while the model server starts, answers and restarts.
     models = _client(stack, "models", MODEL, "--format", "json")
     report = _client(stack, "report", "--experiment", EXPERIMENT, "--quiet")
-    stack.up("model-server")
-    stdout, stderr = models.communicate(timeout=600)
-    assert models.returncode == 0, stderr[-3000:]
-    (version,) = json.loads(stdout)
-    assert "champion" in version["aliases"], version
-    stdout, stderr = report.communicate(timeout=600)
-    assert report.returncode == 0, stderr[-3000:]
-    assert "gelu" in stdout and "relu" in stdout, stdout[-3000:]
-    # ... who may not register a version or move the alias.
-    source = f"models:/{MODEL}/{version['version']}"
-    for path, body in [
-        ("model-versions/create", {"name": MODEL, "source": source}),
-        ("registered-models/alias", {"name": MODEL, "alias": "champion", "version": "1"}),
-    ]:
-        status, answer = _call(stack, "POST", stack.url("mlflow") + f"{API}/{path}", reader, body)
-        assert status == 403, (path, status, answer)
 
     # The model server answers callers with the token; restarted, it
     # serves the same alias.
+    stack.up("model-server")
     assert _predict(stack)[0] == 401
     status, first = _predict(stack, variables["KG_SERVE_TOKEN"])
     assert status == 200, first
@@ -156,6 +139,22 @@ def test_the_stack_trains_registers_serves_and_comes_back_from_restarts(stack):
     stack.restart("model-server")
     assert _predict(stack, variables["KG_SERVE_TOKEN"]) == (200, first)
     assert _predict(stack)[0] == 401
+
+    stdout, stderr = models.communicate(timeout=600)
+    assert models.returncode == 0, stderr[-3000:]
+    (version,) = json.loads(stdout)
+    assert "champion" in version["aliases"], version
+    stdout, stderr = report.communicate(timeout=600)
+    assert report.returncode == 0, stderr[-3000:]
+    assert "gelu" in stdout and "relu" in stdout, stdout[-3000:]
+    # ... an account that may not register a version or move the alias.
+    source = f"models:/{MODEL}/{version['version']}"
+    for path, body in [
+        ("model-versions/create", {"name": MODEL, "source": source}),
+        ("registered-models/alias", {"name": MODEL, "alias": "champion", "version": "1"}),
+    ]:
+        status, answer = _call(stack, "POST", stack.url("mlflow") + f"{API}/{path}", reader, body)
+        assert status == 403, (path, status, answer)
 
     # Every service of compose.yaml, from its own line.
     started = {line.service for line in stack.started}
