@@ -59,6 +59,7 @@ SLOW = [
     "service/tasks/test_tasks.py::test_a_sweep_runs_on_another_tracking_store_without_mlflow",
     "service/tasks/test_train.py::test_sweep_runs_on_the_jax_backend",
     "service/tasks/test_train.py::test_mixed_precision_xla_and_dropout_train_and_restore_the_policy",
+    "service/stack/test_stack.py",  # compose's stack as processes, one test (issue 21)
     "service/test_ci.py",
     "service/test_docker.py::test_without_allowed_hosts_the_preflight",
     "service/test_packaging.py",
@@ -78,6 +79,7 @@ SERVER = [
     "service/serving/test_serving.py::test_served_model_answers_400_to_bad_input_and_keeps_answering",
     "service/sweep/test_end_to_end.py::test_served_model_",
     "service/sweep/test_end_to_end.py::test_sweep_against_postgres_backed_mlflow_server",
+    "service/stack/test_stack.py",
     "service/tasks/test_language.py::test_served_model_answers_a_prompt_string",
     "service/test_docker.py::test_without_allowed_hosts_the_preflight",
     "service/tracking/test_shared_server.py",

@@ -2,8 +2,9 @@
 (no Docker engine runs here), and the tracking server's command (MLflow's
 basic-auth app with docker/mlflow-auth.ini) run for real.
 
-What the containers run is exercised natively elsewhere: kg-train
-(test_end_to_end, test_kg), kg serve (test_kg).
+The whole stack, every service from its own line as a local process, runs
+in tests/service/stack/ (its harness reads compose.yaml; this module reuses
+its reading of it); the linters' verdicts are in stack/test_lint.py.
 """
 
 import base64
@@ -12,16 +13,16 @@ import http.client
 import json
 import os
 import re
-import secrets
 import signal
 import subprocess
 import sys
 import urllib.parse
 
 import pytest
-import yaml
 
 from tests.service import servers
+from tests.service.stack import harness
+from tests.service.stack.harness import interpolate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOCKER = os.path.join(ROOT, "docker")
@@ -33,16 +34,12 @@ REQUIRED_VARIABLE = re.compile(r"\$\{(\w+):\?[^}]*\}")
 
 @pytest.fixture(scope="module")
 def compose():
-    with open(os.path.join(DOCKER, "compose.yaml")) as f:
-        return yaml.safe_load(f)
+    return harness.load_compose()
 
 
 def dockerfile(name):
     """`[(instruction, arguments)]`, continuation lines joined."""
-    with open(os.path.join(DOCKER, name)) as f:
-        text = re.sub(r"\\\n", " ", f.read())
-    lines = [l.strip() for l in text.splitlines() if l.strip() and not l.lstrip().startswith("#")]
-    return [tuple(l.split(None, 1)) for l in lines]
+    return harness.dockerfile(os.path.join(DOCKER, name))
 
 
 def test_compose_has_every_service_of_the_stack(compose):
@@ -242,30 +239,10 @@ STACK_HOST = "mlflow:5000"
 PROBE = "/api/2.0/mlflow/experiments/search?max_results=1"
 
 
-def interpolate(value, variables):
-    """Compose's interpolation: ${VAR:?err}, ${VAR:-default}, ${VAR}, $$."""
-
-    def one(match):
-        name, operator, argument = match.group(1), match.group(2), match.group(3)
-        found = variables.get(name)
-        if operator == ":?" and not found:
-            raise AssertionError(f"compose would refuse to start: {argument}")
-        if operator == ":-" and not found:
-            return argument
-        return found or ""
-
-    pattern = r"\$\$|\$\{(\w+)(?:(:\?|:-)([^}]*))?\}"
-    return re.sub(pattern, lambda m: "$" if m.group(0) == "$$" else one(m), str(value))
-
-
 @pytest.fixture(scope="module")
-def dot_env(compose):
-    """A docker/.env as a user fills it: every required variable, generated."""
-    text = open(os.path.join(DOCKER, "compose.yaml")).read()
-    return {
-        name: f"kg-test-{secrets.token_hex(8)}"
-        for name in set(re.findall(r"\$\{(\w+):\?", text))
-    }
+def dot_env():
+    """A docker/.env as a user fills it: every value .env.example asks for."""
+    return harness.generate_dot_env()
 
 
 def tracking_server_command(compose, dot_env, folder, port, *, without=()):
