@@ -20,8 +20,12 @@ import urllib.request
 from kg_service.config import derived as config_lib
 from kg_service.errors import ServiceError
 
-# Seconds to wait for a tracking server's first answer.
-SERVER_TIMEOUT = 5
+# Seconds to wait for a tracking server's first answer (the pre-flight and
+# the first calls, which MLflow does not retry here). A refused connection
+# fails at once whatever this is; 5 s failed against compose's stack run for
+# real, with a model server starting beside a busy tracking server
+# (tests/service/stack, issue 21).
+SERVER_TIMEOUT = 30
 # Cheap, read-only, and behind every check MLflow's server makes.
 PROBE_PATH = "/api/2.0/mlflow/experiments/search?max_results=1"
 # The start of MLflow's answer to a Host header outside --allowed-hosts
