@@ -20,7 +20,6 @@ import subprocess
 import time
 
 import numpy as np
-import pytest
 
 from kg_service.tasks import base as tasks
 from kg_service.config.schema import Config, DataConfig, ModelConfig, TrainingConfig
