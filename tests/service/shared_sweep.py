@@ -10,8 +10,9 @@ kg_service turns it off), with `--tracking-uri` naming `mlflow.db` while
 `MLFLOW_TRACKING_URI` names `env.db`, and `--output-dir sweep`. Each
 reader asserts its own part: serving/test_kg.py (kg serve, predict,
 models), cli/test_run_output.py (which store wins, the printed `Serve:`
-command), cli/test_telemetry.py (no telemetry host contacted) and
-analysis/test_report.py (`kg report` rebuilds the same report).
+command) and cli/test_telemetry.py (no telemetry host contacted).
+(analysis/test_report.py keeps a sweep of its own: its `kg report` and
+`kg plan` need two activations to compare.)
 
 A reader must not write into the sweep's folder or store: the other
 readers, maybe on another xdist worker, read it at the same time. A test
