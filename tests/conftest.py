@@ -10,12 +10,23 @@ A key names a whole module (its path under tests/) or one test
 (`path::test_name`, every parameter of it). Add a line here when a test
 starts to train or to start a process; the test module stays as it is.
 
-Every item also gets `xdist_group(<its module>)`: under
-`pytest -n 2 --dist loadgroup` (what .ci/run uses) a module's tests stay on
-one worker, so a module-scoped fixture (a trained sweep, a server) is
-built once, as without xdist; the two modules that build the project in
-the repository itself share one group, so they never build at once.
+Under `pytest -n 2 --dist loadgroup` (what .ci/run uses) a module's tests
+stay on one worker, so a module-scoped fixture (a trained sweep, a server)
+is built once, as without xdist; the two modules that build the project in
+the repository itself share one group, so they never build at once; the
+modules in PER_TEST (no module-scoped fixture, a few long tests) give each
+test its own group, so their long tests spread over both workers. The
+groups are made here from the test ids (`xdist_group_of`, a scheduler of
+our own): pytest-xdist 3.8 puts an `xdist_group` mark's name into the test
+id through an attribute pytest 9 no longer reads, so with pytest 9 each
+test went to either worker and a module-scoped fixture was built on both
+(measured, issue 17). Each item still gets its `xdist_group` mark.
+Groups that hold a slow test are handed out first, the most slow tests
+first; the quick ones last, so that the two workers finish together.
 """
+
+import collections
+import os
 
 import pytest
 
@@ -70,6 +81,7 @@ SLOW = [
     "service/training/test_parallel.py::test_jax_data_parallel_over_two_host_devices",
     "service/training/test_parallel.py::test_batches_the_engine_cannot_split_are_refused_before_training",
     "service/training/test_parallel.py::test_multi_worker_trains_in_two_processes",
+    "service/test_xdist_groups.py",  # a pytest -n 2 of its own
 ]
 
 SERVER = [
@@ -78,7 +90,7 @@ SERVER = [
     "service/serving/test_kg.py::test_kg_serve_of_a_savedmodel_with_workers_stops_its_whole_process_group",
     "service/serving/test_serving.py::test_served_model_answers_400_to_bad_input_and_keeps_answering",
     "service/sweep/test_end_to_end.py::test_served_model_",
-    "service/sweep/test_end_to_end.py::test_sweep_against_postgres_backed_mlflow_server",
+    "service/sweep/test_end_to_end.py::test_sweep_under_jax_against_postgres_backed_mlflow_server",
     "service/stack/test_stack.py",
     "service/tasks/test_language.py::test_served_model_answers_a_prompt_string",
     "service/test_docker.py::test_without_allowed_hosts_the_preflight",
@@ -92,6 +104,14 @@ SERVER_FIXTURES = {"stack_server", "server"}  # test_docker's, serving/test_kg's
 # Built in the repository's own folder (build/, *.egg-info): one at a time.
 REPOSITORY_BUILDS = {"tests/service/test_ci.py", "tests/service/test_packaging.py"}
 
+# No module-scoped fixture and a few long tests (each trains its own sweep
+# or starts its own server): one xdist group per test.
+PER_TEST = {
+    "tests/service/test_smoke_configs.py",
+    "tests/service/sweep/test_faults.py",
+    "tests/service/tracking/test_store_outage.py",
+}
+
 
 def _matches(nodeid, keys):
     """Whether `nodeid` is a module in `keys`, or a test whose name starts
@@ -99,7 +119,15 @@ def _matches(nodeid, keys):
     return any(nodeid.startswith(TESTS + key) for key in keys)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def xdist_group_of(nodeid):
+    """The xdist group of a test, from its id alone (all the scheduler sees)."""
+    module = nodeid.split("::", 1)[0]
+    if module in REPOSITORY_BUILDS:
+        return "repository-builds"
+    return nodeid if module in PER_TEST else module
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     for item in items:
         server = _matches(item.nodeid, SERVER) or bool(
@@ -109,9 +137,44 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.server)
         if server or _matches(item.nodeid, SLOW):  # a server takes seconds to start
             item.add_marker(pytest.mark.slow)
-        module = item.nodeid.split("::", 1)[0]
-        group = "repository-builds" if module in REPOSITORY_BUILDS else module
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(xdist_group_of(item.nodeid)))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the order the scheduler hands groups out
+        items[:] = _slow_groups_first(items)
+
+
+def _slow_groups_first(items):
+    """`items`, each group kept together and in order: first the slow tests
+    that are groups of their own (PER_TEST), then the groups with the most
+    slow tests, the groups without one last. A worker takes its next group
+    while it still has two tests to run, so a long group handed out last
+    could leave the other worker idle."""
+    first, slow = {}, collections.Counter()
+    for index, item in enumerate(items):
+        group = xdist_group_of(item.nodeid)
+        first.setdefault(group, index)
+        slow[group] += item.get_closest_marker("slow") is not None
+
+    def order(item):
+        group = xdist_group_of(item.nodeid)
+        return (not slow[group], group != item.nodeid, -slow[group], first[group])
+
+    return sorted(items, key=order)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, when installed
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` by `xdist_group_of`, groups handed out in
+    collection order (which `_slow_groups_first` set)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupsOfThisSuite(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return xdist_group_of(nodeid)
+
+    config.option.loadscopereorder = False  # xdist's own order: most tests first
+    return GroupsOfThisSuite(config, log)
 
 
 # --- Counting the processes and sweeps a run starts (issue 17) --------------

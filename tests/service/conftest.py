@@ -30,3 +30,19 @@ def _mlflow_uris_restored():
         patch.setattr(registry_utils, "_registry_uri", registry_utils._registry_uri)
         patch.setattr(tracking_utils, "_tracking_uri", tracking_utils._tracking_uri)
         yield
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(tmp_path_factory):
+    """The one real sweep every reader module shares (tests/service/shared_sweep.py):
+    trained once per pytest run, under xdist too (in the run's temporary
+    folder, which the workers share)."""
+    from tests.service import shared_sweep
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = tmp_path_factory.getbasetemp().parent / "shared"
+    else:
+        root = tmp_path_factory.mktemp("shared")
+    sweep = shared_sweep.once(root)
+    assert sweep.returncode == 0, (sweep.stdout + sweep.stderr)[-3000:]
+    return sweep

@@ -1,7 +1,8 @@
-"""What a real `kg-train` process writes where, and what it tells the user
-to run next: one smoke sweep of configs/tiny.yaml in a subprocess, with
-`--tracking-uri` and `MLFLOW_TRACKING_URI` naming two different stores,
-then the printed `Serve:` command run as printed."""
+"""What a real `kg train` process writes where, and what it tells the user
+to run next: the session's shared sweep of configs/tiny.yaml in a
+subprocess (tests/service/shared_sweep.py), with `--tracking-uri` and
+`MLFLOW_TRACKING_URI` naming two different stores, then the printed
+`Serve:` command run as printed."""
 
 import http.client
 import os
@@ -9,12 +10,7 @@ import shlex
 import sqlite3
 import subprocess
 
-import pytest
-
 from tests.service import servers
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-KG_TRAIN = os.path.join(servers.VENV_BIN, "kg-train")
 
 
 def runs_in(db):
@@ -29,38 +25,26 @@ def runs_in(db):
         return connection.execute("select count(*) from runs").fetchone()[0]
 
 
-@pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
-    cwd = tmp_path_factory.mktemp("run-output")
-    env = servers.server_env(MLFLOW_TRACKING_URI=f"sqlite:///{cwd / 'env.db'}")
-    out = subprocess.run(
-        [KG_TRAIN, "--config", os.path.join(ROOT, "configs", "tiny.yaml"), "--smoke",
-         "--set", "activations=[gelu]", "--set", "seeds=1", "--set", "export.enabled=false",
-         "--tracking-uri", f"sqlite:///{cwd / 'flag.db'}", "--quiet"],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    return cwd, out.stdout
+def test_tracking_uri_flag_wins_over_the_environment_in_a_real_run(tiny_sweep):
+    # kg --help and the README disagreed on which wins (issue 15). The
+    # shared sweep (tests/service/shared_sweep.py) ran with --tracking-uri
+    # naming mlflow.db and MLFLOW_TRACKING_URI naming env.db.
+    assert tiny_sweep.env_uri.endswith("env.db") and tiny_sweep.uri.endswith("mlflow.db")
+    assert runs_in(tiny_sweep.db) == 2  # the sweep's run and its member's
+    assert runs_in(tiny_sweep.cwd / "env.db") == 0
 
 
-def test_tracking_uri_flag_wins_over_the_environment_in_a_real_run(sweep):
-    # kg --help and the README disagreed on which wins (issue 15).
-    cwd, _ = sweep
-    assert runs_in(cwd / "flag.db") == 2  # the sweep's run and its member's
-    assert runs_in(cwd / "env.db") == 0
-
-
-def test_printed_serve_command_is_kg_serve_and_answers_a_csv_request(sweep):
+def test_printed_serve_command_is_kg_serve_and_answers_a_csv_request(tiny_sweep, tmp_path):
     # The line named plain `mlflow models serve`, which answers any CSV
     # request with a stack trace in the body (issue 15).
-    cwd, stdout = sweep
+    cwd, stdout = tiny_sweep.cwd, tiny_sweep.stdout
     (line,) = [l for l in stdout.splitlines() if l.startswith("Serve:")]
     words = shlex.split(line[len("Serve:"):])
     assert os.path.basename(words[0]) == "kg" and words[1] == "serve", line
-    assert f"sqlite:///{cwd / 'flag.db'}" in words, line
+    assert tiny_sweep.uri in words, line
     assert "mlflow models serve" in stdout  # still offered, as the alternative
     port = servers.free_port()
-    log_path = cwd / "serve.log"
+    log_path = tmp_path / "serve.log"  # not in the shared sweep's folder
     env = servers.server_env()
     env.pop("MLFLOW_TRACKING_URI", None)
     with open(log_path, "w") as log:

@@ -40,18 +40,12 @@ def kg_process(args, cwd, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
-    """One gelu member of configs/tiny.yaml, trained by `kg train`."""
-    cwd = tmp_path_factory.mktemp("kg")
-    uri = f"sqlite:///{cwd / 'mlflow.db'}"
-    process = kg_process(
-        ["train", "--config", os.path.join(ROOT, "configs", "tiny.yaml"),
-         "--set", "activations=[gelu]", "--set", "seeds=1", "--tracking-uri", uri, "--quiet"],
-        cwd,
-    )  # fmt: skip
-    out, _ = process.communicate(timeout=600)
-    assert process.returncode == 0, out[-3000:]
-    return {"cwd": cwd, "uri": uri, "saved_model": cwd / "exports" / "tiny-gelu" / "1"}
+def sweep(tiny_sweep, tmp_path_factory):
+    """One gelu member of configs/tiny.yaml, trained by `kg train`: the
+    session's shared sweep (tests/service/shared_sweep.py), which other
+    modules read too; "logs" is this module's own folder."""
+    return {"cwd": tiny_sweep.cwd, "uri": tiny_sweep.uri, "saved_model": tiny_sweep.saved_model,
+            "logs": tmp_path_factory.mktemp("kg")}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +62,7 @@ def local(sweep):
 def server(sweep):
     """`kg serve MODEL` on a free loopback port; stopped with SIGTERM."""
     port = servers.free_port()
-    log_path = sweep["cwd"] / "kg-serve.log"
+    log_path = sweep["logs"] / "kg-serve.log"
     with open(log_path, "w") as log:
         process = kg_process(
             # A short client timeout: the slow-client tests wait for it.
@@ -438,7 +432,7 @@ def test_kg_serve_with_a_token_file_requires_the_bearer_token(sweep, tmp_path, l
     token = "s3cret-token-for-the-test"
     (tmp_path / "token").write_text(token + "\n")
     port = servers.free_port()
-    log_path = sweep["cwd"] / "kg-serve-token.log"
+    log_path = sweep["logs"] / "kg-serve-token.log"
     env = {**servers.server_env(), "KG_SERVE_TOKEN_FILE": str(tmp_path / "token")}
     env.pop("MLFLOW_TRACKING_URI", None)
     with open(log_path, "w") as log:
@@ -492,7 +486,7 @@ def test_kg_serve_of_a_savedmodel_with_workers_stops_its_whole_process_group(swe
     # As a user starts it: TensorFlow's log level is the model file's default.
     monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
     port = servers.free_port()
-    log_path = sweep["cwd"] / "kg-serve-savedmodel.log"
+    log_path = sweep["logs"] / "kg-serve-savedmodel.log"
     with open(log_path, "w") as log:
         process = kg_process(
             ["serve", str(sweep["saved_model"]), "--port", str(port), "--workers", "2"],

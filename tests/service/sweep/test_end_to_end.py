@@ -297,7 +297,12 @@ def test_second_sweep_adds_versions_and_moves_the_alias(sweep):
     assert (cwd / "exports" / "tiny-relu" / "2" / "saved_model.pb").exists()
 
 
-def test_sweep_against_postgres_backed_mlflow_server(tmp_path):
+def test_sweep_under_jax_against_postgres_backed_mlflow_server_exports_through_tensorflow(
+    tmp_path,
+):
+    """A sweep trained on the JAX backend, tracked and registered through
+    a PostgreSQL-backed `mlflow server`, and exported through TensorFlow:
+    the two were separate kg-train runs of the same config (issue 17)."""
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
     (tmp_path / "tiny.yaml").write_text(TINY)
@@ -312,29 +317,15 @@ def test_sweep_against_postgres_backed_mlflow_server(tmp_path):
                 *FEW_EPOCHS,
                 "--tracking-uri",
                 url,
+                env={"KERAS_BACKEND": "jax"},
             )
             assert result.returncode == 0, result.stdout + result.stderr
-            version = client(url).get_model_version_by_alias("tiny-gelu", "champion")
+            c = client(url)
+            runs = c.search_runs([c.get_experiment_by_name("tiny").experiment_id])
+            assert {r.data.tags["device.backend"] for r in runs} == {"jax"}
+            version = c.get_model_version_by_alias("tiny-gelu", "champion")
             assert str(version.version) == "1"
     assert not (tmp_path / "mlflow.db").exists()
     assert any(artifacts.rglob("MLmodel"))
-
-
-def test_sweep_runs_under_jax_backend_and_exports_through_tensorflow(tmp_path):
-    (tmp_path / "tiny.yaml").write_text(TINY)
-    result = kg_train(
-        tmp_path,
-        "--config",
-        "tiny.yaml",
-        "--set",
-        "seeds=[0]",
-        *FEW_EPOCHS,
-        env={"KERAS_BACKEND": "jax"},
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    c = client(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    runs = c.search_runs([c.get_experiment_by_name("tiny").experiment_id])
-    assert {r.data.tags["device.backend"] for r in runs} == {"jax"}
-    version = c.get_model_version_by_alias("tiny-gelu", "champion")
     path = tmp_path / "exports" / "tiny-gelu" / str(version.version)
     assert (path / "saved_model.pb").exists()

@@ -1,0 +1,108 @@
+"""One real `kg train` sweep per pytest run, for every module that only
+reads what a sweep leaves behind (issue 17): its store, registry,
+SavedModel, report and printed output. `tiny_sweep` in
+tests/service/conftest.py hands it out.
+
+What it is: configs/tiny.yaml cut to one gelu member (`kg train --set
+activations=[gelu] --set seeds=1`), run verbose (`-v`) in a user's shell
+(no pytest or CI markers, so MLflow's telemetry would be on unless
+kg_service turns it off), with `--tracking-uri` naming `mlflow.db` while
+`MLFLOW_TRACKING_URI` names `env.db`, and `--output-dir sweep`. Each
+reader asserts its own part: serving/test_kg.py (kg serve, predict,
+models), cli/test_run_output.py (which store wins, the printed `Serve:`
+command) and cli/test_telemetry.py (no telemetry host contacted).
+(analysis/test_report.py keeps a sweep of its own: its `kg report` and
+`kg plan` need two activations to compare.)
+
+A reader must not write into the sweep's folder or store: the other
+readers, maybe on another xdist worker, read it at the same time. A test
+that changes a sweep trains its own.
+
+Under pytest-xdist each worker builds its session fixtures itself; this
+one is built once for all of them: the first worker to ask trains it
+under a lock in the run's shared temporary folder and writes the result
+beside it, the others wait for the lock and read that result.
+"""
+
+import dataclasses
+import fcntl
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+
+from tests.service import servers
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+TINY = REPO / "configs" / "tiny.yaml"
+MODEL = "tiny-gelu"  # tiny.yaml's "tiny-{activation}"
+
+# MLflow 3.17's `_is_ci_env_or_testing` markers, and the switches themselves.
+NOT_A_USERS_SHELL = {
+    "PYTEST_CURRENT_TEST", "GITHUB_ACTIONS", "CI", "CIRCLECI", "GITLAB_CI",
+    "JENKINS_URL", "TRAVIS", "TF_BUILD", "BITBUCKET_BUILD_NUMBER",
+    "CODEBUILD_BUILD_ARN", "BUILDKITE", "TEAMCITY_VERSION", "CLOUD_RUN_EXECUTION",
+    "RUNBOT_HOST_URL", "RUNBOT_BUILD_NAME", "RUNBOT_WORKER_ID",
+    "MLFLOW_DISABLE_TELEMETRY", "DO_NOT_TRACK",
+}  # fmt: skip
+
+
+def users_shell(**extra):
+    """os.environ without pytest's and CI's markers, as a user's shell."""
+    env = {k: v for k, v in os.environ.items() if k not in NOT_A_USERS_SHELL}
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env
+
+
+@dataclasses.dataclass(frozen=True)
+class TinySweep:
+    """The shared sweep: its folder, its two stores, what `kg train` printed."""
+
+    cwd: pathlib.Path
+    uri: str  # --tracking-uri: the store the sweep went to
+    env_uri: str  # MLFLOW_TRACKING_URI in the sweep's environment: unused
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def db(self):
+        return self.cwd / "mlflow.db"
+
+    @property
+    def saved_model(self):
+        """The champion's SavedModel (version 1 of the only model)."""
+        return self.cwd / "exports" / MODEL / "1"
+
+
+def train(cwd):
+    """Runs the sweep in `cwd` (empty); returns a `TinySweep`."""
+    uri, env_uri = f"sqlite:///{cwd / 'mlflow.db'}", f"sqlite:///{cwd / 'env.db'}"
+    done = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg"), "train", "--config", str(TINY),
+         "--set", "activations=[gelu]", "--set", "seeds=1", "--tracking-uri", uri,
+         "--output-dir", "sweep", "-v"],
+        cwd=cwd, env=users_shell(MLFLOW_TRACKING_URI=env_uri), capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    return TinySweep(cwd, uri, env_uri, done.returncode, done.stdout, done.stderr)
+
+
+def once(shared_root):
+    """The sweep in `shared_root`/tiny-sweep, trained by the first caller
+    of any process (under an exclusive lock), read back by the others."""
+    shared_root.mkdir(parents=True, exist_ok=True)
+    result = shared_root / "tiny-sweep.json"
+    with open(shared_root / "tiny-sweep.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not result.exists():
+            cwd = shared_root / "tiny-sweep"
+            shutil.rmtree(cwd, ignore_errors=True)  # a caller killed mid-sweep
+            cwd.mkdir()
+            sweep = train(cwd)
+            fields = dataclasses.asdict(sweep)
+            result.write_text(json.dumps({**fields, "cwd": str(sweep.cwd)}))
+    fields = json.loads(result.read_text())
+    return TinySweep(**{**fields, "cwd": pathlib.Path(fields["cwd"])})
