@@ -4,12 +4,14 @@
 (whatever the task: it reads the task object, never its name), keeps the
 members a resumed sweep already trained, and reports progress;
 `epochs_to_threshold` and `first_non_finite_epoch` read a member's
-history the same way for every task.
+history the same way for every task, and `member_result` builds the
+`MemberResult` every task returns from them.
 """
 
 import numpy as np
 
 from kg_service.config.derived import grid
+from kg_service.results import MemberResult
 from kg_service.training import device
 from kg_service.training import parallel
 
@@ -138,3 +140,31 @@ def first_non_finite_epoch(history):
         if not np.all(np.isfinite(values)):
             return epoch
     return None
+
+
+def member_result(activation, seed, model, history, test_loss, test_accuracy, training,
+                  seconds, final=None):
+    """One trained member's `MemberResult`: its convergence epoch and, if
+    its loss stopped being finite, the failure that says from which epoch.
+
+    `history` is the member's own (per-epoch lists with at least `loss`,
+    `val_loss` and `val_accuracy`); `final`: task-specific final numbers.
+    """
+    diverged = first_non_finite_epoch(history)
+    return MemberResult(
+        activation=activation,
+        seed=seed,
+        history=history,
+        test_loss=float(test_loss),
+        test_accuracy=float(test_accuracy),
+        epochs_to_threshold=epochs_to_threshold(
+            history["val_accuracy"], training.convergence_threshold
+        ),
+        model=model,
+        train_seconds=seconds,
+        failure=(
+            None if diverged is None else f"loss not finite from epoch {diverged} (diverged)"
+        ),
+        failed_epoch=diverged,
+        final=final or {},
+    )

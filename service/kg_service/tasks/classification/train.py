@@ -19,14 +19,12 @@ import time
 import keras
 import numpy as np
 
-from kg_service.results import MemberResult
 from kg_service.tasks.classification.models import stack_model
 from kg_service.tasks.classification.models import stack_weights
 from kg_service.tasks.classification.models import unstack_weights
 from kg_service.training import parallel
 from kg_service.training.device import dtype_policy
-from kg_service.training.loop import epochs_to_threshold
-from kg_service.training.loop import first_non_finite_epoch
+from kg_service.training.loop import member_result
 from kg_service.training.optimizers import make_optimizer
 
 HISTORY_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")
@@ -285,20 +283,6 @@ def _member_result(
         metrics=["accuracy"],
     )
     member_history = {key: [float(values[m]) for values in history[key]] for key in HISTORY_KEYS}
-    diverged = first_non_finite_epoch(member_history)
-    return MemberResult(
-        activation=activation,
-        seed=seed,
-        history=member_history,
-        test_loss=float(test_loss),
-        test_accuracy=float(test_accuracy),
-        epochs_to_threshold=epochs_to_threshold(
-            member_history["val_accuracy"], training.convergence_threshold
-        ),
-        model=model,
-        train_seconds=seconds,
-        failure=(
-            None if diverged is None else f"loss not finite from epoch {diverged} (diverged)"
-        ),
-        failed_epoch=diverged,
+    return member_result(
+        activation, seed, model, member_history, test_loss, test_accuracy, training, seconds
     )

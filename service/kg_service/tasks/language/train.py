@@ -31,12 +31,10 @@ from keras import ops
 import keras_gelu
 from keras_gelu.stacking import stack_weights
 from keras_gelu.stacking import unstack_weights
-from kg_service.results import MemberResult
 from kg_service.tasks.language.stacked import StackedSelfAttention
 from kg_service.tasks.language.stacked import stack_language_model
 from kg_service.training.device import dtype_policy
-from kg_service.training.loop import epochs_to_threshold
-from kg_service.training.loop import first_non_finite_epoch
+from kg_service.training.loop import member_result
 from kg_service.training.optimizers import make_optimizer
 
 # The first validation windows, the same for every member and epoch, that
@@ -217,23 +215,8 @@ def _steps(corpus, training):
 
 def _member_result(activation, seed, model, history, test_loss, test_accuracy, training,
                    seconds):
-    diverged = first_non_finite_epoch(history)
-    return MemberResult(
-        activation=activation,
-        seed=seed,
-        history=history,
-        test_loss=float(test_loss),
-        test_accuracy=float(test_accuracy),
-        epochs_to_threshold=epochs_to_threshold(
-            history["val_accuracy"], training.convergence_threshold
-        ),
-        model=model,
-        train_seconds=seconds,
-        failure=(
-            None if diverged is None
-            else f"loss not finite from epoch {diverged} (diverged)"
-        ),
-        failed_epoch=diverged,
+    return member_result(
+        activation, seed, model, history, test_loss, test_accuracy, training, seconds,
         final={f"test_{k}": v for k, v in language_metrics(float(test_loss)).items()},
     )
 
