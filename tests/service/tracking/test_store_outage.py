@@ -203,6 +203,16 @@ def test_a_server_down_past_the_window_stops_keeps_the_members_and_resume_finish
         if r.data.tags["kg.role"] == "member" and r.info.status == "FINISHED"
     ]
     assert len(in_store) == held
+    # A member whose last call (ending its run) was cut by the outage is
+    # whole in the store (its `kg.member_logged` tag set) though the sweep
+    # counted it as kept: the resume takes the store's copy and drops the
+    # local one, so it moves from "kept" to "done" (seen on CI's machine).
+    whole_but_running = [
+        r.data.tags["activation"] for r in runs
+        if r.data.tags["kg.role"] == "member" and r.info.status == "RUNNING"
+        and r.data.tags.get(tracking.LOGGED_TAG) == "true"
+    ]
+    assert len(whole_but_running) <= 1
     assert client.search_registered_models() == []
 
     server.start()
@@ -214,7 +224,11 @@ def test_a_server_down_past_the_window_stops_keeps_the_members_and_resume_finish
         env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"resumed, {held} members already done, {kept} kept locally to log" in resumed.stdout
+    done_now, kept_now = held + len(whole_but_running), kept - len(whole_but_running)
+    assert f"resumed, {done_now} members already done" in resumed.stdout, resumed.stdout[:500]
+    assert (f", {kept_now} kept locally to log" in resumed.stdout) == (kept_now > 0), (
+        resumed.stdout[:500]
+    )
     # Kept members are logged, not trained again: their activations do not train.
     trained_before = {name.rsplit("-seed", 1)[0] for name in spooled} | set(in_store)
     for activation in ACTIVATIONS:
