@@ -14,6 +14,7 @@ The report:
     evaluate      what a model or an activation computes (Keras, lazily)
     figures       the PNG figures and the table of their names
     report        report.md and summary.json, with the figures
+    tuning        a tuning stage's choice per activation, its table and curves
 A study (several sweeps as one family; docs/studies.md):
     study         Holm over every sweep's comparisons, interactions (numbers)
     aggregate     IQM, probability of improvement, profiles across tasks

@@ -1,6 +1,8 @@
 """What a run of a config would do, in words: the lines `--dry-run` prints."""
 
 from kg_service.config import catalog
+from kg_service.config import schema
+from kg_service.config import tuning as tuning_lib
 from kg_service.config.derived import look_counts
 from kg_service.config.derived import registered_model_name
 from kg_service.config.derived import sequential
@@ -48,6 +50,25 @@ def _seed_rows(config, n_act):
         ("members", f"{n_act} activations x {first}..{most} seeds = {n_act * first}.."
                     f"{n_act * most} training runs"),
     ]
+
+
+def _tuning_text(config):
+    """What the tuning stage trains before the comparison, and how it chooses."""
+    tuning, n_act = config.tuning, len(config.activations)
+    kind = tuning_lib.kind_of(tuning, {"model": schema.ModelConfig,
+                                       "training": schema.TrainingConfig})
+    values = tuning_lib.grid(tuning, kind)
+    n = tuning_lib.candidate_count(tuning, kind)
+    if values is not None:
+        over = f"grid [{', '.join(f'{v:g}' for v in values)}]"
+    else:
+        over = (f"{tuning.trials} trials of Optuna's TPE over [{tuning.low:g}, {tuning.high:g}]"
+                + (" (log-uniform)" if tuning.log else ""))
+    return (f"{tuning.parameter} per activation, {over}; {tuning.seeds} tuning seeds per "
+            f"value (from {tuning_lib.SEED_BASE}, apart from the comparison's), chosen by "
+            f"{tuning.select_by} on validation: {n_act} activations x {n} values x "
+            f"{tuning.seeds} seeds = {n_act * n * tuning.seeds} tuning members, one stacked "
+            "model per value, before the comparison")
 
 
 def _distribution_text(device):
@@ -167,7 +188,8 @@ def _plan(config, rows, environ):
         ("export", export),
         ("analysis", _analysis_text(config.analysis)),
         ("output", config.output_dir),
-    ] + ([("study", f"{config.study} (one family with its other sweeps: "
+    ] + ([("tuning", _tuning_text(config))] if config.tuning else []) + (
+        [("study", f"{config.study} (one family with its other sweeps: "
                     f"kg report --study {config.study})")] if config.study else [])
     head = f'kg-train plan for experiment "{config.experiment}"'
     head += f" ({config.source})" if config.source else ""

@@ -46,6 +46,7 @@ from kg_service.errors import ServiceError
 from kg_service.errors import SweepInterrupted
 from kg_service.sweep import looks
 from kg_service.sweep import shards
+from kg_service.sweep import tuning
 
 
 @click.command(context_settings=options.CONTEXT)
@@ -149,6 +150,7 @@ def main(
         if smoke:
             config = smoke_sizes(config)
         looks.check_supported(config, shard)
+        tuning.check_supported(config, shard)
         if dry_run:
             click.echo(describe_plan(config))
             if shard is not None:

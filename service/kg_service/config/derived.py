@@ -8,6 +8,7 @@ import math
 import os
 
 from kg_service.config import catalog
+from kg_service.config import tuning as tuning_lib
 from kg_service.config.schema import GENERATED_FEATURES
 from kg_service.config.schema import SequentialSeeds
 from kg_service.config.schema import split_sizes
@@ -167,7 +168,8 @@ def smoke(config):
     report, export, registry); what shrinks is the data (at most
     `SMOKE_SAMPLES` generated samples), the widths (at most `SMOKE_WIDTH`),
     the epochs (at most `SMOKE_EPOCHS`) and the seeds (the first
-    `SMOKE_SEEDS`); a corpus, its bytes, context, steps and evaluation
+    `SMOKE_SEEDS`; a tuning block, its first two values or trials and one
+    seed); a corpus, its bytes, context, steps and evaluation
     windows. The experiment and registered model names get a
     `-smoke` suffix (once: a model name made from `{experiment}` has it
     already), and so does the study, so a smoke run never moves the real
@@ -219,4 +221,5 @@ def smoke(config):
         model=model,
         training=training,
         registry=registry,
+        tuning=tuning_lib.smoke(config.tuning),  # two values (or trials), one seed
     )

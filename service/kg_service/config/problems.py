@@ -37,6 +37,8 @@ def setting_schema(path):
             node = without_null(list_form(node))[0]["items"]  # an optional list's item
         else:
             node = mapping_form(node)["properties"][part]
+        # An optional section (`tuning:`, null by default) is its section.
+        node = next((o for o in node.get("anyOf", ()) if "$ref" in o), node)
         if "$ref" in node:
             node = schema["$defs"][node["$ref"].rsplit("/", 1)[-1]]
     return node

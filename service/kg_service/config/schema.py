@@ -40,6 +40,7 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from kg_service.config import catalog
+from kg_service.config import tuning as tuning_lib
 from kg_service.config.excerpts import quoted
 from kg_service.config.excerpts import show
 
@@ -584,6 +585,41 @@ class AnalysisConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class TuningConfig:
+    """`tuning:` each activation's own value of `parameter`, chosen on
+    validation before the comparison: a grid (`values`) or a range searched
+    by Optuna's TPE (`low`, `high`, `trials`, `log`). The checks:
+    `kg_service.config.tuning.problems`."""
+
+    __pydantic_config__ = _STRICT
+    parameter: _Text  # a numeric model.* or training.* key
+    values: Optional[Annotated[tuple[_number(), ...], Field(min_length=1),
+                               AfterValidator(_distinct)]] = None
+    low: Optional[_number()] = None
+    high: Optional[_number()] = None
+    log: _Bool = False  # a range: log-uniform
+    trials: Optional[_integer(ge=1, most=tuning_lib.MAX_TRIALS)] = None
+    seeds: _integer(ge=1, most=tuning_lib.MAX_SEEDS) = 2  # per candidate, its own range
+    select_by: Literal[tuple(tuning_lib.SELECT_BY)] = "val_loss"  # on validation
+
+
+def _tuning_valid(tuning, info):
+    if tuning is None:
+        return None
+    for at, message in tuning_lib.problems(
+        tuning, {"model": ModelConfig, "training": TrainingConfig}
+    ):
+        _fail(at=at, message=message)
+    seeds = info.data.get("seeds")
+    if isinstance(seeds, tuple) and max(seeds) >= tuning_lib.SEED_BASE:
+        _fail(message=(
+            f"seed {max(seeds)} lies in the tuning seeds' range (from "
+            f"{tuning_lib.SEED_BASE}); expected the comparison's seeds below it, so "
+            "that no comparison member repeats a tuning member's seed."))
+    return tuning
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
     __pydantic_config__ = _STRICT
     experiment: Annotated[_Text, AfterValidator(_experiment_name)] = "kg-sweep"
@@ -611,6 +647,9 @@ class Config:
     analysis: Annotated[_Section[AnalysisConfig], AfterValidator(_contrasts_valid)] = (
         AnalysisConfig()
     )
+    # Each activation's own value of one setting, chosen on validation
+    # before the comparison (docs/tuning.md); null: the configured value.
+    tuning: Annotated[Optional[TuningConfig], AfterValidator(_tuning_valid)] = None
     # The YAML file it came from: set by load_config, not a key.
     source: SkipJsonSchema[Annotated[Optional[str], BeforeValidator(_not_a_key)]] = None
 

@@ -1,6 +1,7 @@
-"""One sweep, end to end, as six stages:
+"""One sweep, end to end, as six stages (seven with a tuning block,
+`sweep.tuning`, before train):
 
-    preflight -> train -> track -> compare -> export -> register
+    preflight -> [tune ->] train -> track -> compare -> export -> register
 
 Each stage is one function (`sweep.preflight`, `sweep.stages`) that takes
 what the stages before it returned and returns a small frozen dataclass;
@@ -38,6 +39,7 @@ from kg_service.sweep import looks as looks_lib
 from kg_service.sweep import resume as resume_lib
 from kg_service.sweep import shards
 from kg_service.sweep import stages
+from kg_service.sweep import tuning
 from kg_service.sweep.preflight import absolute_uri
 from kg_service.sweep.preflight import preflight
 from kg_service.sweep.resume import REGISTRAR
@@ -126,6 +128,7 @@ def run(config, *, claimant, progress=None, echo=print, store=None, resume=None)
     started = time.monotonic()
     progress = progress or _NoProgress()
     looks_lib.check_supported(config)
+    tuning.check_supported(config)
     role = process_role(config, resume)
     if not role.chief:
         return run_worker(config, role)
@@ -147,6 +150,8 @@ def run(config, *, claimant, progress=None, echo=print, store=None, resume=None)
             if not resume:
                 pre.store.log_dict(sweep_run_id, dict(pre.resolved), "config.json")
             looks = None
+            if config.tuning is not None:  # each activation's value, before the comparison
+                pre = tuning.tune(config, pre, sweep_run_id, progress, echo)
             if derived.sequential(config):
                 looked = looks_lib.train_in_looks(
                     config, pre, sweep_run_id, progress, logged, echo
@@ -310,6 +315,7 @@ def run_shard(config, shard, sweep_id=None, *, claimant, progress=None, echo=pri
     started = time.monotonic()
     progress = progress or _NoProgress()
     looks_lib.check_supported(config, shard)
+    tuning.check_supported(config, shard)
     sweep_id = sweep_id or shards.sweep_id(config)
     pre = preflight(config, store)
     total = len(config.activations) * len(config.seeds)
@@ -424,6 +430,7 @@ def report_sweep(
     pre = dataclasses.replace(preflight(config, store), resolved=ran)
     if register and REGISTRAR in store.sweep_info(sweep_run_id)[1]:
         resume_lib.refuse_registration(store, sweep_run_id)
+    pre = dataclasses.replace(pre, tuning=tuning.stored(config, pre, sweep_run_id))
     config, replay = looks_lib.stored_seeds(config, pre, sweep_run_id)
     trained = resume_lib.stored_members(config, pre, sweep_run_id)
     looks = replay(trained) if replay else None

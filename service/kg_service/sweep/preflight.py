@@ -43,6 +43,11 @@ class Preflight:
     resolved: Mapping[str, Any]  # the config as plain data
     params: Mapping[str, Any]  # flattened, for the tracking store
     tags: Mapping[str, Any]  # common to every run
+    # Set by the tuning stage (kg_service.sweep.tuning): activation -> {the
+    # tuned key: its chosen value}, logged as its members' param; and what
+    # the stage found (kg_service.analysis.tuning.Tuning), for the report.
+    tuned: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    tuning: Any = None
 
 
 def preflight(config, store=None, resume=None):

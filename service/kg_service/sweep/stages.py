@@ -126,7 +126,9 @@ def track(pre, results, progress, run_ids, logged=None):
     for result in results:
         key = (result.activation, result.seed)
         run_ids[key] = pre.store.log_member(
-            result, member_params, {**pre.tags, "kg.role": "member"}
+            result,
+            {**member_params, **pre.tuned.get(result.activation, {})},  # its tuned value
+            {**pre.tags, "kg.role": "member"},
         )
         if logged is not None:
             logged[key] = run_ids[key]
@@ -183,6 +185,10 @@ def compare(config, pre, trained, looks=None):
         from kg_service.analysis import sequential_report  # scipy: as above
 
         sequential_report.add_looks(report_paths[0], report_paths[1], looks)
+    if pre.tuning is not None:  # the tuning stage's table, curves and choices
+        from kg_service.analysis import tuning  # matplotlib: as above
+
+        report_paths.append(tuning.add_tuning(report_paths[0], report_paths[1], pre.tuning))
     champions = {
         s.activation: best_member(summary, ok, s.activation)
         for s in summary.activations
@@ -208,6 +214,10 @@ def record(pre, compared):
 
         metrics = {**metrics, **sequential.looks_metrics(compared.looks)}
         tags = {**tags, **sequential_report.looks_tags(compared.looks)}
+    if pre.tuning is not None:
+        from kg_service.analysis import tuning
+
+        tags = {**tags, **tuning.tuning_tags(pre.tuning)}
     pre.store.log_summary(metrics, tags, compared.report_paths)
 
 

@@ -1,0 +1,273 @@
+"""The tuning stage: each activation's own value of one setting, chosen on
+validation before the comparison (issue 19; docs/tuning.md).
+
+    preflight -> tune -> train -> track -> compare -> export -> register
+
+For each activation, each candidate value (a grid, or the trials of
+Optuna's TPE) trains its tuning members: the tuning seeds of that
+candidate (`config.tuning.tuning_seeds`, a range apart from the
+comparison's), as one stacked model, as a sweep's members train (the
+optimizer of a stacked model has one learning rate, so the members of one
+value stack, not those of several values). Each member is scored by its
+final validation loss or accuracy; `analysis.tuning.choose` picks the
+value; the comparison then trains every activation at its own value.
+
+Tuning members are members of the sweep: child runs of its parent run,
+tagged `kg.role=tuning` with the tuned value (also their `tuning_value`
+metric and the tuned setting's param), kept in the spool when the store
+fails, and not trained again by a resumed sweep (their seeds are their
+keys, as any member's). A sharded sweep cannot tune (`check_supported`).
+"""
+
+import dataclasses
+import math
+
+from kg_service.analysis import tuning as analysis
+from kg_service.config import schema
+from kg_service.config import tuning as config_tuning
+from kg_service.errors import ServiceError
+from kg_service.errors import StoreUnavailable
+from kg_service.sweep import spool
+
+ROLE = "tuning"  # the kg.role tag of a tuning member's run
+VALUE = "tuning_value"  # a tuning member's metric: the value it trained at
+SECTIONS = {"model": schema.ModelConfig, "training": schema.TrainingConfig}
+
+
+def check_supported(config, shard=None):
+    """Raises a ServiceError where a tuning block cannot run: with `shard`,
+    or a multi-worker distribution."""
+    if config.tuning is None:
+        return
+    if shard is not None:
+        raise ServiceError(
+            "the config has a tuning block, and a sharded sweep cannot run it: every "
+            "comparison member trains at the value its activation's tuning members "
+            "choose, so a shard would wait for tuning members that other jobs train, "
+            "and the shard jobs never wait for nor talk to each other. Run it as one job "
+            "(without --shard/--sweep-id; --resume continues it, skipping finished tuning "
+            "members), or shard a sweep without the tuning block at the values a tuned "
+            "sweep chose (--set tuning=null --set training.learning_rate=...)."
+        )
+    if config.device.distribution == "multi_worker":
+        raise ServiceError(
+            "the config has a tuning block, and device.distribution: multi_worker cannot "
+            "run it: the workers train the members the config names without reading the "
+            "tracking store, so they cannot follow the tuning stage's choices. Use "
+            "device.distribution mirrored or none."
+        )
+
+
+def is_tuning_seed(seed):
+    return seed >= config_tuning.SEED_BASE
+
+
+def candidate_of(seed):
+    """The candidate index a tuning seed belongs to."""
+    return (seed - config_tuning.SEED_BASE) // config_tuning.SEED_STRIDE
+
+
+def tune(config, pre, sweep_run_id, progress, echo):
+    """Trains (or finds in the store) every activation's candidates,
+    chooses each activation's value, tags the sweep's run with the
+    choices, and returns `pre` that trains each activation at its value
+    (`pre.task`), logs that value as its members' param (`pre.tuned`) and
+    reports the tuning (`pre.tuning`)."""
+    tuning = config.tuning
+    kind = config_tuning.kind_of(tuning, SECTIONS)
+    done = {key: result for key, (_, result) in pre.done.items()}
+    spooled = {k: r for k, r in pre.spooled.items() if is_tuning_seed(k[1])}
+    kept = spool.folder(config.output_dir, sweep_run_id)
+    if spooled:  # trained by an earlier try, not in the store yet
+        for result in spooled.values():
+            _log(pre, [result], tuning.parameter, result.final[VALUE], kept)
+            done[(result.activation, result.seed)] = result
+    per_activation = []
+    for activation in config.activations:
+        search = _Search(tuning, kind)
+        members = {}
+        for index, value in search:
+            results = _train_candidate(
+                config, pre, activation, index, value, done, kept, progress
+            )
+            members[index] = (value, results)
+            search.tell(analysis.candidate(value, results, tuning.select_by))
+        candidates = tuple(
+            analysis.candidate(v, rs, tuning.select_by) for v, rs in members.values()
+        )
+        per_activation.append(_chosen(activation, candidates, tuning))
+    outcome = analysis.Tuning(
+        parameter=tuning.parameter,
+        select_by=tuning.select_by,
+        higher_is_better=config_tuning.SELECT_BY[tuning.select_by],
+        seeds=tuning.seeds,
+        activations=tuple(per_activation),
+    )
+    pre.store.log_summary({}, analysis.tuning_tags(outcome), ())
+    echo(
+        f"Tuned {tuning.parameter} by mean {tuning.select_by} on validation: "
+        + ", ".join(f"{a.activation} {a.chosen:g}" for a in outcome.activations)
+    )
+    return tuned(pre, outcome, kind)
+
+
+def tuned(pre, outcome, kind):
+    """`pre` whose task trains each activation at its chosen value."""
+    chosen = {a: (int(v) if kind is int else v) for a, v in outcome.chosen().items()}
+    train = pre.task.train
+    parameter = outcome.parameter
+
+    def train_at_chosen(task, dataset, config, activation, seeds, report):
+        at = config_tuning.with_value(config, parameter, chosen[activation])
+        return train(task, dataset, at, activation, seeds, report)
+
+    return dataclasses.replace(
+        pre,
+        task=dataclasses.replace(pre.task, train=train_at_chosen),
+        spooled={k: r for k, r in pre.spooled.items() if not is_tuning_seed(k[1])},
+        tuned={a: {parameter: v} for a, v in chosen.items()},
+        tuning=outcome,
+    )
+
+
+def stored(config, pre, sweep_run_id):
+    """The `analysis.Tuning` of a sweep's tuning members in the store (a
+    report rebuilt by `kg report`); None without a tuning block."""
+    if config.tuning is None:
+        return None
+    found = {}
+    for (activation, seed), (_, result) in pre.store.finished_members(sweep_run_id).items():
+        if is_tuning_seed(seed):
+            found.setdefault(activation, {}).setdefault(candidate_of(seed), []).append(result)
+    per_activation = []
+    for activation in config.activations:
+        by_index = found.get(activation, {})
+        candidates = tuple(
+            analysis.candidate(rs[0].final[VALUE], rs, config.tuning.select_by)
+            for _, rs in sorted(by_index.items())
+        )
+        per_activation.append(_chosen(activation, candidates, config.tuning))
+    return analysis.Tuning(
+        parameter=config.tuning.parameter,
+        select_by=config.tuning.select_by,
+        higher_is_better=config_tuning.SELECT_BY[config.tuning.select_by],
+        seeds=config.tuning.seeds,
+        activations=tuple(per_activation),
+    )
+
+
+def _chosen(activation, candidates, tuning):
+    best = analysis.choose(candidates, config_tuning.SELECT_BY[tuning.select_by])
+    if best is None:
+        raise ServiceError(
+            f"every tuning member of {activation} diverged (loss not finite) at every "
+            f"{tuning.parameter} tried; no value can be chosen. They are logged as FAILED "
+            "runs. Tune over a safer range."
+        )
+    return analysis.ActivationTuning(
+        activation=activation, candidates=candidates, chosen=candidates[best].value
+    )
+
+
+class _Search:
+    """The candidates of one activation, in order: a grid's values, or
+    Optuna's TPE asked one trial at a time and told each trial's mean score.
+
+    TPE's sampler is seeded, so a resumed sweep, told the same scores, asks
+    the same values again and finds their members in the store.
+    """
+
+    def __init__(self, tuning, kind):
+        self.tuning, self.kind = tuning, kind
+        self.values = config_tuning.grid(tuning, kind)
+        self.study = self.trial = None
+        if self.values is None:
+            import optuna  # only a range searched by TPE needs it
+
+            optuna.logging.set_verbosity(optuna.logging.WARNING)
+            higher = config_tuning.SELECT_BY[tuning.select_by]
+            # Half the budget random, then TPE (Optuna's default, 10 random
+            # trials, would leave a budget of 6 random search).
+            sampler = optuna.samplers.TPESampler(
+                seed=0, n_startup_trials=max(1, tuning.trials // 2)
+            )
+            self.study = optuna.create_study(
+                direction="maximize" if higher else "minimize", sampler=sampler
+            )
+            if kind is int:
+                low, high = math.ceil(tuning.low), math.floor(tuning.high)
+                self.space = optuna.distributions.IntDistribution(low, high, log=tuning.log)
+            else:
+                self.space = optuna.distributions.FloatDistribution(
+                    tuning.low, tuning.high, log=tuning.log
+                )
+
+    def __iter__(self):
+        if self.values is not None:
+            yield from enumerate(self.values)
+            return
+        for index in range(self.tuning.trials):
+            self.trial = self.study.ask({"value": self.space})
+            yield index, self.trial.params["value"]
+
+    def tell(self, candidate):
+        if self.study is None:
+            return
+        import optuna
+
+        if candidate.failed or not candidate.scores:
+            self.study.tell(self.trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            self.study.tell(self.trial, candidate.mean)
+
+
+def _train_candidate(config, pre, activation, index, value, done, kept, progress):
+    """The members of one candidate: from the store (`done`) or trained now
+    as one stacked model and logged."""
+    from kg_service.training import loop as train_lib  # TensorFlow: a real run only
+
+    tuning = config.tuning
+    seeds = config_tuning.tuning_seeds(index, tuning.seeds)
+    for seed in seeds:
+        held = done.get((activation, seed))
+        if held is not None and not math.isclose(held.final[VALUE], value, rel_tol=1e-9):
+            raise ServiceError(
+                f"tuning member {activation} seed {seed} in the store trained at "
+                f"{tuning.parameter} {held.final[VALUE]:g}, but this sweep asks "
+                f"{value:g} of it; the store holds another search's member. Start the "
+                "sweep afresh (without --resume)."
+            )
+    sub = config_tuning.with_value(
+        dataclasses.replace(
+            config, activations=(activation,), baseline=activation, seeds=seeds, tuning=None
+        ),
+        tuning.parameter,
+        value,
+    )
+    progress.stage(f"tuning {activation}: {tuning.parameter} = {value:g}")
+    return train_lib.train_sweep(
+        pre.task, pre.dataset, sub, done=done,
+        on_trained=lambda new: _log(pre, new, tuning.parameter, value, kept),
+    )
+
+
+def _log(pre, results, parameter, value, kept):
+    """Logs tuning members as child runs of the sweep (`kg.role=tuning`),
+    one at a time; members not logged when the store fails (or on an
+    interrupt) are kept in the spool, as `stages.train` keeps members."""
+    params = {k: v for k, v in pre.params.items() if k.startswith(("model.", "training."))}
+    tags = {**pre.tags, "kg.role": ROLE, "kg.tuning.parameter": parameter,
+            "kg.tuning.value": f"{value!r}"}
+    logged = set()
+    for result in results:
+        result.final = {**result.final, VALUE: value}
+    try:
+        for result in results:
+            pre.store.log_member(result, {**params, parameter: value}, tags)
+            logged.add(result.seed)
+    except (StoreUnavailable, KeyboardInterrupt):
+        spool.write(kept, [r for r in results if r.seed not in logged])
+        raise
+    finally:
+        for seed in logged:
+            spool.discard(kept, results[0].activation, seed)

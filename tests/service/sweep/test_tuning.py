@@ -1,0 +1,220 @@
+"""The tuning stage (issue 19 item 1): each activation's own value of one
+setting, chosen on validation with seeds of its own, before the comparison.
+
+- The choice (pure, on made-up scores): the best mean validation score, a
+  value with a diverged member after every value without one, ties to the
+  earlier value; checked against numpy's argmin/argmax of the means.
+- Optuna's TPE asks values inside the range, and asks the same values
+  again when told the same scores: what a resumed sweep relies on to find
+  its trials' members in the store.
+- The comparison trains each activation at its own chosen value.
+- End to end on a real MLflow store (sqlite in a temp folder): a tiny
+  sweep with a 2-value x 1-seed grid, interrupted once its tuning members
+  are in the store, resumes without training them again, and its report,
+  summary.json, sweep run and member runs say which value each activation
+  got; `kg report` rebuilds the same tuning table from the store alone.
+"""
+
+import dataclasses
+import json
+import math
+
+import mlflow
+import numpy as np
+import pytest
+
+from kg_service.analysis import tuning as analysis
+from kg_service.config import schema
+from kg_service.config import tuning as config_tuning
+from kg_service.config.loading import load_config
+from kg_service.errors import SweepInterrupted
+from kg_service.sweep import pipeline
+from kg_service.sweep import tuning as stage
+
+
+# --- The choice, on made-up scores. --------------------------------------------
+
+
+@pytest.mark.parametrize("higher_is_better", [False, True])
+def test_the_chosen_value_has_the_best_mean_score(higher_is_better):
+    rng = np.random.default_rng(19)
+    for _ in range(50):
+        scores = rng.uniform(0.1, 1.0, size=(5, 3))  # 5 values x 3 tuning seeds
+        candidates = [analysis.Candidate(v, tuple(row)) for v, row in zip(range(5), scores)]
+        means = scores.mean(axis=1)
+        expected = np.argmax(means) if higher_is_better else np.argmin(means)
+        assert analysis.choose(candidates, higher_is_better) == expected
+
+
+def test_a_value_with_a_diverged_member_loses_to_any_value_without_one():
+    candidates = [
+        analysis.Candidate(1e-2, (0.10,), failed=1),  # best survivor, but one diverged
+        analysis.Candidate(1e-3, (0.50, 0.52)),
+        analysis.Candidate(3e-3, (0.40, 0.44)),
+    ]
+    assert analysis.choose(candidates, higher_is_better=False) == 2
+    every = [analysis.Candidate(1e-2, (), failed=2), analysis.Candidate(1e-3, (0.9,), failed=1)]
+    assert analysis.choose(every, higher_is_better=False) == 1
+    assert analysis.choose([analysis.Candidate(1e-2, (), failed=2)], False) is None
+
+
+def test_ties_go_to_the_earlier_value_and_sd_is_the_sample_sd():
+    tied = [analysis.Candidate(3e-3, (0.4, 0.6)), analysis.Candidate(1e-3, (0.5, 0.5))]
+    assert analysis.choose(tied, higher_is_better=False) == 0
+    assert tied[0].sd == pytest.approx(np.std([0.4, 0.6], ddof=1))
+    assert math.isnan(analysis.Candidate(1e-3, (0.5,)).sd)  # one seed: no spread
+
+
+# --- Optuna's TPE over a range. ------------------------------------------------
+
+
+def _search(trials=6):
+    return stage._Search(
+        schema.TuningConfig(parameter="training.learning_rate", low=1e-4, high=1e-2,
+                            log=True, trials=trials, seeds=1), float)
+
+
+def _asked(search, score):
+    asked = []
+    for _, value in search:
+        asked.append(value)
+        search.tell(analysis.Candidate(value, (score(value),)))
+    return asked
+
+
+def test_tpe_asks_values_in_the_range_and_the_same_ones_when_told_the_same_scores():
+    def score(v):  # a validation loss with its minimum at 1e-3
+        return (math.log10(v) + 3) ** 2
+
+    first = _asked(_search(), score)
+    assert len(first) == 6 and all(1e-4 <= v <= 1e-2 for v in first)
+    assert len(set(first)) == 6
+    assert _asked(_search(), score) == first  # a resumed sweep asks them again
+
+
+# --- Each activation at its own value. -----------------------------------------
+
+
+def test_the_comparison_trains_each_activation_at_its_chosen_value():
+    from kg_service.sweep.preflight import Preflight
+    from kg_service.tasks import base as tasks
+
+    seen = {}
+
+    def train(task, dataset, config, activation, seeds, report):
+        seen[activation] = (config.training.learning_rate, config.training.epochs)
+        return []
+
+    task = dataclasses.replace(tasks.get("moons"), train=train)
+    pre = Preflight(task=task, dataset=None, store=None, tracking_uri="", resume=None,
+                    done={}, spooled={}, model_names={}, out_dir=None, resolved={},
+                    params={}, tags={})
+    outcome = analysis.Tuning(
+        parameter="training.learning_rate", select_by="val_loss", higher_is_better=False,
+        seeds=1, activations=(
+            analysis.ActivationTuning("relu", (), 3e-3),
+            analysis.ActivationTuning("gelu", (), 1e-3),
+        ))
+    after = stage.tuned(pre, outcome, float)
+    config = schema.Config(training=schema.TrainingConfig(learning_rate=0.5, epochs=7))
+    for activation in ("relu", "gelu"):
+        after.task.train(after.task, None, config, activation, (0,), None)
+    assert seen == {"relu": (3e-3, 7), "gelu": (1e-3, 7)}
+    assert after.tuned == {"relu": {"training.learning_rate": 3e-3},
+                           "gelu": {"training.learning_rate": 1e-3}}
+
+
+# --- End to end, on a real MLflow store. ---------------------------------------
+
+TINY = """\
+experiment: tune-tiny
+activations: [relu, gelu]
+seeds: 2
+data: {n_samples: 200}
+model: {hidden_units: [4]}
+training: {epochs: 2}
+registry: {enabled: false}
+export: {enabled: false}
+tuning: {parameter: training.learning_rate, values: [0.001, 0.05], seeds: 1}
+"""
+
+
+class _StopAtTheComparison:
+    """Interrupts (as Ctrl-C would) at the comparison's first epoch: the
+    tuning stage reports stages only, so every tuning member is in."""
+
+    def __call__(self, event):
+        raise KeyboardInterrupt
+
+    def stage(self, message):
+        pass
+
+    def close(self):
+        pass
+
+
+def _runs(tmp_path):
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (experiment,) = [e for e in client.search_experiments() if e.name == "tune-tiny"]
+    runs = client.search_runs([experiment.experiment_id])
+    by_role = {}
+    for run in runs:
+        by_role.setdefault(run.data.tags.get("kg.role"), []).append(run)
+    return by_role
+
+
+def test_a_tuned_sweep_resumes_without_retraining_its_tuning_members(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "sweep.yaml"
+    path.write_text(TINY)
+    config = load_config(path)
+    with pytest.raises(SweepInterrupted) as stopped:
+        pipeline.run(config, claimant="test", progress=_StopAtTheComparison(), echo=print)
+    before = _runs(tmp_path)
+    assert "member" not in before and before["sweep"][0].info.status == "KILLED"
+    tuning_runs = {r.info.run_id for r in before["tuning"]}
+    assert len(tuning_runs) == 4  # 2 activations x 2 values x 1 seed
+
+    lines = []
+    outcome = pipeline.run(config, claimant="test", echo=lines.append,
+                           resume=stopped.value.run_id)
+    after = _runs(tmp_path)
+    # Not trained again: the same four runs (a retrained member replaces its run).
+    assert {r.info.run_id for r in after["tuning"]} == tuning_runs
+    assert "resumed, 4 members already done" in lines[0]
+
+    # Each activation's choice, from the stored validation losses alone.
+    losses = {}
+    for run in after["tuning"]:
+        tags, metrics = run.data.tags, run.data.metrics
+        assert int(tags["seed"]) >= config_tuning.SEED_BASE
+        assert float(run.data.params["training.learning_rate"]) == metrics["tuning_value"]
+        losses.setdefault(tags["activation"], {})[metrics["tuning_value"]] = (
+            metrics["final_val_loss"])
+    chosen = {a: min(by_value, key=by_value.get) for a, by_value in losses.items()}
+    (sweep,) = after["sweep"]
+    assert sweep.info.status == "FINISHED"
+    for activation, value in chosen.items():
+        assert float(sweep.data.tags[f"tuning.{activation}.training.learning_rate"]) == value
+    members = after["member"]
+    assert sorted(int(m.data.tags["seed"]) for m in members) == [0, 0, 1, 1]
+    for member in members:
+        assert float(member.data.params["training.learning_rate"]) == (
+            chosen[member.data.tags["activation"]])
+
+    report = outcome.compared.report_paths[0]
+    text = report.read_text()
+    assert "## Tuning" in text and (report.parent / analysis.FIGURE).exists()
+    for activation, value in chosen.items():
+        assert f"{activation} training.learning_rate = {value:g}" in text
+    summary = json.loads((report.parent / "summary.json").read_text())["tuning"]
+    assert summary["chosen"] == chosen
+    assert {c["value"]: c["mean"] for c in summary["candidates"]["relu"]} == losses["relu"]
+
+    # kg report: the same table, rebuilt from the store alone.
+    rebuilt = pipeline.report_sweep(
+        "tune-tiny", f"sqlite:///{tmp_path / 'mlflow.db'}", claimant="test",
+        output_dir=str(tmp_path / "rebuilt"),
+    )
+    again = json.loads((rebuilt.compared.report_paths[0].parent / "summary.json").read_text())
+    assert again["tuning"] == summary
