@@ -39,7 +39,8 @@ def test_compare_counts_diverged_members_and_pairs_only_the_rest(tmp_path):
     moons = tasks.get("moons")
     # The task's metrics; no figures (drawing them is seconds, and not the point).
     task = types.SimpleNamespace(compared=moons.compared, selects=moons.selects, figures=())
-    pre = types.SimpleNamespace(task=task, out_dir=tmp_path, dataset=None, resolved=None)
+    pre = types.SimpleNamespace(task=task, out_dir=tmp_path, dataset=None, resolved=None,
+                                tuning=None)
     trained = stages.Trained(results=tuple(results),
                              tracked=stages.Tracked(sweep_run_id="r", run_ids={}))
 
