@@ -69,9 +69,12 @@ def load_config(path, overrides=()):
 def config_to_dict(config):
     """The resolved config as plain YAML/JSON types; `load_config` reads it back.
 
-    `source` (not a key) is left out; tuples become lists.
+    `source` (not a key) is left out; tuples become lists. So is an absent
+    `tuning:` block: a sweep without one keeps the params and sharded sweep
+    id (`sweep.shards.sweep_id`) it had before the block existed.
     """
-    return SCHEMA.dump_python(config, mode="json", exclude={"source"}, warnings=False)
+    exclude = {"source"} | ({"tuning"} if config.tuning is None else set())
+    return SCHEMA.dump_python(config, mode="json", exclude=exclude, warnings=False)
 
 
 def flatten(tree, prefix=""):
