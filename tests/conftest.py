@@ -55,7 +55,7 @@ SLOW = [
     "service/sweep/test_scaling_docs.py::test_indexed_job_pods_run_their_shard_through_the_real_cli",
     "service/sweep/test_sequential_sweep.py::test_a_sweep_whose_first_look_decides_stops_there",
     "service/sweep/test_sequential_sweep.py::test_an_interrupted_sequential_sweep_resumes_",
-    # Issue 19: a tuned tiny sweep, interrupted, resumed and rebuilt by kg report.
+    # Issue 19: a tuned tiny sweep, interrupted and resumed.
     "service/sweep/test_tuning.py::test_a_tuned_sweep_resumes_without_retraining_its_tuning_",
     "service/sweep/test_scaling_docs.py::test_sbatch_script_is_bash_with_an_array_and_runs_its_shard",
     "service/sweep/test_shards.py::test_two_shards_make_the_single_machine_sweep_registered_once",

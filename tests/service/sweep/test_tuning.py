@@ -12,7 +12,9 @@ setting, chosen on validation with seeds of its own, before the comparison.
   sweep with a 2-value x 1-seed grid, interrupted once its tuning members
   are in the store, resumes without training them again, and its report,
   summary.json, sweep run and member runs say which value each activation
-  got; `kg report` rebuilds the same tuning table from the store alone.
+  got.
+- `kg report`'s tuning section, rebuilt from the tuning members an
+  in-memory store holds (the comparison's members left out).
 """
 
 import dataclasses
@@ -29,7 +31,10 @@ from kg_service.config import tuning as config_tuning
 from kg_service.config.loading import load_config
 from kg_service.errors import SweepInterrupted
 from kg_service.sweep import pipeline
+from kg_service.results import MemberResult
 from kg_service.sweep import tuning as stage
+from kg_service.sweep.preflight import Preflight
+from tests.service.memory_store import MemoryStore
 
 
 # --- The choice, on made-up scores. --------------------------------------------
@@ -96,7 +101,6 @@ def test_tpe_asks_values_in_the_range_and_the_same_ones_when_told_the_same_score
 
 
 def test_the_comparison_trains_each_activation_at_its_chosen_value():
-    from kg_service.sweep.preflight import Preflight
     from kg_service.tasks import base as tasks
 
     seen = {}
@@ -122,6 +126,47 @@ def test_the_comparison_trains_each_activation_at_its_chosen_value():
     assert seen == {"relu": (3e-3, 7), "gelu": (1e-3, 7)}
     assert after.tuned == {"relu": {"training.learning_rate": 3e-3},
                            "gelu": {"training.learning_rate": 1e-3}}
+
+
+# --- What a store holds: kg report's tuning section. --------------------------
+
+
+def _member(activation, seed, val_loss, failure=None):
+    return MemberResult(activation=activation, seed=seed, epochs_to_threshold=None,
+                        history={"loss": [1.0], "val_loss": [val_loss], "val_accuracy": [0.5]},
+                        test_loss=9.0, test_accuracy=0.1, failure=failure)
+
+
+def test_the_tuning_is_rebuilt_from_the_tuning_members_a_store_holds(tmp_path):
+    config = schema.Config(
+        activations=("relu", "gelu"), seeds=(0, 1),
+        tuning=schema.TuningConfig(parameter="training.learning_rate",
+                                   values=(1e-3, 3e-3), seeds=2))
+    store = MemoryStore()
+    store.parent_run_id = store.open_sweep("s", {}, {"kg.role": "sweep"})
+    pre = Preflight(task=None, dataset=None, store=store, tracking_uri="", resume=None,
+                    done={}, spooled={}, model_names={}, out_dir=None, resolved={},
+                    params={"training.learning_rate": 0.5}, tags={})
+    losses = {  # (activation, value) -> the validation loss of each tuning seed
+        ("relu", 1e-3): (0.40, 0.50), ("relu", 3e-3): (0.30, float("nan")),
+        ("gelu", 1e-3): (0.42, 0.44), ("gelu", 3e-3): (0.20, 0.60),
+    }
+    for (activation, value), pair in losses.items():
+        seeds = config_tuning.tuning_seeds(config.tuning.values.index(value), 2)
+        stage._log(pre, [
+            _member(activation, seed, loss, None if loss == loss else "diverged")
+            for seed, loss in zip(seeds, pair)], "training.learning_rate", value, tmp_path)
+    store.log_member(_member("relu", 0, 0.1), {}, {"kg.role": "member"})  # not tuning
+
+    rebuilt = stage.stored(config, pre, store.parent_run_id)
+    # relu: 3e-3 has the lower mean of its survivors but a diverged member.
+    assert rebuilt.chosen() == {"relu": 1e-3, "gelu": 3e-3}
+    (relu, gelu) = rebuilt.activations
+    assert [(c.value, c.scores, c.failed) for c in relu.candidates] == [
+        (1e-3, (0.40, 0.50), 0), (3e-3, (0.30,), 1)]
+    assert gelu.candidates[1].mean == pytest.approx(np.mean([0.20, 0.60]))
+    member = next(r for r in store.runs.values() if r["tags"].get("kg.role") == "tuning")
+    assert member["params"]["training.learning_rate"] in ("0.001", "0.003")
 
 
 # --- End to end, on a real MLflow store. ---------------------------------------
@@ -211,10 +256,3 @@ def test_a_tuned_sweep_resumes_without_retraining_its_tuning_members(tmp_path, m
     assert summary["chosen"] == chosen
     assert {c["value"]: c["mean"] for c in summary["candidates"]["relu"]} == losses["relu"]
 
-    # kg report: the same table, rebuilt from the store alone.
-    rebuilt = pipeline.report_sweep(
-        "tune-tiny", f"sqlite:///{tmp_path / 'mlflow.db'}", claimant="test",
-        output_dir=str(tmp_path / "rebuilt"),
-    )
-    again = json.loads((rebuilt.compared.report_paths[0].parent / "summary.json").read_text())
-    assert again["tuning"] == summary
