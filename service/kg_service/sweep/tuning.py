@@ -14,8 +14,8 @@ value; the comparison then trains every activation at its own value.
 
 Tuning members are members of the sweep: child runs of its parent run,
 tagged `kg.role=tuning` with the tuned value (also their `tuning_value`
-metric and the tuned setting's param), kept in the spool when the store
-fails, and not trained again by a resumed sweep (their seeds are their
+metric and the tuned setting's param), logged without their models (only
+their scores are read), kept in the spool when the store fails, and not trained again by a resumed sweep (their seeds are their
 keys, as any member's). A sharded sweep cannot tune (`check_supported`).
 """
 
@@ -28,8 +28,9 @@ from kg_service.config import tuning as config_tuning
 from kg_service.errors import ServiceError
 from kg_service.errors import StoreUnavailable
 from kg_service.sweep import spool
+from kg_service.tracking.store import TUNING_ROLE
 
-ROLE = "tuning"  # the kg.role tag of a tuning member's run
+ROLE = TUNING_ROLE  # the kg.role tag of a tuning member's run
 VALUE = "tuning_value"  # a tuning member's metric: the value it trained at
 SECTIONS = {"model": schema.ModelConfig, "training": schema.TrainingConfig}
 
@@ -261,6 +262,8 @@ def _log(pre, results, parameter, value, kept):
     logged = set()
     for result in results:
         result.final = {**result.final, VALUE: value}
+        # Only its scores count: its model is not saved, spooled nor read back.
+        result.model = None
     try:
         for result in results:
             pre.store.log_member(result, {**params, parameter: value}, tags)

@@ -299,14 +299,16 @@ class Tracker(store.TrackingStore):
                 history[name] = [m.value for m in points]
             elif name not in store.MEMBER_FINALS:
                 final[name] = metrics[name]  # a task's own, e.g. test_perplexity
-        with tempfile.TemporaryDirectory() as tmp:
-            path = self.client.download_artifacts(
-                run.info.run_id, f"member/{MEMBER_MODEL}", tmp
-            )
-            # compile=False: the report and the registry need the weights
-            # only; restoring the optimizer printed Keras' "Skipping variable
-            # loading for optimizer" once per member.
-            model = keras.saving.load_model(path, compile=False)
+        model = None
+        if tags.get("kg.role") != store.TUNING_ROLE:  # a tuning member keeps its scores only
+            with tempfile.TemporaryDirectory() as tmp:
+                path = self.client.download_artifacts(
+                    run.info.run_id, f"member/{MEMBER_MODEL}", tmp
+                )
+                # compile=False: the report and the registry need the weights
+                # only; restoring the optimizer printed Keras' "Skipping variable
+                # loading for optimizer" once per member.
+                model = keras.saving.load_model(path, compile=False)
         epoch = tags.get("failure.epoch")
         return MemberResult(
             activation=key[0],

@@ -21,6 +21,9 @@ FINISHED, FAILED, KILLED, RUNNING = "FINISHED", "FAILED", "KILLED", "RUNNING"
 # way: trained, or diverged.
 MEMBER_DONE = (FINISHED, FAILED)
 SWEEP_ROLE = "sweep"  # the kg.role tag of a sweep's parent run
+# The kg.role tag of a tuning member (kg_service.sweep.tuning): logged
+# without its model, which nothing after the tuning stage reads.
+TUNING_ROLE = "tuning"
 SWEEP_ID_TAG = "kg.sweep_id"  # a sharded sweep's id, on the parent and members
 # What log_member records once per member (step 0) beside a task's own
 # `MemberResult.final` numbers.
