@@ -101,7 +101,8 @@ def _number(x):
 
 
 def tuning_lines(tuning):
-    """report.md's tuning section, as markdown lines (without the heading)."""
+    """report.md's tuning section, as markdown lines (without the heading):
+    each activation's values in increasing order."""
     better = "highest" if tuning.higher_is_better else "lowest"
     lines = [
         f"Before the comparison, each activation's `{tuning.parameter}` was chosen by the "
@@ -114,7 +115,7 @@ def tuning_lines(tuning):
         "|---|---|---|---|---|",
     ]
     for a in tuning.activations:
-        for c in a.candidates:
+        for c in sorted(a.candidates, key=lambda c: c.value):  # TPE's trials: by value too
             n = f"{len(c.scores)}" + (f" ({c.failed} diverged)" if c.failed else "")
             mark = "**chosen**" if c.value == a.chosen else ""
             lines.append(

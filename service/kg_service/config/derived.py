@@ -168,7 +168,7 @@ def smoke(config):
     report, export, registry); what shrinks is the data (at most
     `SMOKE_SAMPLES` generated samples), the widths (at most `SMOKE_WIDTH`),
     the epochs (at most `SMOKE_EPOCHS`) and the seeds (the first
-    `SMOKE_SEEDS`; a tuning block, its first two values or trials and one
+    `SMOKE_SEEDS`; a tuning block, its first value or trial and one
     seed); a corpus, its bytes, context, steps and evaluation
     windows. The experiment and registered model names get a
     `-smoke` suffix (once: a model name made from `{experiment}` has it
@@ -221,5 +221,5 @@ def smoke(config):
         model=model,
         training=training,
         registry=registry,
-        tuning=tuning_lib.smoke(config.tuning),  # two values (or trials), one seed
+        tuning=tuning_lib.smoke(config.tuning),  # one value (or trial), one seed
     )

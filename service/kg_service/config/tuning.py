@@ -32,7 +32,11 @@ MAX_SEEDS = 100  # tuning seeds per candidate
 SEED_BASE = 2**31
 SEED_STRIDE = 1000  # > MAX_SEEDS: candidates' seeds never overlap
 SECTIONS = ("model", "training")  # what a member's training reads; data is loaded once
-SMOKE_VALUES = 2  # --smoke: the first two values (or two trials), one seed
+# --smoke: the first value (or one trial), one seed: the stage runs whole
+# (train, track, choose, report) at the least cost; each value is one more
+# stacked model per activation (what two cost digits --smoke, measured:
+# docs/tuning.md).
+SMOKE_VALUES = 1
 SMOKE_SEEDS = 1
 
 
@@ -163,7 +167,7 @@ def with_value(config, parameter, value):
 
 
 def smoke(tuning):
-    """The block at smoke sizes: its first `SMOKE_VALUES` values (or that
+    """The block at smoke sizes: its first `SMOKE_VALUES` value (or that
     many trials), `SMOKE_SEEDS` seed."""
     if tuning is None:
         return None

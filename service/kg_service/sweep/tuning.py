@@ -86,24 +86,15 @@ def tune(config, pre, sweep_run_id, progress, echo):
     per_activation = []
     for activation in config.activations:
         search = _Search(tuning, kind)
-        members = {}
+        candidates = []
         for index, value in search:
             results = _train_candidate(
                 config, pre, activation, index, value, done, kept, progress
             )
-            members[index] = (value, results)
-            search.tell(analysis.candidate(value, results, tuning.select_by))
-        candidates = tuple(
-            analysis.candidate(v, rs, tuning.select_by) for v, rs in members.values()
-        )
-        per_activation.append(_chosen(activation, candidates, tuning))
-    outcome = analysis.Tuning(
-        parameter=tuning.parameter,
-        select_by=tuning.select_by,
-        higher_is_better=config_tuning.SELECT_BY[tuning.select_by],
-        seeds=tuning.seeds,
-        activations=tuple(per_activation),
-    )
+            candidates.append(analysis.candidate(value, results, tuning.select_by))
+            search.tell(candidates[-1])
+        per_activation.append(_chosen(activation, tuple(candidates), tuning))
+    outcome = _outcome(tuning, per_activation)
     pre.store.log_summary({}, analysis.tuning_tags(outcome), ())
     echo(
         f"Tuned {tuning.parameter} by mean {tuning.select_by} on validation: "
@@ -148,11 +139,15 @@ def stored(config, pre, sweep_run_id):
             for _, rs in sorted(by_index.items())
         )
         per_activation.append(_chosen(activation, candidates, config.tuning))
+    return _outcome(config.tuning, per_activation)
+
+
+def _outcome(tuning, per_activation):
     return analysis.Tuning(
-        parameter=config.tuning.parameter,
-        select_by=config.tuning.select_by,
-        higher_is_better=config_tuning.SELECT_BY[config.tuning.select_by],
-        seeds=config.tuning.seeds,
+        parameter=tuning.parameter,
+        select_by=tuning.select_by,
+        higher_is_better=config_tuning.SELECT_BY[tuning.select_by],
+        seeds=tuning.seeds,
         activations=tuple(per_activation),
     )
 

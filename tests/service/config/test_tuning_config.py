@@ -97,14 +97,16 @@ def test_the_dry_run_shows_the_tuning_members(tmp_path):
     assert "\n  tuning " not in describe_plan(load_config(write(tmp_path, "seeds: 2\n")), {})
 
 
-def test_smoke_keeps_two_values_or_trials_and_one_seed(tmp_path):
+def test_smoke_keeps_the_first_value_or_one_trial_and_one_seed(tmp_path):
     config = load_config(write(tmp_path, """\
         tuning: {parameter: training.learning_rate, values: [3e-4, 1e-3, 3e-3], seeds: 3}
         """))
     small = derived.smoke(config).tuning
-    assert small.values == (3e-4, 1e-3) and small.seeds == 1
+    assert small.values == (3e-4,) and small.seeds == 1
+    assert "2 activations x 1 values x 1 seeds = 2 tuning members" in describe_plan(
+        derived.smoke(config), environ={})
     ranged = dataclasses.replace(config.tuning, values=None, low=1e-4, high=1e-2, trials=6)
-    assert config_tuning.smoke(ranged).trials == 2
+    assert config_tuning.smoke(ranged).trials == 1
 
 
 def test_tuning_seeds_are_apart_from_every_comparison_seed_and_each_other():
