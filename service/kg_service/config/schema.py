@@ -56,6 +56,8 @@ MAX_WIDTH = 1_000_000
 MAX_CONTEXT = 65_536
 GENERATED_FEATURES = 2  # a generated data set: one (x, y) point per sample
 MODEL_NAME_FIELDS = ("experiment", "dataset", "activation")
+# What a member's seed may vary (`vary`): initial weights, batch order, data split.
+VARIANCE_SOURCES = ("init", "order", "split")
 
 
 
@@ -317,6 +319,21 @@ _Seeds = Annotated[
     ),
     AfterValidator(_distinct),
     BeforeValidator(_seed_count),
+]
+
+
+def _source(name):
+    if name not in VARIANCE_SOURCES:
+        _fail(f"one of {quoted(VARIANCE_SOURCES)}", catalog.closest(str(name), VARIANCE_SOURCES))
+    return name
+
+
+_Sources = Annotated[
+    tuple[Annotated[_Str, AfterValidator(_source)], ...],
+    # Empty would make every seed the same member: nothing to compare over.
+    Field(min_length=1, description="a non-empty list of sources of variance, any of "
+                                    "init, order, split (e.g. [init, order, split])"),
+    AfterValidator(_distinct),
 ]
 
 _DeviceNames = Annotated[
@@ -611,6 +628,12 @@ class Config:
     analysis: Annotated[_Section[AnalysisConfig], AfterValidator(_contrasts_valid)] = (
         AnalysisConfig()
     )
+    # The sources of variance a member's seed varies (issue 19): init (the
+    # initial weights), order (the batch order), split (the train / val /
+    # test split); each gets its own seed derived from the member's
+    # (kg_service.config.derived.source_seeds). A source left out is the
+    # same for every member.
+    vary: _Sources = VARIANCE_SOURCES
     # The YAML file it came from: set by load_config, not a key.
     source: SkipJsonSchema[Annotated[Optional[str], BeforeValidator(_not_a_key)]] = None
 
