@@ -117,9 +117,16 @@ def describe_plan(config, environ=None):
         ("model", arch),
         ("training", f"{training.optimizer}, learning rate {training.learning_rate:g}, "
                      f"batch size {training.batch_size}, {training.epochs} epochs, "
-                     f"convergence at val accuracy {training.convergence_threshold:g}"),
+                     f"convergence at val accuracy {training.convergence_threshold:g}, "
+                     f"{_loss_threshold_text(training)}"),
     ]
     return _plan(config, rows, environ)
+
+
+def _loss_threshold_text(training):
+    if training.loss_threshold is None:
+        return "epochs to the largest final training loss of the members"
+    return f"epochs to training loss {training.loss_threshold:g}"
 
 
 def _describe_language_plan(config, task, environ):

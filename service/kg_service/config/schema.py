@@ -442,6 +442,9 @@ class TrainingConfig:
     weight_decay: Optional[_number(ge=0)] = None  # None: the optimizer's default
     # Convergence speed: first epoch whose validation accuracy reaches this.
     convergence_threshold: _number(gt=0, le=1) = 0.95
+    # The curves (issue 19): epochs until the training loss is at or below
+    # this; None: the largest final training loss of the sweep's members.
+    loss_threshold: Optional[_number(gt=0)] = None
 
 
 @dataclasses.dataclass(frozen=True)
