@@ -74,6 +74,11 @@ def markdown_sections(summary, results, config=None):
                   "discordant examples, else chi-square with continuity correction), "
                   "Holm-adjusted over the activations; Fisher p: the seeds' McNemar "
                   "p-values combined (conservative for discrete p-values)."]
+        unpaired = {t.activation: t.unpaired for t in examples if t.unpaired}
+        if unpaired:
+            who = ", ".join(f"{a} {n}" for a, n in unpaired.items())
+            lines += ["", f"Seeds left out (a member without kept test predictions, e.g. "
+                      f"one a resumed sweep read back from the store): {who}."]
     if curve_summary is not None and curve_summary.comparisons:
         source = ("training.loss_threshold" if curve_summary.threshold_from == "config"
                   else "the largest final training loss of the members, reached by all")

@@ -168,3 +168,9 @@ def test_the_report_and_summary_json_show_both_views():
     assert entries["per_example"]["gelu"]["b"] == test.b
     assert entries["per_example"]["gelu"]["p_pooled"] == test.p_pooled
     assert {c["measure"] for c in entries["curves"]["comparisons"]} == set(curves.MEASURES)
+    # A member without kept predictions (resumed from the store) is said, not hidden.
+    results[1].test_correct = None  # gelu, seed 0
+    text = render_markdown(summary, results, title="t", config=config)
+    assert "Seeds left out (a member without kept test predictions" in text
+    assert "without kept test predictions, e.g. one a resumed sweep read back from the " \
+           "store): gelu 1." in text
