@@ -184,6 +184,11 @@ def resplit(dataset, seed):
     >>> b.x_test.shape == a.x_test.shape, bool((b.x_test != a.x_test).any())
     (True, True)
     """
+    if dataset.data_config is None or not dataset.unsplit:
+        raise ValueError(
+            f"dataset {dataset.name!r} was not made by data.split, so it cannot be split "
+            "again per member; set vary without split, or build it with data.split."
+        )
     if seed == dataset.data_config.seed:
         return dataset
     x, y = dataset.unsplit

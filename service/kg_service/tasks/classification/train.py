@@ -223,7 +223,9 @@ def train_activation(task, dataset, config, activation, seeds, report):
     """
     start = time.perf_counter()
     sources = [member_source_seeds(config, seed) for seed in seeds]
-    datasets = [resplit(dataset, s["split"]) for s in sources]
+    # Split fixed (not in vary): every member on `dataset` itself.
+    datasets = [resplit(dataset, s["split"]) if "split" in config.vary else dataset
+                for s in sources]
     plain_models, stacked = _build_members(
         task, datasets, config, activation, seeds, [s["init"] for s in sources]
     )
