@@ -40,6 +40,7 @@ SLOW = [
     "service/analysis/test_report.py::test_kg_report_prints_no_optimizer_loading_warning",
     "service/analysis/test_report.py::test_kg_report_shows_the_configuration_the_sweep_ran",
     "service/analysis/test_report.py::test_kg_plan_plans_the_stored_sweep_as_the_planner_does",
+    "service/analysis/test_report.py::test_a_real_sweeps_report_has_mcnemar_and_curves_and_the_",
     "service/cli/test_cli.py::test_process_",
     "service/cli/test_cli.py::test_alias_bomb_under_a_known_key_exits_2_with_an_excerpt",
     "service/cli/test_cli.py::test_installed_entry_point_exits_2_on_a_bad_config",

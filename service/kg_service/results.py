@@ -32,6 +32,12 @@ class MemberResult:
     # Task-specific final numbers beside the test loss and accuracy, e.g.
     # a language model's "test_perplexity"; tracked as metrics.
     final: dict = dataclasses.field(default_factory=dict)
+    # A classifier's: per example of its test split, in the split's order,
+    # whether the prediction was right (bool array); members of one seed
+    # share the split, so two activations pair example by example
+    # (McNemar, kg_service.analysis.paired_examples). None when not kept
+    # (another task; a member a resumed sweep read back from the store).
+    test_correct: Any = None
 
     @property
     def ok(self):

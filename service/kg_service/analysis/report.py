@@ -14,6 +14,7 @@ import yaml
 
 from kg_service.analysis import stats
 from kg_service.analysis import tables
+from kg_service.analysis import variance_report
 from kg_service.analysis import wording
 from kg_service.analysis.figures import FIGURES
 from kg_service.analysis.figures import draw_figures
@@ -75,9 +76,10 @@ def write_report(
                            threshold=threshold)
 
     summary_path = out / SUMMARY
-    summary_path.write_text(
-        json.dumps(wording.summary_json(summary), indent=2, allow_nan=False) + "\n"
-    )
+    # Issue 19: McNemar per test example and the training-loss curves.
+    data = {**wording.summary_json(summary),
+            **variance_report.summary_entries(summary, results, config)}
+    summary_path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
     report_path = out / REPORT
     report_path.write_text(
         render_markdown(summary, results, title=title, dataset=dataset, config=config,
@@ -123,6 +125,7 @@ def render_markdown(
         lines += ["", "Failures (a diverged member is a result):", ""]
         lines += [f"- {line}." for line in failures]
     lines += _comparison_details(summary)
+    lines += variance_report.markdown_sections(summary, results, config)
     notes = [f"{who}: {n}" if who else n for who, n in wording.all_notes(summary)]
     if notes:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]

@@ -71,6 +71,18 @@ def _tuning_text(config):
             "model per value, before the comparison")
 
 
+def _vary_text(config):
+    """What each seed varies (`vary`), and what stays fixed."""
+    if not catalog.task(config.data.dataset).sample_splits:
+        # tasks/language trains from the member's seed and one corpus split.
+        return (f"the initial weights and batch order with the seed; the corpus split "
+                f"is fixed by data seed {config.data.seed} ({config.data.dataset} "
+                "does not read vary)")
+    fixed = [s for s in ("init", "order", "split") if s not in config.vary]
+    text = f"{', '.join(config.vary)}: each from its own seed derived from the member's"
+    return text + (f"; fixed for every member: {', '.join(fixed)}" if fixed else "")
+
+
 def _distribution_text(device):
     if device.distribution == "none":
         return ""
@@ -126,9 +138,16 @@ def describe_plan(config, environ=None):
         ("model", arch),
         ("training", f"{training.optimizer}, learning rate {training.learning_rate:g}, "
                      f"batch size {training.batch_size}, {training.epochs} epochs, "
-                     f"convergence at val accuracy {training.convergence_threshold:g}"),
+                     f"convergence at val accuracy {training.convergence_threshold:g}, "
+                     f"{_loss_threshold_text(training)}"),
     ]
     return _plan(config, rows, environ)
+
+
+def _loss_threshold_text(training):
+    if training.loss_threshold is None:
+        return "epochs to the largest final training loss of the members"
+    return f"epochs to training loss {training.loss_threshold:g}"
 
 
 def _describe_language_plan(config, task, environ):
@@ -181,6 +200,7 @@ def _plan(config, rows, environ):
     rows = rows + [
         ("activations", activations),
         *_seed_rows(config, n_act),
+        ("varies", _vary_text(config)),
         ("device", f"{device.type}, {precision}, XLA {'on' if device.xla else 'off'}"
                    + _distribution_text(device)),
         ("tracking", f"{uri} ({origin}), {_retry_text(config.tracking.retry_seconds)}"),

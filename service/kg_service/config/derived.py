@@ -7,9 +7,12 @@ import dataclasses
 import math
 import os
 
+import numpy as np
+
 from kg_service.config import catalog
 from kg_service.config import tuning as tuning_lib
 from kg_service.config.schema import GENERATED_FEATURES
+from kg_service.config.schema import VARIANCE_SOURCES
 from kg_service.config.schema import SequentialSeeds
 from kg_service.config.schema import split_sizes
 from kg_service.config.schema import template_fields
@@ -28,6 +31,47 @@ def grid(config):
             "its looks do (kg_service.config.derived.with_seeds)."
         )
     return [(a, s) for a in config.activations for s in config.seeds]
+
+
+# --- Sources of variance: `vary: [init, order, split]` (issue 19). ----------
+
+
+def source_seeds(seed, vary=VARIANCE_SOURCES, data_seed=0):
+    """The seeds of member `seed`'s sources of variance: `{source: seed}`.
+
+    Each source in `VARIANCE_SOURCES` (init: the initial weights, order:
+    the batch order, split: the train / validation / test split) gets its
+    own seed, `numpy.random.SeedSequence((data_seed, source index, 1,
+    seed))`'s first 32-bit word, so two sources of one member are independent
+    streams and a varied source differs between members. A source not in
+    `vary` gets the same seed for every member: the split keeps
+    `data_seed` itself (the split every member shared before issue 19;
+    `kg_service.tasks.base` loads it for the report), init and order the
+    word of `(data_seed, source index, 0)` (SeedSequence pads short
+    entropy with zeros: the 0 and 1 keep the two kinds apart).
+
+    >>> fixed = source_seeds(3, vary=("init",))
+    >>> fixed["order"] == source_seeds(4, vary=("init",))["order"], fixed["split"]
+    (True, 0)
+    >>> len(set(source_seeds(3).values()))
+    3
+    """
+    out = {}
+    for index, source in enumerate(VARIANCE_SOURCES):
+        if source not in vary:
+            if source == "split":
+                out[source] = int(data_seed)
+                continue
+            entropy = (data_seed, index, 0)
+        else:
+            entropy = (data_seed, index, 1, seed)
+        out[source] = int(np.random.SeedSequence(entropy).generate_state(1)[0])
+    return out
+
+
+def member_source_seeds(config, seed):
+    """`source_seeds` of member `seed` of `config` (its `vary`, its data seed)."""
+    return source_seeds(seed, config.vary, config.data.seed)
 
 
 # --- Sequential seeds: `seeds: {start, step, max}`. --------------------------

@@ -57,6 +57,8 @@ MAX_WIDTH = 1_000_000
 MAX_CONTEXT = 65_536
 GENERATED_FEATURES = 2  # a generated data set: one (x, y) point per sample
 MODEL_NAME_FIELDS = ("experiment", "dataset", "activation")
+# What a member's seed may vary (`vary`): initial weights, batch order, data split.
+VARIANCE_SOURCES = ("init", "order", "split")
 
 
 
@@ -320,6 +322,21 @@ _Seeds = Annotated[
     BeforeValidator(_seed_count),
 ]
 
+
+def _source(name):
+    if name not in VARIANCE_SOURCES:
+        _fail(f"one of {quoted(VARIANCE_SOURCES)}", catalog.closest(str(name), VARIANCE_SOURCES))
+    return name
+
+
+_Sources = Annotated[
+    tuple[Annotated[_Str, AfterValidator(_source)], ...],
+    # Empty would make every seed the same member: nothing to compare over.
+    Field(min_length=1, description="a non-empty list of sources of variance, any of "
+                                    "init, order, split (e.g. [init, order, split])"),
+    AfterValidator(_distinct),
+]
+
 _DeviceNames = Annotated[
     tuple[_Text, ...],
     Field(min_length=1, description='a non-empty list of device names, e.g. ["/gpu:0", "/gpu:1"]'),
@@ -426,6 +443,9 @@ class TrainingConfig:
     weight_decay: Optional[_number(ge=0)] = None  # None: the optimizer's default
     # Convergence speed: first epoch whose validation accuracy reaches this.
     convergence_threshold: _number(gt=0, le=1) = 0.95
+    # The curves (issue 19): epochs until the training loss is at or below
+    # this; None: the largest final training loss of the sweep's members.
+    loss_threshold: Optional[_number(gt=0)] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -647,6 +667,12 @@ class Config:
     analysis: Annotated[_Section[AnalysisConfig], AfterValidator(_contrasts_valid)] = (
         AnalysisConfig()
     )
+    # The sources of variance a member's seed varies (issue 19): init (the
+    # initial weights), order (the batch order), split (the train / val /
+    # test split); each gets its own seed derived from the member's
+    # (kg_service.config.derived.source_seeds). A source left out is the
+    # same for every member.
+    vary: _Sources = VARIANCE_SOURCES
     # Each activation's own value of one setting, chosen on validation
     # before the comparison (docs/tuning.md); null: the configured value.
     tuning: Annotated[Optional[TuningConfig], AfterValidator(_tuning_valid)] = None

@@ -120,7 +120,12 @@ def test_markdown_has_setup_table_verdicts_per_seed_and_caveat(written):
 
 def test_summary_json_is_the_strict_json_summary(written):
     summary, out, _ = written
-    assert json.loads((out / "summary.json").read_text()) == wording.summary_json(summary)
+    # Issue 19: the per-example tests and the curves beside the summary.
+    from kg_service.analysis import variance_report
+
+    want = {**wording.summary_json(summary),
+            **variance_report.summary_entries(summary, sweep(with_models=False), CONFIG)}
+    assert json.loads((out / "summary.json").read_text()) == want
 
 
 def test_decision_boundaries_skipped_for_more_than_two_features(tmp_path):
@@ -450,3 +455,21 @@ def test_kg_plan_plans_the_stored_sweep_as_the_planner_does(rebuilt):
     (row,) = [line.split() for line in out.splitlines() if line.startswith("gelu vs relu")]
     decide = "–" if expected.decide is None else f"~{expected.decide}"
     assert row[-2:] == [decide, str(t["n"])]
+
+
+def test_a_real_sweeps_report_has_mcnemar_and_curves_and_the_rebuilt_one_curves_only(rebuilt):
+    """Issue 19 on the sweep kg-train ran above (no extra training): the
+    members of one seed share their test split, so McNemar's pooled
+    difference (b - c) / n equals the across-seed mean accuracy difference
+    (equal test splits per seed); `kg report` from the store has the
+    curves but no per-example predictions."""
+    _, swept, again, _, summary = rebuilt
+    assert "## Per-example tests (McNemar, test split)" in swept
+    assert "## Training-loss curves" in swept and "## Training-loss curves" in again
+    assert "## Per-example tests" not in again
+    gelu = summary["per_example"]["gelu"]
+    assert gelu["seeds"] == 2 and gelu["test_examples"] % 2 == 0
+    assert (gelu["b"] - gelu["c"]) / gelu["test_examples"] == pytest.approx(
+        summary["comparisons"]["gelu"]["accuracy"]["mean_diff"], abs=1e-9)
+    assert {c["measure"] for c in summary["curves"]["comparisons"]} == {
+        "loss_auc", "epochs_to_loss"}

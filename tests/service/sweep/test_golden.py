@@ -3,8 +3,13 @@ house was rebuilt (issue 7: tasks, stages, tracking seam): the terminal
 table, the registered champions and every number of summary.json.
 
 The golden files in golden/tiny_sweep/ were written by kg-train at commit
-1ec2efe (before the rebuild) from golden/tiny_sweep/config.yaml. A change
-that alters what a user sees fails here; a deliberate one rewrites them.
+1ec2efe (before the rebuild) from golden/tiny_sweep/config.yaml, and
+rewritten when issue 19 gave each seed its own data split (`vary`), with
+
+    KERAS_BACKEND=tensorflow .venv/bin/python -m tests.service.sweep.test_golden
+
+A change that alters what a user sees fails here; a deliberate one
+rewrites them with that command.
 """
 
 import json
@@ -36,15 +41,19 @@ def _same(expected, actual, path="summary"):
         assert actual == expected, f"{path}: {actual!r} != {expected!r}"
 
 
-def test_tiny_sweep_summary_table_and_champions_are_unchanged(tmp_path):
+def _run_golden_sweep(tmp_path):
     shutil.copy(GOLDEN / "config.yaml", tmp_path / "config.yaml")
-    out = kg_train(
+    return kg_train(
         tmp_path,
         "--config",
         "config.yaml",
         "--tracking-uri",
         f"sqlite:///{tmp_path / 'mlflow.db'}",
     )
+
+
+def test_tiny_sweep_summary_table_and_champions_are_unchanged(tmp_path):
+    out = _run_golden_sweep(tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     # One line is new since then, on purpose: which metric the table
     # compares and its direction (issue 8, statistics follow the metric).
@@ -59,3 +68,24 @@ def test_tiny_sweep_summary_table_and_champions_are_unchanged(tmp_path):
 
     (summary,) = (tmp_path / "kg-output").rglob("summary.json")
     _same(json.loads((GOLDEN / "summary.json").read_text()), json.loads(summary.read_text()))
+
+
+def regenerate():
+    """Rewrites the golden files from a fresh run of golden/tiny_sweep/config.yaml."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = _run_golden_sweep(pathlib.Path(tmp))
+        assert out.returncode == 0, out.stderr[-3000:]
+        lines = [l for l in out.stdout.splitlines() if not l.startswith("Metric: ")]
+        start = next(i for i, l in enumerate(lines) if l.startswith("activation "))
+        end = next(i for i, l in enumerate(lines) if l.startswith("Registered models"))
+        (GOLDEN / "table.txt").write_text("\n".join(lines[start:end]).rstrip("\n") + "\n")
+        registered = [l for l in lines if l.startswith("  models:/")]
+        (GOLDEN / "registered.txt").write_text("\n".join(registered) + "\n")
+        (summary,) = (pathlib.Path(tmp) / "kg-output").rglob("summary.json")
+        shutil.copy(summary, GOLDEN / "summary.json")
+
+
+if __name__ == "__main__":
+    regenerate()

@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 from sklearn import datasets as sk_datasets
@@ -157,3 +159,25 @@ def test_descriptions_name_raw_units_shapes_and_class_order(
 def test_unknown_dataset_raises_service_error_naming_the_valid_ones():
     with pytest.raises(ServiceError, match="moons"):
         load_dataset(DataConfig(dataset="mnist"))
+
+
+def test_resplit_gives_each_split_seed_its_own_stratified_split_of_the_same_data():
+    """Issue 19: a member's split from its split seed, as sklearn splits it."""
+    from sklearn.model_selection import train_test_split
+
+    from kg_service.tasks.classification.data import resplit
+
+    base = load_dataset(DataConfig(n_samples=200, seed=0))
+    assert resplit(base, 0) is base
+    other = resplit(base, 11)
+    x, y = base.unsplit
+    rest, x_test, y_rest, _ = train_test_split(x, y, test_size=0.2, stratify=y, random_state=11)
+    _, x_val, _, _ = train_test_split(rest, y_rest, test_size=0.2, stratify=y_rest,
+                                      random_state=11)
+    np.testing.assert_array_equal(other.x_test, x_test.astype("float32"))
+    np.testing.assert_array_equal(other.x_val, x_val.astype("float32"))
+    assert (len(other.y_train), len(other.y_test)) == (len(base.y_train), len(base.y_test))
+    assert not np.array_equal(other.x_test, base.x_test)
+    np.testing.assert_allclose(other.normalization.mean, other.x_train.mean(axis=0), rtol=1e-6)
+    with pytest.raises(ValueError, match="not made by data.split"):
+        resplit(dataclasses.replace(base, data_config=None), 11)

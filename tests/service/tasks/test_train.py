@@ -14,6 +14,7 @@ from sklearn.metrics import accuracy_score
 from sklearn.metrics import log_loss
 from sklearn.model_selection import train_test_split
 
+from kg_service.config.derived import member_source_seeds
 from kg_service.config.schema import Config
 from kg_service.config.schema import DataConfig
 from kg_service.config.schema import DeviceConfig
@@ -21,6 +22,7 @@ from kg_service.config.schema import ModelConfig
 from kg_service.config.schema import TrainingConfig
 from kg_service.tasks.base import load_dataset
 from kg_service.errors import ServiceError
+from kg_service.tasks.classification.data import resplit
 from kg_service.tasks.classification.models import build_model
 from kg_service.training.device import describe_device
 from kg_service.tasks import base as tasks
@@ -39,10 +41,12 @@ def dataset():
 
 
 def _config(
-    activation="relu", seeds=(0, 1, 2), epochs=3, optimizer="adam", **model
+    activation="relu", seeds=(0, 1, 2), epochs=3, optimizer="adam",
+    vary=("init", "order", "split"), **model
 ):
     model = {"hidden_units": (8, 8), **model}
     return Config(
+        vary=vary,
         activations=(
             (activation,) if isinstance(activation, str) else activation
         ),
@@ -68,8 +72,11 @@ REFERENCE_OPTIMIZERS = {
 
 
 def _train_alone(dataset, config, activation, seed):
+    # Member `seed`'s own split, initial weights and batch order (issue 19).
+    sources = member_source_seeds(config, seed)
+    dataset = resplit(dataset, sources["split"])
     training = config.training
-    keras.utils.set_random_seed(seed)
+    keras.utils.set_random_seed(sources["init"])
     model = build_model(
         config.model,
         activation,
@@ -83,7 +90,7 @@ def _train_alone(dataset, config, activation, seed):
         ),
         loss="sparse_categorical_crossentropy",
     )
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(sources["order"])
     n = len(dataset.y_train)
     history = {key: [] for key in HISTORY_KEYS}
     for _ in range(training.epochs):
@@ -191,20 +198,23 @@ def test_results_carry_full_history_test_metrics_and_plain_models(dataset):
         ]
         assert result.epochs_to_threshold == (hit[0] if hit else None)
         assert result.train_seconds > 0
-        probs = keras.ops.convert_to_numpy(result.model(dataset.x_test))
+        split = resplit(dataset, member_source_seeds(config, result.seed)["split"])
+        probs = keras.ops.convert_to_numpy(result.model(split.x_test))
         assert result.model.input_shape == (None, dataset.input_dim)
         np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-5)
         probs = probs.astype("float64")
         probs /= probs.sum(axis=1, keepdims=True)  # float32 rounding
-        want = log_loss(dataset.y_test, probs, labels=[0, 1])
+        want = log_loss(split.y_test, probs, labels=[0, 1])
         assert result.test_loss == pytest.approx(want, abs=1e-5)
         assert result.test_accuracy == pytest.approx(
-            accuracy_score(dataset.y_test, probs.argmax(1))
+            accuracy_score(split.y_test, probs.argmax(1))
         )
+        np.testing.assert_array_equal(result.test_correct, probs.argmax(1) == split.y_test)
 
 
 def test_test_set_plays_no_part_in_training(dataset):
-    config = _config("gelu", seeds=(0, 1), epochs=2)
+    # The split fixed (data.seed's): the members train on `dataset` itself.
+    config = _config("gelu", seeds=(0, 1), epochs=2, vary=("init", "order"))
     rng = np.random.default_rng(0)
     scrambled = dataclasses.replace(
         dataset,
@@ -298,7 +308,7 @@ def test_trained_model_takes_fresh_raw_moons_at_its_test_accuracy():
 def test_trained_model_takes_raw_load_digits_rows_at_its_test_accuracy():
     """Digits has no generator, so no fresh sample: the held-out test rows
     are re-derived here from load_digits() with scikit-learn's own split
-    (test first, stratified, the data seed), not through kg_service.tasks.classification.data, and
+    (test first, stratified, the member's split seed), not through kg_service.tasks.classification.data, and
     sent as load_digits returns them (pixels 0..16). They are the rows the
     test accuracy was measured on, so the accuracies agree up to one
     example (a float tie); a model that expected rescaled or standardized
@@ -307,8 +317,10 @@ def test_trained_model_takes_raw_load_digits_rows_at_its_test_accuracy():
     result = _one_member(dataset, epochs=20, hidden=(64,), learning_rate=0.001)
     assert result.test_accuracy > 0.9
     x, y = load_digits(return_X_y=True)
+    # Member 0's split seed (issue 19: each member its own split).
+    split_seed = member_source_seeds(Config(), 0)["split"]
     _, x_test, _, y_test = train_test_split(
-        x, y, test_size=0.2, stratify=y, random_state=0
+        x, y, test_size=0.2, stratify=y, random_state=split_seed
     )
     served = _accuracy(result.model, x_test, y_test)
     assert abs(served - result.test_accuracy) <= 1 / len(y_test) + 1e-9
@@ -334,8 +346,10 @@ JAX_SWEEP = textwrap.dedent("""
     import numpy as np
     sys.path.insert(0, sys.argv[1])
     import keras
+    from kg_service.config.derived import member_source_seeds
     from kg_service.config.schema import Config, DataConfig, ModelConfig, TrainingConfig
     from kg_service.tasks import base as tasks
+    from kg_service.tasks.classification.data import resplit
     from kg_service.tasks.base import load_dataset
     from kg_service.tasks.classification.models import build_model
     from kg_service.training.loop import train_sweep
@@ -348,13 +362,16 @@ JAX_SWEEP = textwrap.dedent("""
         training=TrainingConfig(epochs=2, batch_size=24, learning_rate=0.01),
     )
     results = train_sweep(tasks.get(ds.name), ds, config)
-    # Member gelu/seed 1 against the plain model trained alone.
-    keras.utils.set_random_seed(1)
+    # Member gelu/seed 1 against the plain model trained alone: its split,
+    # initial weights and batch order from its own source seeds.
+    sources = member_source_seeds(config, 1)
+    ds = resplit(ds, sources["split"])
+    keras.utils.set_random_seed(sources["init"])
     ref = build_model(config.model, "gelu", ds.input_dim, ds.n_classes,
                       normalization=ds.normalization)
     ref.compile(optimizer=keras.optimizers.Adam(0.01),
                 loss="sparse_categorical_crossentropy")
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(sources["order"])
     for _ in range(2):
         order = rng.permutation(len(ds.y_train))
         for i in range(0, len(order), 24):

@@ -55,6 +55,10 @@ class Dataset:
     feature_names: tuple = ()
     class_names: tuple = ()
     normalization: FeatureStats = None
+    # The loader's (x, y) before splitting and the DataConfig that split
+    # them: what `resplit` splits again with a member's split seed.
+    unsplit: tuple = dataclasses.field(default=(), repr=False)
+    data_config: object = dataclasses.field(default=None, repr=False)
 
     @property
     def input_dim(self):
@@ -159,6 +163,39 @@ def split(name, x, y, cfg, *, features="", feature_names=(), class_names=()):
         feature_names=tuple(feature_names),
         class_names=class_names,
         normalization=feature_stats(x_train) if cfg.standardize else None,
+        unsplit=(x, y),
+        data_config=cfg,
+    )
+
+
+def resplit(dataset, seed):
+    """`dataset`'s data split again, as `split` does, with split seed `seed`.
+
+    The split sizes stay the same (they depend on the fractions only), so
+    members on different splits still stack. The seed's own split is
+    `dataset` itself.
+
+    Example:
+
+    >>> from kg_service.config.schema import DataConfig
+    >>> x, y = np.arange(200.0).reshape(100, 2), np.arange(100) % 2
+    >>> a = split("toy", x, y, DataConfig(n_samples=100))
+    >>> b = resplit(a, 7)
+    >>> b.x_test.shape == a.x_test.shape, bool((b.x_test != a.x_test).any())
+    (True, True)
+    """
+    if dataset.data_config is None or not dataset.unsplit:
+        raise ValueError(
+            f"dataset {dataset.name!r} was not made by data.split, so it cannot be split "
+            "again per member; set vary without split, or build it with data.split."
+        )
+    if seed == dataset.data_config.seed:
+        return dataset
+    x, y = dataset.unsplit
+    return split(
+        dataset.name, x, y, dataclasses.replace(dataset.data_config, seed=seed),
+        features=dataset.features, feature_names=dataset.feature_names,
+        class_names=dataset.class_names,
     )
 
 

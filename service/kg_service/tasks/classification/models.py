@@ -156,7 +156,7 @@ def _standardized(x, normalization, dtype):
     )(x)
 
 
-def stack_model(model, members, name=None):
+def stack_model(model, members, name=None, normalizations=None):
     """The functional `model` for `members` independent members at once.
 
     Every layer is replaced by `keras_gelu.stacking.stack(layer, members)`
@@ -169,6 +169,10 @@ def stack_model(model, members, name=None):
         model: A built functional `keras.Model` with one input.
         members: Positive int M.
         name: Name of the stacked model (default: `<name>_x<M>`).
+        normalizations: Optional M `FeatureStats`, member m's training
+            split's (members trained on different splits, issue 19): the
+            input Normalization then standardizes `x[:, m]` with member m's
+            statistics, as member m's plain model does.
 
     Returns:
         A `keras.Model` mapping `(batch, M, ...)` to `(batch, M, ...)`.
@@ -176,15 +180,30 @@ def stack_model(model, members, name=None):
     inputs = keras.Input(
         (members,) + tuple(model.input_shape[1:]), name=model.layers[0].name
     )
-    stacked = keras.models.clone_model(
-        model,
-        input_tensors=inputs,
-        clone_function=lambda layer: keras_gelu.stacking.stack(layer, members),
-    )
+
+    def clone(layer):
+        if normalizations is not None and isinstance(layer, keras.layers.Normalization):
+            return _member_normalization(layer, normalizations)
+        return keras_gelu.stacking.stack(layer, members)
+
+    stacked = keras.models.clone_model(model, input_tensors=inputs, clone_function=clone)
     # Rewrapped with the bare tensors: clone_model's lists would make
     # every call warn about the input structure.
     return keras.Model(
         inputs, stacked.outputs[0], name=name or f"{model.name}_x{members}"
+    )
+
+
+def _member_normalization(layer, normalizations):
+    """`layer` (a Normalization with given statistics) over `(batch, M, F)`,
+    member m standardized with `normalizations[m]`: the statistics become
+    `(M, F)` arrays and both axes are kept (Keras broadcasts them)."""
+    return keras.layers.Normalization(
+        axis=(-2, -1),
+        mean=np.stack([np.asarray(n.mean, "float64") for n in normalizations]).tolist(),
+        variance=np.stack([np.asarray(n.variance, "float64") for n in normalizations]).tolist(),
+        name=layer.name,
+        dtype=layer.dtype_policy,
     )
 
 

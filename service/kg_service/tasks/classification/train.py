@@ -1,9 +1,13 @@
 """Training a classification task: all seeds of one activation at once.
 
-Member (activation, seed) is defined by three things: its initial weights
-(`keras.utils.set_random_seed(seed)`, then the task's `build_model`), its per-epoch
-data order (`np.random.default_rng(seed)`, one permutation per epoch) and
-the configured optimizer. `train_activation` trains all seeds of one
+Member (activation, seed) is defined by four things, each source of
+variance from its own seed derived from the member's
+(`kg_service.config.derived.member_source_seeds`; `vary` says which ones
+change from seed to seed): its data split (`data.resplit` with the split
+seed), its initial weights (`keras.utils.set_random_seed(init seed)`,
+then the task's `build_model`), its per-epoch data order
+(`np.random.default_rng(order seed)`, one permutation per epoch) and the
+configured optimizer. `train_activation` trains all seeds of one
 activation as ONE stacked model (`models.stack_model`): each step
 feeds member m its own batch, and the loss is each member's mean batch
 loss summed over members, so each member's gradient, and with an
@@ -19,6 +23,8 @@ import time
 import keras
 import numpy as np
 
+from kg_service.config.derived import member_source_seeds
+from kg_service.tasks.classification.data import resplit
 from kg_service.tasks.classification.models import stack_model
 from kg_service.tasks.classification.models import stack_weights
 from kg_service.tasks.classification.models import unstack_weights
@@ -42,15 +48,17 @@ def member_metrics(probs, labels):
 
     Args:
         probs: `(N, M, C)` class probabilities of M members.
-        labels: `(N,)` int labels, the same for every member.
+        labels: `(N,)` int labels, the same for every member, or `(N, M)`,
+            member m's in column m.
 
     Returns:
         `(loss, accuracy)`, each an `(M,)` array.
     """
     probs = np.asarray(probs, dtype=np.float64)
-    p_true = np.take_along_axis(probs, labels[:, None, None], axis=2)[..., 0]
+    labels = labels[:, None] if labels.ndim == 1 else labels
+    p_true = np.take_along_axis(probs, labels[..., None], axis=2)[..., 0]
     loss = -np.log(np.clip(p_true, _EPSILON, 1.0 - _EPSILON)).mean(axis=0)
-    accuracy = (probs.argmax(axis=2) == labels[:, None]).mean(axis=0)
+    accuracy = (probs.argmax(axis=2) == labels).mean(axis=0)
     return loss, accuracy
 
 
@@ -66,18 +74,17 @@ def _members_loss(members):
     return loss
 
 
-def _tile(x, members):
-    """`(N, F)` -> `(N, M, F)`: every member sees the same examples."""
-    shape = (len(x), members) + x.shape[1:]
-    return np.ascontiguousarray(np.broadcast_to(x[:, None], shape))
+def _per_member(arrays):
+    """M arrays `(N, ...)` -> `(N, M, ...)`: member m's in column m."""
+    return np.ascontiguousarray(np.stack(arrays, axis=1))
 
 
 class _MemberBatches(keras.utils.PyDataset):
     """Every training batch of every epoch, for one `fit()` call.
 
     Batch i is step `i % steps` of epoch `i // steps`; member m's rows come
-    from its own permutation of the training set, drawn from
-    `np.random.default_rng(seed_m)` once per epoch, in epoch order. The
+    from its own permutation of its own training split (`x[:, m]`), drawn
+    from `np.random.default_rng(seed_m)` once per epoch, in epoch order. The
     dataset is infinite (`num_batches` None) so that Keras keeps one
     iterator across epochs; tf.data may prefetch ahead, even past the end,
     but always in order, so epochs are drawn lazily and in sequence. Keras
@@ -91,8 +98,10 @@ class _MemberBatches(keras.utils.PyDataset):
     """
 
     def __init__(self, x, y, seeds, batch_size):
+        """x `(N, M, F)` and y `(N, M)`: member m's training split in column m."""
         super().__init__()
         self.x, self.y, self.seeds = x, y, tuple(seeds)
+        self._columns = np.arange(len(self.seeds))[None, :]
         self.batch_size = min(batch_size, len(x))
         self.steps = -(-len(x) // self.batch_size)
         self._rngs = [np.random.default_rng(seed) for seed in self.seeds]
@@ -116,7 +125,7 @@ class _MemberBatches(keras.utils.PyDataset):
         rows = self._order[
             step * self.batch_size : (step + 1) * self.batch_size
         ]
-        return self.x[rows], self.y[rows]
+        return self.x[rows, self._columns], self.y[rows, self._columns]
 
 
 def _on_tf_distribute(config):
@@ -151,13 +160,14 @@ class _MemberHistory(keras.callbacks.Callback):
     metrics in numpy.
     """
 
-    def __init__(self, dataset, members, report):
+    def __init__(self, datasets, report):
         super().__init__()
-        self.n_train = len(dataset.y_train)
-        self.x_eval = _tile(
-            np.concatenate([dataset.x_train, dataset.x_val]), members
+        self.n_train = len(datasets[0].y_train)
+        self.x_eval = _per_member(
+            [np.concatenate([d.x_train, d.x_val]) for d in datasets]
         )
-        self.y_train, self.y_val = dataset.y_train, dataset.y_val
+        self.y_train = _per_member([d.y_train for d in datasets])
+        self.y_val = _per_member([d.y_val for d in datasets])
         self.report = report
         self.history = {key: [] for key in HISTORY_KEYS}
 
@@ -180,19 +190,21 @@ class _MemberHistory(keras.callbacks.Callback):
 def train_activation(task, dataset, config, activation, seeds, report):
     """Trains every seed of one activation of a classification task.
 
-    All seeds train together as one stacked model; each member's weights,
-    data order and results are those of the plain model trained alone with
-    that seed (see the module docstring). Per epoch, each member's loss
-    and accuracy on the whole training and validation sets are recorded
-    after the epoch's last step. The test set is used once, after
-    training. Exactness holds for dropout 0 and float32; dropout masks are
-    drawn for the stacked model as a whole, and under `mixed_float16`
-    Keras' dynamic loss scale is shared, so a step that overflows for one
-    member is skipped for all.
+    All seeds train together as one stacked model; each member's split,
+    weights, data order and results are those of the plain model trained
+    alone with that seed (see the module docstring). Per epoch, each
+    member's loss and accuracy on its whole training and validation splits
+    are recorded after the epoch's last step. The test split is used once,
+    after training. Exactness holds for dropout 0 and float32; dropout
+    masks are drawn for the stacked model as a whole, and under
+    `mixed_float16` Keras' dynamic loss scale is shared, so a step that
+    overflows for one member is skipped for all.
 
     Args:
         task: The `kg_service.tasks.base.Task` (its `build_model`).
-        dataset: A `kg_service.tasks.classification.data.Dataset`.
+        dataset: A `kg_service.tasks.classification.data.Dataset`, split
+            with `data.seed`; a member whose split seed differs gets it
+            split again (`data.resplit`).
         config: A `kg_service.config.schema.Config`.
         activation: The activation name.
         seeds: The members' seeds.
@@ -205,50 +217,74 @@ def train_activation(task, dataset, config, activation, seeds, report):
         crossentropy and accuracy), which takes raw features: with
         `dataset.normalization` it standardizes them itself.
         `train_seconds` is the activation's training wall time divided by
-        its number of members.
+        its number of members. `test_correct` is, per test example of the
+        member's split, whether its prediction was right (McNemar's test,
+        `kg_service.analysis.paired_examples`).
     """
     start = time.perf_counter()
-    plain_models, stacked = _build_members(task, dataset, config, activation, seeds)
+    sources = [member_source_seeds(config, seed) for seed in seeds]
+    # Split fixed (not in vary): every member on `dataset` itself.
+    datasets = [resplit(dataset, s["split"]) if "split" in config.vary else dataset
+                for s in sources]
+    plain_models, stacked = _build_members(
+        task, datasets, config, activation, seeds, [s["init"] for s in sources]
+    )
     with parallel.scope(config.device):
         stack_weights(stacked, plain_models)
-        recorder = _fit_stacked(stacked, dataset, config, seeds, report)
-        seconds = time.perf_counter() - start
-        test_loss, test_accuracy = member_metrics(
-            predict(stacked, _tile(dataset.x_test, len(seeds))), dataset.y_test
+        recorder = _fit_stacked(
+            stacked, datasets, config, [s["order"] for s in sources], report
         )
+        seconds = time.perf_counter() - start
+        probs = np.asarray(predict(stacked, _per_member([d.x_test for d in datasets])))
+        y_test = _per_member([d.y_test for d in datasets])
+        test_loss, test_accuracy = member_metrics(probs, y_test)
+        correct = probs.argmax(axis=2) == y_test
     unstack_weights(stacked, plain_models)
-    return [
+    results = [
         _member_result(
             activation, seed, model, config.training, recorder.history, m,
             test_loss[m], test_accuracy[m], seconds / len(seeds),
         )
         for m, (seed, model) in enumerate(zip(seeds, plain_models))
     ]
+    for m, result in enumerate(results):
+        result.test_correct = correct[:, m]
+    return results
 
 
-def _build_members(task, dataset, config, activation, seeds):
+def _build_members(task, datasets, config, activation, seeds, init_seeds):
     """(each seed's plain model, the stacked model of them all)."""
     with dtype_policy(config.device.mixed_precision):
         plain_models = []
-        for seed in seeds:
-            keras.utils.set_random_seed(seed)
+        for seed, init_seed, member_data in zip(seeds, init_seeds, datasets):
+            keras.utils.set_random_seed(init_seed)
             plain_models.append(
                 task.build_model(
-                    config.model, activation, dataset, name=f"{activation}_seed{seed}"
+                    config.model, activation, member_data, name=f"{activation}_seed{seed}"
                 )
             )
+        # Members on different splits standardize with their own statistics.
+        normalizations = [d.normalization for d in datasets]
+        shared = all(d is datasets[0] for d in datasets) or normalizations[0] is None
         # Only the stacked model is data-parallel: the plain models stay
         # ordinary one-device models, for tracking and export.
         with parallel.scope(config.device):
-            stacked = stack_model(plain_models[0], len(seeds))
+            stacked = stack_model(
+                plain_models[0], len(seeds), normalizations=None if shared else normalizations
+            )
     return plain_models, stacked
 
 
-def _fit_stacked(stacked, dataset, config, seeds, report):
+def _fit_stacked(stacked, datasets, config, order_seeds, report):
     """Trains the stacked model for every epoch; returns its `_MemberHistory`."""
     training = config.training
-    batches = _MemberBatches(dataset.x_train, dataset.y_train, seeds, training.batch_size)
-    recorder = _MemberHistory(dataset, len(seeds), report)
+    batches = _MemberBatches(
+        _per_member([d.x_train for d in datasets]),
+        _per_member([d.y_train for d in datasets]),
+        order_seeds,
+        training.batch_size,
+    )
+    recorder = _MemberHistory(datasets, report)
     # One fit() for all epochs and one compiled call per epoch: of
     # train_on_batch per step, fit() per epoch and this, measured the
     # fastest on TensorFlow (2.9 vs 3.4 and 4.6 ms/step, 10 members of
@@ -258,7 +294,7 @@ def _fit_stacked(stacked, dataset, config, seeds, report):
     # tensor" in multi_step_on_iterator): one step per call there.
     stacked.compile(
         optimizer=make_optimizer(training),
-        loss=_members_loss(len(seeds)),
+        loss=_members_loss(len(order_seeds)),
         jit_compile=True if config.device.xla else "auto",
         steps_per_execution=1 if _on_tf_distribute(config) else batches.steps,
     )
