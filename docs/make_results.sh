@@ -48,7 +48,7 @@ digits() {  # 5 seeds, as the paper's 5 runs
 
 if [ $# -eq 0 ]; then
   revival; slope; glu; digits
-  "$BIN/kg" results docs/results.md --tracking-uri "$URI" \
+  "$BIN/kg" results docs/results.md --store "$STORE" \
     --command "bash docs/make_results.sh $STORE"
 else
   for study in "$@"; do "$study"; done

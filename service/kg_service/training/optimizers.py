@@ -33,6 +33,6 @@ def make_optimizer(training_cfg):
     if training_cfg.weight_decay is not None:
         options["weight_decay"] = training_cfg.weight_decay
     optimizer = factory(learning_rate=training_cfg.learning_rate, **options)
-    if training_cfg.weight_decay:
+    if optimizer.weight_decay:  # set, or the optimizer's default (AdamW's 0.004)
         optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY_NAMES))
     return optimizer
