@@ -20,6 +20,7 @@ import numpy as np
 from scipy import stats as _st
 
 from kg_service.analysis import papers
+from kg_service.analysis import planning
 from kg_service.analysis import study_report
 from kg_service.analysis import tables
 from kg_service.analysis import wording
@@ -229,6 +230,17 @@ def comparison_lines(study):
     lines = [f"Each activation against its sweep's baseline, paired by seed; one Holm "
              f"family of {study.family_size} over the study (as `kg report --study`):", "",
              *tables.markdown_table(header, rows)]
+    plans = []
+    for c in study.comparisons:
+        plan = planning.plan(c.paired.diffs, margin=c.margin if math.isfinite(c.margin) else None,
+                             alpha=study.alpha, family=study.family_size)
+        n = plan.decide
+        plans.append(f"{c.activation} ({c.sweep}, {wording.shown(c.metric.name).label}) "
+                     + (f"~{n}" if n is not None else "no finite count"))
+    lines += ["", f"Seeds to decide each comparison (better/worse at the observed d_z or "
+              f"equivalent within the margin, power 0.8, alpha {study.alpha:g}/"
+              f"{study.family_size}: `analysis.planning`, as `kg plan`): "
+              + "; ".join(plans) + "."]
     if study.interactions:
         header, rows = study_report.interaction_rows(study)
         lines += ["", "Interactions (difference of paired differences, Welch's t, Holm "
