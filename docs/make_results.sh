@@ -5,7 +5,8 @@
 #   bash docs/make_results.sh                     # store: results-store/mlflow.db
 #   bash docs/make_results.sh /tmp/store          # another store folder
 #   bash docs/make_results.sh results-store glu   # only some studies (no page):
-#                                                 # revival slope glu digits
+#       revival (= revival_ln revival_noln) slope glu digits; several such
+#       calls in parallel fill one store faster on a busy machine
 #
 # Each sweep is a shipped config (its `study:` tag is how `kg results`
 # finds it) with the seeds this page uses: the most the ~30 min budget per
@@ -28,11 +29,14 @@ train() {  # name, then kg-train arguments
   "$BIN/kg-train" "$@" --tracking-uri "$URI" --output-dir "$STORE/reports/$name"
 }
 
-revival() {  # 5 seeds per half (the plan: 5 for noLN ReLU, 8-13 with LayerNorm)
+revival_ln() {  # 5 seeds per half (the plan: 5 for noLN ReLU, 8-13 with LayerNorm)
   train revival-layernorm --config configs/revival.yaml --set seeds=5
+}
+revival_noln() {
   train revival-no-layernorm --config configs/revival.yaml --set seeds=5 \
     --set model.layer_norm=false --set experiment=revival-no-layernorm
 }
+revival() { revival_ln; revival_noln; }
 slope() {  # the learnable slope, out of weight decay, 3x longer, no LayerNorm
   train revival-slope-long --config configs/revival.yaml --set seeds=3 \
     --set model.layer_norm=false --set experiment=revival-slope-long \

@@ -102,3 +102,11 @@ def test_a_page_path_in_a_missing_folder_exits_2(tmp_path):
     result = kg_results("/nonexistent-folder/results.md", "--store", str(tmp_path))
     assert result.exit_code == 2
     assert "PATH '/nonexistent-folder/results.md'" in result.output
+
+
+def test_run_with_a_tracking_uri_exits_2_before_training(tmp_path):
+    result = kg_results(str(tmp_path / "page.md"), "--run", "--tracking-uri",
+                        f"sqlite:///{tmp_path / 'x.db'}")
+    assert result.exit_code == 2
+    assert "--run fills a --store folder" in result.output
+    assert not (tmp_path / "x.db").exists()
