@@ -57,6 +57,8 @@ class StoredRun:
     seconds: float
     histories: dict = dataclasses.field(default_factory=dict)
     failed: dict = dataclasses.field(default_factory=dict)
+    commit: str = ""  # the code the sweep ran (its run's git_commit tag)
+    started: str = ""  # when it started, e.g. "2026-12-01 16:32 UTC"
 
     def values(self, metric):
         """{activation: {seed: value}} of one metric, members that have it."""
@@ -221,7 +223,9 @@ def _code(lines):
 def _runs_line(runs):
     return "; ".join(
         f"`{r.experiment}`: {r.seed_count} seeds, {len(r.members)} activations, "
-        f"wall time {_minutes(r.seconds)}" for r in runs)
+        f"wall time {_minutes(r.seconds)}"
+        + (f", started {r.started}" if r.started else "")
+        + (f" at commit {r.commit[:7]}" if r.commit else "") for r in runs)
 
 
 def comparison_lines(study):

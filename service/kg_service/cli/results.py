@@ -167,6 +167,9 @@ def read_runs(uri, tag):
             experiment=s.experiment, run_id=s.run_id, study=tag, baseline=s.baseline,
             config=s.config, members=members, seconds=(end - parent.info.start_time) / 1000,
             histories=histories, failed=s.failed,
+            commit=parent.data.tags.get("git_commit", ""),
+            started=datetime.datetime.fromtimestamp(
+                parent.info.start_time / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         ))
     return runs, stored
 
