@@ -552,6 +552,10 @@ def render(found, analysed, *, command, commit, when, slope_runs=()):
         "`kg_service/analysis/papers.py` (from shared/reference/papers.md). Every "
         "number below is computed from those runs by `kg_service/analysis/results_page.py`.",
         "",
+        "From nothing to this page: `bash docs/make_results.sh` (or `kg results --run`), "
+        "which trains each study's config into `results-store/mlflow.db` (the seeds and "
+        "`--set`s of every sweep are in that script) and then runs `kg results`.",
+        "",
         "TensorFlow backend, CPU, the shared 2-core machine with other jobs beside the "
         "runs, so wall times are upper bounds. Fixed learning rate; per-activation tuning: "
         "see issue 19 item 1 (not on main when these ran). Seeds: the most the ~30 min "
