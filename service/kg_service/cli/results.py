@@ -120,7 +120,7 @@ def _fill(store):
     script = pathlib.Path(__file__).resolve().parents[3] / "docs" / "make_results.sh"
     if not script.is_file():
         raise ServiceError(f"--run: {script} is missing; it needs a source checkout.")
-    code = subprocess.call(["bash", str(script), store, "revival", "slope", "glu", "digits"])
+    code = subprocess.call(["bash", str(script), store, "train_all"])
     if code:
         raise ServiceError(f"--run: {script} stopped with exit code {code}; the sweeps it "
                            "finished are in the store (resume one with kg-train --resume).")
