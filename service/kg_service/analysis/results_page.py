@@ -571,7 +571,8 @@ def render(found, analysed, *, command, commit, when, slope_runs=()):
         lines += ["", f"## {n}. {title}", ""]
         runs = found.get(tag)
         if not runs:
-            lines.append(f"No finished sweep tagged `study: {tag}` in the store: not run.")
+            lines.append(f"No finished sweep tagged `study: {tag}` in the store (not run, "
+                         "or not finished when the page was made).")
             continue
         lines += [_runs_line(runs) + ".", ""]
         section = {"digits": digits_section, "glu-variants": glu_section}.get(tag)
