@@ -208,6 +208,10 @@ def _pm(values, digits=4):
     return f"{_f(m, digits)} ± {_f(s, digits)}"
 
 
+def _signed(d):
+    return "0" if d == 0 else f"{d:+g}"
+
+
 def _p(p):
     return wording.format_p(p)
 
@@ -222,7 +226,8 @@ def _code(lines):
 
 def _runs_line(runs):
     return "; ".join(
-        f"`{r.experiment}`: {r.seed_count} seeds, {len(r.members)} activations, "
+        f"`{r.experiment}`: {r.seed_count} seeds, {len(r.members)} "
+        f"activation{'s' if len(r.members) != 1 else ''}, "
         f"wall time {_minutes(r.seconds)}"
         + (f", started {r.started}" if r.started else "")
         + (f" at commit {r.commit[:7]}" if r.commit else "") for r in runs)
@@ -343,8 +348,8 @@ def glu_section(runs, study):
         lines.append(
             f"| {a} | {_pm(loss[a].values())} | {agree.ours[i]:g} | "
             f"{paired.get(a, [math.nan])[0]:.2f} | {alone.get(a, [math.nan])[0]:.2f} | "
-            f"{pm:.3f} ({ps:.3f}) | {agree.paper[i]:g} | {agree.differences[i]:+g} |")
-    diffs = ", ".join(f"{a} {d:+g}" for a, d in zip(names, agree.differences))
+            f"{pm:.3f} ({ps:.3f}) | {agree.paper[i]:g} | {_signed(agree.differences[i])} |")
+    diffs = ", ".join(f"{a} {_signed(d)}" for a, d in zip(names, agree.differences))
     lines += [
         "", f"Rank agreement with the paper's 65k-step column: Spearman ρ = "
         f"{agree.rho:.2f} (p = {_p(agree.p_value)}, {len(names)} FFNs; "
