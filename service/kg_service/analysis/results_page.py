@@ -499,6 +499,18 @@ def slope_verdict(runs, slope_runs):
             f"|slope| is {m:.4f} (start {papers.REVIVAL_INITIAL_SLOPE}; the paper: towards 0)")
 
 
+def claim_word(tests, negative=False, alpha=0.05):
+    """A per-layer claim over [(difference, Welch p)]: "reproduced" (the
+    claimed sign, significant, in every layer), "in direction only" (the
+    sign in every layer), else "not reproduced"."""
+    if not tests:
+        return "not tested"
+    signs = all((d < 0) if negative else (d > 0) for d, _ in tests)
+    if signs and all(p < alpha for _, p in tests):
+        return "reproduced"
+    return "in direction only, not significant" if signs else "not reproduced"
+
+
 def revival_verdicts(by_ln, study, slope_runs=()):
     lines = []
     ln, noln = by_ln.get(True), by_ln.get(False)
@@ -515,17 +527,13 @@ def revival_verdicts(by_ln, study, slope_runs=()):
         lines.append(f"- Perplexity: removing LayerNorm raises the test loss of "
                      f"{len(hurt)} of {len(ln.members)} activations; {i_text}.")
         tests = entropy_tests(by_ln)
-        ok = {c: all(d > 0 if c == "overload" else d < 0 for k, _, d, _p in tests if k == c)
-              for c in ("overload", "relief")}
-        sig = {c: all(p < 0.05 for k, _, _d, p in tests if k == c) for c in ("overload", "relief")}
+        words = {c: claim_word([(d, p) for k, _, d, p in tests if k == c],
+                               negative=(c == "relief")) for c in ("overload", "relief")}
+        whole = ("reproduced" if set(words.values()) == {"reproduced"}
+                 else "not reproduced" if words["relief"] != "reproduced" else "partly")
         detail = "; ".join(f"{k} layer {i}: {d:+.3f} (Welch p {_p(p)})" for k, i, d, p in tests)
-        if ok["overload"] and ok["relief"] and sig["overload"] and sig["relief"]:
-            word = "reproduced"
-        elif ok["overload"] and ok["relief"]:
-            word = "in direction only (not significant in every layer)"
-        else:
-            word = "not reproduced"
-        lines.append(f"- Entropy: **{word}**. The paper's claim: without LayerNorm GELU's "
+        lines.append(f"- Entropy: **{whole}** (overload: {words['overload']}; ReLU's relief: "
+                     f"{words['relief']}). The paper's claim: without LayerNorm GELU's "
                      "attention entropy rises (overload: noLN GELU − LN GELU > 0) and ReLU "
                      f"relieves it (relief: noLN ReLU − noLN GELU < 0). Ours, per layer: "
                      f"{detail}.")

@@ -168,3 +168,13 @@ def test_welch_is_scipys_unequal_variance_test():
     d, p = rp.welch(a, b)
     assert d == pytest.approx(np.mean(b) - np.mean(a))
     assert p == pytest.approx(st.ttest_ind(b, a, equal_var=False).pvalue)
+
+
+def test_overload_without_relief_is_not_the_papers_claim():
+    assert rp.claim_word([(0.15, 1e-4), (0.2, 1e-3)]) == "reproduced"
+    assert rp.claim_word([(-0.0001, 0.3), (-0.04, 0.31)], negative=True) == (
+        "in direction only, not significant")
+    assert rp.claim_word([(0.01, 0.3)], negative=True) == "not reproduced"
+    runs = [_run("ln", True, 0.60, 0.60), _run("noln", False, 0.90, 0.90)]
+    text = "\n".join(rp.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs)))
+    assert "Entropy: **not reproduced** (overload: reproduced; ReLU's relief: not" in text
