@@ -46,6 +46,7 @@ SLOW = [
     "service/cli/test_cli.py::test_installed_entry_point_exits_2_on_a_bad_config",
     "service/cli/test_preflight.py::test_kg_train_exits_2_with_one_paragraph_and_writes_nothing",
     "service/cli/test_run_output.py",
+    "service/cli/test_results.py::test_the_page_is_rendered_from_the_store_",  # a tiny sweep
     "service/cli/test_telemetry.py::test_kg_train_verbose_run_never_contacts_mlflow_telemetry",
     "service/serving/test_kg.py",
     "service/serving/test_saved_model_cli.py",

@@ -20,6 +20,7 @@ import click
 
 from kg_service.cli import options
 from kg_service.cli.report import report as report_command
+from kg_service.cli.results import results as results_command
 from kg_service.cli.seeds import plan as plan_command
 from kg_service.cli.serve import models
 from kg_service.cli.serve import predict
@@ -51,6 +52,7 @@ main.add_command(serve, name="serve")
 main.add_command(predict, name="predict")
 main.add_command(models, name="models")
 main.add_command(plan_command, name="plan")
+main.add_command(results_command, name="results")
 
 
 if __name__ == "__main__":

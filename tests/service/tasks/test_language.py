@@ -279,6 +279,10 @@ def test_sweep_tracks_entropy_and_the_corpus_and_compares_by_log_perplexity(swee
     assert len(members) == 4
     for run in members:
         assert "entropy.block0.head0" in run.data.metrics
+        # Per layer over log t (entropy.py): in [0, 1]; the quarters' shares sum to 1.
+        assert 0.0 < run.data.metrics["entropy_norm.block0"] <= 1.0
+        assert sum(run.data.metrics[f"entropy_norm_quarter{k}"] for k in range(1, 5)) == (
+            pytest.approx(1.0))
         assert "test_perplexity" in run.data.metrics
         assert len(client.get_metric_history(run.info.run_id, "val_loss")) == 2
     (parent,) = [r for r in runs if r.data.tags.get("kg.role") == "sweep"]

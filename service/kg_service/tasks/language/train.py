@@ -31,6 +31,8 @@ from keras import ops
 import keras_gelu
 from keras_gelu.stacking import stack_weights
 from keras_gelu.stacking import unstack_weights
+from kg_service.tasks.language.entropy import normalised_head_entropy
+from kg_service.tasks.language.entropy import top_quarter_shares
 from kg_service.tasks.language.stacked import StackedSelfAttention
 from kg_service.tasks.language.stacked import stack_language_model
 from kg_service.training.device import dtype_policy
@@ -240,6 +242,14 @@ def _record_epoch(history, logs, val_loss, val_accuracy, tokens_per_second, scor
             record(f"entropy.block{i}.head{j}", value)
     for k, share in enumerate(entropy_quarters(np.concatenate(entropies))):
         record(f"entropy_quarter{k + 1}", share)
+    # As the paper: per layer, each row's entropy over log t (entropy.py).
+    normalised = [normalised_head_entropy(s) for s in scores]
+    for i, heads in enumerate(normalised):
+        record(f"entropy_norm.block{i}", heads.mean())
+        for j, value in enumerate(heads):
+            record(f"entropy_norm.block{i}.head{j}", value)
+    for k, share in enumerate(top_quarter_shares(np.concatenate(normalised))):
+        record(f"entropy_norm_quarter{k + 1}", share)
     for block, slope in slopes.items():
         record(f"leaky_slope.block{block}", slope)
 
@@ -300,7 +310,8 @@ def train_language_model(task, corpus, config, activation, seeds, report):
     epoch, next-byte), "val_loss", "val_accuracy", "val_perplexity",
     "val_bits_per_byte", "tokens_per_second" (the stacked model's: all
     members' training tokens over the epoch's wall time),
-    "entropy.block{i}.head{j}", "entropy_quarter{k}" (share of heads) and
+    "entropy.block{i}.head{j}", "entropy_quarter{k}" (share of heads),
+    "entropy_norm.block{i}[.head{j}]", "entropy_norm_quarter{k}" (entropy.py) and
     "leaky_slope.block{i}" (learnable leaky ReLU only); `final` holds
     "test_perplexity" and "test_bits_per_byte". `model` is the member's
     plain model, trained and compiled; `train_seconds` the activation's

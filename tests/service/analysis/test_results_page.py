@@ -1,0 +1,180 @@
+"""docs/results.md's math and words (analysis/results_page.py), on fixed
+numbers: ranks and Spearman's rho against scipy, rank probabilities
+against plain numpy resampling, the normalised attention entropy against
+a direct numpy computation, and the page's verdicts on runs whose answer
+is known. No store, no training (the page from a real store:
+tests/service/cli/test_results.py)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from kg_service.analysis import papers
+from kg_service.analysis import resampling
+from kg_service.analysis import results_page as rp
+from kg_service.analysis import stats
+from kg_service.analysis import study as study_lib
+from kg_service.tasks.language import entropy
+
+# The old page's GLU means (3 seeds) and the paper's 65k column, in the table's order.
+OURS = [2.6371, 2.6329, 2.6437, 2.6570, 2.6123, 2.6004, 2.5957, 2.6082]
+NAMES = list(papers.GLU_65K)
+PAPER = [papers.GLU_65K[a][0] for a in NAMES]
+
+
+def test_ranks_and_spearman_are_scipys_in_the_tables_order():
+    agree = rp.rank_agreement(NAMES, OURS, PAPER)
+    ref = st.spearmanr(OURS, PAPER)
+    assert agree.rho == pytest.approx(ref.statistic, rel=1e-12)
+    assert agree.p_value == pytest.approx(ref.pvalue, rel=1e-12)
+    # rho is Pearson's r of the ranks (no ties here: 1 - 6 sum d^2 / n(n^2 - 1)).
+    d = np.array(agree.differences)
+    assert agree.rho == pytest.approx(1 - 6 * (d ** 2).sum() / (8 * 63))
+    assert list(agree.ours) == list(st.rankdata(OURS))
+    assert list(agree.paper) == list(st.rankdata(PAPER))
+    # In the table's order, item by item: GEGLU first in both, ReLU 6th vs 8th.
+    assert dict(zip(NAMES, agree.differences))["geglu"] == 0
+    assert dict(zip(NAMES, agree.differences))["relu"] == 6 - 8
+    assert rp.agreement_words(agree).startswith("agrees")
+
+
+def test_a_reversed_ranking_is_not_called_agreement():
+    agree = rp.rank_agreement(NAMES, [-x for x in OURS], PAPER)
+    assert agree.rho < 0
+    assert not rp.agreement_words(agree).startswith("agrees")
+
+
+def test_higher_is_better_ranks_the_largest_first():
+    assert rp.ranks([0.91, 0.95, 0.93], higher_is_better=True).tolist() == [3.0, 1.0, 2.0]
+
+
+# Seeds' values without ties (a resample's means never tie), geglu ahead.
+_rng = np.random.default_rng(7)
+TABLE = {a: {s: float(m + _rng.normal(0, 0.015)) for s in range(4)}
+         for a, m in (("relu", 2.64), ("geglu", 2.61), ("reglu", 2.62))}
+
+
+def test_paired_p_first_is_resampling_rank_first():
+    probs = rp.rank_probabilities(TABLE, paired=True, resamples=4000, seed=3)
+    first = resampling.rank_first(TABLE, higher_is_better=False, resamples=4000, seed=3)
+    for a in TABLE:
+        assert probs[a][0] == pytest.approx(first[a], abs=1e-12)
+    for a in TABLE:  # every activation takes some rank in every resample
+        assert sum(probs[a]) == pytest.approx(1.0)
+
+
+def test_independent_rank_probabilities_match_a_plain_numpy_loop():
+    resamples, seed = 2000, 5
+    probs = rp.rank_probabilities(TABLE, paired=False, resamples=resamples, seed=seed)
+    rng = np.random.default_rng(seed)
+    means = np.stack([
+        np.array(list(TABLE[a].values()))[rng.integers(0, 4, size=(resamples, 4))].mean(axis=1)
+        for a in TABLE], axis=1)
+    firsts = np.argmin(means, axis=1)
+    for j, a in enumerate(TABLE):
+        assert probs[a][0] == pytest.approx(np.mean(firsts == j))
+        worst = np.argmax(means, axis=1)
+        assert probs[a][-1] == pytest.approx(np.mean(worst == j))
+
+
+def test_rank_probabilities_need_two_seeds_and_two_activations():
+    assert rp.rank_probabilities({"a": {0: 1.0, 1: 2.0}}) == {}
+    assert rp.rank_probabilities({"a": {0: 1.0}, "b": {0: 2.0}}) == {}
+
+
+def _causal(rng, t, heads=2, batch=3, sharp=1.0):
+    logits = rng.normal(0, sharp, (batch, heads, t, t))
+    logits = np.where(np.tril(np.ones((t, t))) > 0, logits, -np.inf)
+    p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return p / p.sum(axis=-1, keepdims=True)
+
+
+def test_normalised_entropy_is_each_rows_entropy_over_log_t():
+    rng = np.random.default_rng(0)
+    p = _causal(rng, t=6)
+    expected = np.zeros((3, 2, 5))
+    for b in range(3):
+        for h in range(2):
+            for i in range(1, 6):
+                row = p[b, h, i, : i + 1]
+                expected[b, h, i - 1] = st.entropy(row) / math.log(i + 1)
+    np.testing.assert_allclose(entropy.normalised_row_entropy(p), expected, rtol=1e-12)
+    np.testing.assert_allclose(entropy.normalised_head_entropy(p), expected.mean(axis=(0, 2)))
+    assert entropy.layer_entropy(p) == pytest.approx(expected.mean())
+
+
+def test_uniform_causal_attention_is_1_and_one_hot_is_0():
+    t = 5
+    uniform = np.tril(np.ones((t, t))) / np.arange(1, t + 1)[:, None]
+    one_hot = np.eye(t)
+    assert entropy.layer_entropy(uniform[None, None]) == pytest.approx(1.0)
+    assert entropy.layer_entropy(one_hot[None, None]) == 0.0
+
+
+def test_fixed_top_quarter_needs_no_head_there():
+    # The old max-relative quarters put the highest head in the top quarter
+    # always; against the fixed maximum 1, low-entropy heads are all low.
+    low = [0.1, 0.2, 0.15, 0.05]
+    assert entropy.top_quarter_shares(low)[3] == 0.0
+    np.testing.assert_allclose(entropy.top_quarter_shares([0.1, 0.3, 0.6, 0.9, 1.0]),
+                               np.bincount([0, 1, 2, 3, 3], minlength=4) / 5)
+
+
+# --- The Revival verdicts on runs whose answer is known. ----------------------
+
+
+def _run(name, ln, gelu_entropy, relu_entropy, slope=0.05, epochs=8):
+    members = {}
+    for a, h in (("gelu", gelu_entropy), ("relu", relu_entropy),
+                 ("learnable_leaky_relu", relu_entropy)):
+        members[a] = {s: {"test_loss": 2.6 + (0.1 if not ln else 0) + 0.001 * s,
+                          "entropy_norm.block0": h + 0.001 * s,
+                          "entropy_norm.block1": h - 0.001 * s,
+                          "entropy_norm_quarter4": 0.5,
+                          "leaky_slope.block0": slope, "leaky_slope.block1": -slope}
+                      for s in range(3)}
+    return rp.StoredRun(experiment=name, run_id=name, study="revival", baseline="gelu",
+                        config={"model": {"layer_norm": ln}, "training": {"epochs": epochs}},
+                        members=members, seconds=60.0)
+
+
+def _study(runs):
+    metric = stats.Metric.of("test_loss", False)
+    return study_lib.analyse("revival", [
+        study_lib.StudySweep(name=r.experiment, baseline="gelu", metrics=(metric,),
+                             values={"test_loss": r.values("test_loss")}) for r in runs])
+
+
+def test_entropy_claim_is_reproduced_only_when_the_numbers_say_so():
+    runs = [_run("ln", True, 0.60, 0.60), _run("noln", False, 0.90, 0.70)]
+    lines = rp.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs))
+    assert "Entropy: **reproduced**" in "\n".join(lines)
+    same = [_run("ln", True, 0.80, 0.80), _run("noln", False, 0.80, 0.81)]
+    lines = rp.revival_verdicts({r.layer_norm: r for r in same}, _study(same))
+    assert "Entropy: **not reproduced**" in "\n".join(lines)
+
+
+def test_slope_verdict_reads_the_longest_normalisation_free_run():
+    runs = [_run("ln", True, 0.6, 0.6), _run("noln", False, 0.6, 0.6)]
+    long = _run("long", False, 0.6, 0.6, slope=0.001, epochs=24)
+    assert rp.slope_verdict(runs, [long]).startswith("reproduced")
+    assert rp.slope_verdict(runs, []).startswith("not reproduced")
+
+
+def test_welch_is_scipys_unequal_variance_test():
+    a, b = [0.61, 0.63, 0.60, 0.64], [0.70, 0.75, 0.69]
+    d, p = rp.welch(a, b)
+    assert d == pytest.approx(np.mean(b) - np.mean(a))
+    assert p == pytest.approx(st.ttest_ind(b, a, equal_var=False).pvalue)
+
+
+def test_overload_without_relief_is_not_the_papers_claim():
+    assert rp.claim_word([(0.15, 1e-4), (0.2, 1e-3)]) == "reproduced"
+    assert rp.claim_word([(-0.0001, 0.3), (-0.04, 0.31)], negative=True) == (
+        "in direction only, not significant")
+    assert rp.claim_word([(0.01, 0.3)], negative=True) == "not reproduced"
+    runs = [_run("ln", True, 0.60, 0.60), _run("noln", False, 0.90, 0.90)]
+    text = "\n".join(rp.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs)))
+    assert "Entropy: **not reproduced** (overload: reproduced; ReLU's relief: not" in text
