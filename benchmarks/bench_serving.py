@@ -31,6 +31,7 @@ network layer.
     python benchmarks/bench_serving.py --server mlflow       # mlflow models serve
     python benchmarks/bench_serving.py --server kg mlflow    # both, interleaved
     python benchmarks/bench_serving.py --guard               # the guard's cost, by stage
+    python benchmarks/bench_serving.py --pyfunc-of DIR       # also the model with an older pyfunc.py
 
 *vs floor per round* divides each round's model figure by the same
 round's floor (the two measured one after the other): the load of a
@@ -146,6 +147,29 @@ def log_floor(tmp, tracking_uri, features):
             registered_model_name="serving-floor",
         )
     return "models:/serving-floor/1"
+
+
+PYFUNC = os.path.join("service", "kg_service", "tasks", "classification", "pyfunc.py")
+
+
+def model_with_pyfunc(tmp, tracking_uri, model_uri, source):
+    """A local copy of `model_uri`'s folder that runs `source`'s pyfunc.py
+    (an older tree's): the same weights and keras_gelu, the pyfunc of then.
+
+    MLflow loads a models-from-code pyfunc from the copy in the model's
+    folder, so `kg@DIR` (another kg_service) serves the pyfunc logged
+    with the model, whichever server runs it.
+    """
+    import shutil
+
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri)
+    local = mlflow.artifacts.download_artifacts(
+        model_uri, dst_path=tempfile.mkdtemp(prefix="pyfunc-of-", dir=tmp)
+    )
+    shutil.copy(os.path.join(source, PYFUNC), os.path.join(local, "pyfunc.py"))
+    return local
 
 
 class Server(typing.NamedTuple):
@@ -459,6 +483,9 @@ def main():
                         help="kg (kg serve, the default), mlflow (mlflow models serve), kg@DIR (kg serve "
                         "with DIR/service/kg_service, e.g. an older commit's `git archive COMMIT service "
                         "| tar -x -C DIR`); several: interleaved")
+    parser.add_argument("--pyfunc-of", nargs="+", default=[], metavar="DIR",
+                        help="also serve the same model with DIR's pyfunc.py (an older tree, e.g. "
+                        "`git archive COMMIT service | tar -x -C DIR`), by the first --server")
     parser.add_argument("--rounds", type=int, default=5, help="alternating floor/model rounds")
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--epochs", type=int, default=5, help="of the kg-train sweep")
@@ -510,6 +537,11 @@ def main():
                     for k, kind in enumerate(args.server)
                     for name, uri_ in (("floor", floor_uri), ("model", model_uri))
                 }
+                for source in args.pyfunc_of:
+                    copy = model_with_pyfunc(tmp, uri, model_uri, source)
+                    servers[(args.server[0], f"model@{source}")] = stack.enter_context(
+                        serve(copy, uri, workers, os.path.join(tmp, f"pyfunc-{len(servers)}.log"), args.server[0])
+                    )
                 for batch in args.batch:
                     arrays = [rng.normal(size=(batch, features)).round(4).astype("float32") for _ in range(16)]
                     bodies = [json.dumps({"inputs": x.tolist()}) for x in arrays]
@@ -571,6 +603,8 @@ def table_rows(runs, workers, batch, model_uri, first_kind):
         label = {"floor": "floor (returns its input)", "model": model_uri}.get(
             name, "SavedModel in-process (no HTTP)"
         )
+        if name.startswith("model@"):
+            label = f"{model_uri}, pyfunc.py of {name.partition('@')[2]}"
         rows.append(
             (str(workers) if kind else "–", str(batch), server_name(kind) if kind else "–", label,
              f"{rps:.0f}", f"{rps * batch:.0f}", f"{median(key, 'p50'):.1f}",
