@@ -694,9 +694,11 @@ def bench_sigmoid_forms(harness, args, out):
 
 
 def _mills(t):
+    # The (4, 5) rational these kernels had (formulas has a (3, 4) since
+    # issue 20 item 4, section f).
     from keras_gelu.activations import formulas as a
 
-    return a._horner(t, a._MILLS_P_PDF) / a._horner(t, a._MILLS_Q)
+    return a._horner(t, _MILLS_45_P) / a._horner(t, _MILLS_45_Q)
 
 
 def _kernel_before_tail_change(x):
