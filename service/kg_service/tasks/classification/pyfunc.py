@@ -172,8 +172,9 @@ def direct_call(function, probe):
     `ConcreteFunction.__call__`.
 
     The public call binds its arguments to the function's signature with
-    `inspect` on every call: about 35 of a batch-1 call's 75 us of CPU
-    (TensorFlow 2.21, the moons model; docs/benchmarks.md, "Serving").
+    `inspect` on every call: 39 of a batch-1 call's 83 us of CPU
+    (TensorFlow 2.21, the moons model; `bench_serving.py --stages`, in
+    docs/benchmarks.md).
     `checked_input` has already made `x` what the signature says, so the
     flat call (`_call_flat`, which the public call ends in) is all that is
     left to do. It is private API: it is used only where it exists and
