@@ -22,14 +22,12 @@ _TANH_CUBIC = 0.044715
 
 
 # exp(y) from its bits, for kernels that XLA compiles (issue 20): y = n ln2
-# + r, |r| <= ln2 / 2, exp(y) = 2**n * p(r) with 2**n put into the
-# exponent bits. XLA's own exp does the same with a float->int conversion
-# and range checks; with this one the exact GELU kernel went 1.79 -> 1.69x
-# ReLU forward and 1.69 -> 1.54x forward+backward (TF, 4M float32, 20
-# interleaved rounds, docs/benchmarks.md section e). p is the degree-5
-# polynomial of minimax relative error on |r| <= ln2 / 2 (9.1e-8; 1.6e-7
-# evaluated in float32), one multiply-add fewer than the degree-6 Taylor
-# polynomial it replaced (1.2e-7): docs/benchmarks.md, section f.
+# + r, |r| <= ln2 / 2, exp(y) = 2**n * p(r) with p the degree-6 Taylor
+# polynomial (error 1.2e-7) and 2**n put into the exponent bits. XLA's own
+# exp does the same with a float->int conversion and range checks; with
+# this one the exact GELU kernel went 1.79 -> 1.69x ReLU forward and 1.69
+# -> 1.54x forward+backward (TF, 4M float32, 20 interleaved rounds,
+# docs/benchmarks.md section e); 2.3e-7 relative on [-87.3, 88].
 # Adding 1.5 * 2**23 rounds y / ln2 to the integer n in the low mantissa
 # bits; n is read back from the bits, not as z - 1.5 * 2**23, which XLA
 # simplifies to y / ln2.
@@ -38,14 +36,7 @@ _LN2_HIGH = 0.693145751953125  # 16 bits: n * _LN2_HIGH is exact for |n| < 256
 _LN2_LOW = 1.4286067653301870e-06
 _ROUNDER = 12582912.0  # 1.5 * 2**23
 _ROUNDER_BITS = 0x4B400000
-_EXP_POLY = (
-    1.0,
-    0.9999997071884889,
-    0.499991495297584,
-    0.16667636197782498,
-    0.041897929387382606,
-    0.008290314529051447,
-)
+_EXP_TAYLOR = (1.0, 1.0, 1 / 2, 1 / 6, 1 / 24, 1 / 120, 1 / 720)
 # exp(-88) is subnormal (2**n with n = -127: the bits of +0) and exp(89) is
 # past float32's max (n = 128: the bits of +inf); NaN stays NaN through p.
 _EXP_RANGE = (-88.0, 89.0)
@@ -66,7 +57,7 @@ def _exp(y):
     n = ops.cast(n_bits, "float32")
     r = (y - n * _LN2_HIGH) - n * _LN2_LOW
     scale = fusion.float32_of_bits(ops.left_shift(n_bits + 127, 23))
-    return _horner(r, _EXP_POLY) * scale
+    return _horner(r, _EXP_TAYLOR) * scale
 
 
 def _sigmoid(z):
@@ -108,23 +99,23 @@ def _clipped(derivative, bound):
 
 
 
-# Mills ratio R(t) = Phi(-t) / phi(t) for t >= 0 as a (3, 4) rational
-# function, fitted here for minimax relative error (5.9e-7 in float64,
-# 8.9e-7 evaluated in float32, on [0, 20]; the (4, 5) one before it: 7e-9
-# and 4e-7, for two multiply-adds more in each kernel, issue 20,
-# docs/benchmarks.md section f). Q has positive coefficients: no pole.
+# Mills ratio R(t) = Phi(-t) / phi(t) for t >= 0 as a (4, 5) rational
+# function, fitted here for minimax relative error (7e-9 in float64, 4e-7
+# evaluated in float32, on [0, 16]). Q has positive coefficients: no pole.
 _MILLS_P = (
-    1.253313403777626,
-    0.9280706235470801,
-    0.311689430369147,
-    0.045633538797094,
+    1.2533141461512733,
+    1.1056872405905365,
+    0.4645457154621001,
+    0.10362647528744941,
+    0.01058306574059824,
 )
 _MILLS_Q = (
     1.0,
-    1.5383497332373721,
-    0.9763311828623806,
-    0.3115521042000287,
-    0.04563636244153376,
+    1.680095836035833,
+    1.2111707967767669,
+    0.4749946656711991,
+    0.10363201547629125,
+    0.010582967851537204,
 )
 # phi(t) * R(t) = exp(-t**2 / 2) * P(t) / Q(t) with 1/sqrt(2 pi) folded in.
 _MILLS_P_PDF = tuple(c * _INV_SQRT_2PI for c in _MILLS_P)
