@@ -166,6 +166,7 @@ def model_with_pyfunc(tmp, tracking_uri, model_uri, source):
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # not in the report
     local = mlflow.artifacts.download_artifacts(
         model_uri, dst_path=tempfile.mkdtemp(prefix="pyfunc-of-", dir=tmp)
     )
