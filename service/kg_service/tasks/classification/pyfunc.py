@@ -229,47 +229,28 @@ class Combined:
     cores), so while one call runs, the requests that arrive queue up, and
     the next caller computes all of them in one call (leader/followers).
     A lone request runs at once: nothing waits for a batch to fill.
-
-    Each waiting request sleeps on a lock of its own, which the leader
-    releases when its rows are done, or to hand it the lead: a wakeup per
-    request, not one per waiting thread per call as with one shared
-    condition (`notify_all`), where the requests still queued woke, took
-    the GIL and slept again each time.
     """
 
     def __init__(self, forward):
         self.forward = forward
-        self.lock = threading.Lock()
+        self.condition = threading.Condition()
         self.queue = []
         self.busy = False
 
     def __call__(self, x):
         slot = _Slot(x)
-        with self.lock:
+        with self.condition:
             self.queue.append(slot)
-            leading, self.busy = not self.busy, True
-        if not leading:
-            slot.wake.acquire()  # released: done, or handed the lead
+            while self.busy and not slot.done:
+                self.condition.wait()
+            if not slot.done:
+                self.busy = True
+                batch, self.queue = self.queue, []
         if not slot.done:
-            self._lead(slot)
+            self._run(batch)
         if slot.error is not None:
             raise slot.error
         return slot.output
-
-    def _lead(self, own):
-        with self.lock:
-            batch, self.queue = self.queue, []
-        try:
-            self._run(batch)
-        finally:
-            with self.lock:
-                following = self.queue[0] if self.queue else None
-                self.busy = following is not None
-            for s in batch:
-                if s is not own:
-                    s.wake.release()
-            if following is not None:
-                following.wake.release()
 
     def _run(self, batch):
         try:
@@ -285,17 +266,18 @@ class Combined:
             for s in batch:
                 s.error = error
         finally:
-            for s in batch:
-                s.done = True
+            with self.condition:
+                for s in batch:
+                    s.done = True
+                self.busy = False
+                self.condition.notify_all()
 
 
 class _Slot:
-    __slots__ = ("x", "output", "error", "done", "wake")
+    __slots__ = ("x", "output", "error", "done")
 
     def __init__(self, x):
         self.x, self.output, self.error, self.done = x, None, None, False
-        self.wake = threading.Lock()
-        self.wake.acquire()
 
 
 mlflow.models.set_model(KerasGeluModel())
