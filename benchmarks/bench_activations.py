@@ -26,7 +26,12 @@ Sections:
      is accurate, cheaper?);
   e. the exact mode's kernels over time (before the tail change, the tail
      change, the +-inf guard with ops.exp, the bit-level exp), interleaved
-     with ReLU, tf.nn.gelu and XLA's own GELU formulas (issues 15 and 20).
+     with ReLU, tf.nn.gelu and XLA's own GELU formulas (issues 15 and 20);
+  f. where the exact kernel's time goes: the kernel with one part changed
+     at a time (the exp, the Mills rational, its division, the sign
+     select), a cheaper candidate kernel (not shipped), and XLA's erf
+     formula, with each one's largest relative error (`--sections
+     exact_parts`).
 
 Absolute times drift on a shared machine; `--clock process` times the
 process's CPU time instead of the wall clock (steadier under load).
@@ -690,9 +695,10 @@ def bench_sigmoid_forms(harness, args, out):
 
 
 def _mills(t):
+    # The (4, 5) rational these kernels had (as keras_gelu's has).
     from keras_gelu.activations import formulas as a
 
-    return a._horner(t, a._MILLS_P_PDF) / a._horner(t, a._MILLS_Q)
+    return a._horner(t, _MILLS_45_P) / a._horner(t, _MILLS_45_Q)
 
 
 def _kernel_before_tail_change(x):
@@ -825,6 +831,161 @@ def bench_exact_history(harness, args, out):
     )
 
 
+# Section f: where the exact kernel's time goes (issue 20 item 4). Each row
+# is the kernel with one part changed; "time only" rows compute something
+# else (their values are wrong) and only show what that part costs.
+# The (4, 5) Mills rational of keras_gelu's kernel, for the history rows of
+# section e (they had it too).
+_MILLS_45_P = tuple(
+    c / math.sqrt(2.0 * math.pi)
+    for c in (1.2533141461512733, 1.1056872405905365, 0.4645457154621001,
+              0.10362647528744941, 0.01058306574059824)
+)  # fmt: skip
+_MILLS_45_Q = (1.0, 1.680095836035833, 1.2111707967767669, 0.4749946656711991,
+               0.10363201547629125, 0.010582967851537204)  # fmt: skip
+# A cheaper candidate, tried and not shipped: exp's polynomial of degree 5
+# with minimax relative error on |r| <= ln2 / 2 (1.6e-7 in float32; the
+# kernel's degree-6 Taylor: 1.2e-7) and a (3, 4) Mills rational fitted for
+# minimax relative error on [0, 20] (8.9e-7 in float32; the kernel's
+# (4, 5): 4e-7). GELU itself stays within 4.5e-6, but its derivatives do
+# not: tests/keras_gelu/test_activations.py's gradient (atol 2e-7), second
+# derivative (rtol 1e-5) and minimum (3 ulps) tests fail with it.
+_MINIMAX_EXP_5 = (1.0, 0.9999997071884889, 0.499991495297584, 0.16667636197782498,
+                  0.041897929387382606, 0.008290314529051447)  # fmt: skip
+_MILLS_34_P = tuple(
+    c / math.sqrt(2.0 * math.pi)
+    for c in (1.253313403777626, 0.9280706235470801, 0.311689430369147, 0.045633538797094)
+)  # fmt: skip
+_MILLS_34_Q = (1.0, 1.5383497332373721, 0.9763311828623806, 0.3115521042000287,
+               0.04563636244153376)  # fmt: skip
+
+
+def _bit_exp(poly):
+    """formulas._exp with the polynomial `poly` (the range reduction as is)."""
+    from keras_gelu.activations import formulas as a
+    from keras_gelu.activations import fusion
+
+    def exp(y):
+        if not fusion.compiled(y):
+            return ops.exp(y)
+        y = ops.clip(y, *a._EXP_RANGE)
+        n_bits = fusion.bits_of_float32(y * a._LOG2E + a._ROUNDER) - a._ROUNDER_BITS
+        n = ops.cast(n_bits, "float32")
+        r = (y - n * a._LN2_HIGH) - n * a._LN2_LOW
+        scale = fusion.float32_of_bits(ops.left_shift(n_bits + 127, 23))
+        return a._horner(r, poly) * scale
+
+    return exp
+
+
+def _exact_variant(exp=None, mills=None, sign=True):
+    """(f, f') of the exact kernel with `exp`, `mills` or the sign select
+    swapped; None keeps keras_gelu's own part."""
+    from keras_gelu.activations import formulas as a
+
+    exp = exp or a._exp
+    mills = mills or (lambda t: a._horner(t, a._MILLS_P_PDF) / a._horner(t, a._MILLS_Q))
+
+    def parts(x):
+        t = ops.minimum(ops.where(x < 0, -x, x), a._EXACT_CLIP)
+        return t, exp(-0.5 * t * t), mills(t)
+
+    def forward(x):
+        t, gaussian, m = parts(x)
+        tail = (t * m) * gaussian
+        return ops.where(x < 0, -tail, x - tail) if sign else x - tail
+
+    def derivative(x):
+        t, gaussian, m = parts(x)
+        lower_tail = gaussian * m
+        density = a._INV_SQRT_2PI * t * gaussian
+        upper = (1.0 - lower_tail) + density
+        return ops.where(x < 0, lower_tail - density, upper) if sign else upper
+
+    return forward, derivative
+
+
+CANDIDATE_KERNEL = "candidate: degree-5 minimax exp, (3, 4) rational (not shipped)"
+
+
+def exact_parts_candidates():
+    """name -> (fn, options), the kernels of section f."""
+    from keras_gelu.activations import formulas as a
+    from keras_gelu.activations import fusion
+
+    def horner(p, q):
+        return lambda t: a._horner(t, p) / a._horner(t, q)
+
+    variants = {
+        CANDIDATE_KERNEL: _exact_variant(_bit_exp(_MINIMAX_EXP_5), horner(_MILLS_34_P, _MILLS_34_Q)),
+        "this kernel, exp by ops.exp (XLA's)": _exact_variant(exp=ops.exp),
+        "this kernel, no exp (exp(y) -> 1 + y: time only)": _exact_variant(exp=lambda y: 1.0 + y),
+        "this kernel, no rational (m -> 0.4: time only)": _exact_variant(mills=lambda t: 0.4),
+        "this kernel, no division (P·Q for P/Q: time only)": _exact_variant(
+            mills=lambda t: a._horner(t, a._MILLS_P_PDF) * a._horner(t, a._MILLS_Q)
+        ),
+        "this kernel, no sign select (x - tail: time only)": _exact_variant(sign=False),
+    }
+    candidates = {
+        "relu (keras.ops.relu), baseline": (ops.relu, {}),
+        THIS_KERNEL: (keras_gelu.gelu, {}),
+    }
+    for k, (name, (forward, derivative)) in enumerate(variants.items()):
+        candidates[name] = (fusion.fused(f"bench_exact_parts_{k}", forward, derivative), {})
+    if BACKEND in ("tensorflow", "jax"):
+        jit = {"jit": True} if BACKEND == "tensorflow" else {}
+        candidates["XLA: erf formula 0.5x(1+erf(x/√2))"] = (_xla_erf_formula, jit)
+    return candidates
+
+
+def _worst_relative_error(fn, harness):
+    """Largest |fn(x) / GELU(x) - 1| wherever GELU(x) is a normal float32
+    (x in [-13.14, 12], 400,001 points), compiled as section f runs it."""
+    from scipy.special import ndtr
+
+    x = np.linspace(-13.14, 12.0, 400_001).astype(np.float32)
+    step = harness.forward(fn, harness.tensor(x))
+    y = np.asarray(ops.convert_to_numpy(harness.sync(step())), np.float64)
+    x64 = x.astype(np.float64)
+    reference = x64 * ndtr(x64)
+    keep = reference != 0.0
+    return float(np.max(np.abs(y[keep] / reference[keep] - 1.0)))
+
+
+def bench_exact_parts(harness, args, out):
+    rng = np.random.default_rng(5)
+    x = harness.tensor(rng.standard_normal(args.size).astype("float32"))
+    dy = harness.tensor(rng.standard_normal(args.size).astype("float32"))
+    candidates = exact_parts_candidates()
+    fwd_calls, fwd_bwd_calls = {}, {}
+    for name, (fn, options) in candidates.items():
+        fwd_calls[name], fwd_bwd_calls[name] = _build(harness, fn, x, dy, options)
+    baseline = "relu (keras.ops.relu), baseline"
+    fwd, fwd_base = interleaved_ratios(fwd_calls, baseline, harness.sync, args.repeats, args.min_seconds)
+    fwd_bwd, _ = interleaved_ratios(fwd_bwd_calls, baseline, harness.sync, args.repeats, args.min_seconds)
+    rows = [
+        (n, fwd[n], fwd_bwd[n], EXACT_TARGET if n == THIS_KERNEL else (None, None))
+        for n in fwd_calls
+    ]
+    out(
+        f"#### f. Exact mode: where the kernel's time goes, {args.size:,} float32 "
+        f"elements ({harness.name})\n"
+    )
+    out(_table(rows))
+    errors = {
+        name: _worst_relative_error(candidates[name][0], harness)
+        for name in (THIS_KERNEL, CANDIDATE_KERNEL, "XLA: erf formula 0.5x(1+erf(x/√2))")
+        if name in candidates
+    }
+    out(
+        f"\nReLU absolute (median): forward {_ms(_median(fwd_base))}. Largest "
+        f"relative error against float64 x·Φ(x) where GELU is a normal float32 "
+        f"(x in [-13.14, 12]), as compiled here: "
+        + "; ".join(f"{name}: {error:.1e}" for name, error in errors.items())
+        + ".\n"
+    )
+
+
 # --- CLI. ------------------------------------------------------------------
 
 SECTIONS = {
@@ -833,6 +994,7 @@ SECTIONS = {
     "glu": bench_glu,
     "sigmoid": bench_sigmoid_forms,
     "exact_history": bench_exact_history,
+    "exact_parts": bench_exact_parts,
 }
 
 

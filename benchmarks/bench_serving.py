@@ -31,6 +31,8 @@ network layer.
     python benchmarks/bench_serving.py --server mlflow       # mlflow models serve
     python benchmarks/bench_serving.py --server kg mlflow    # both, interleaved
     python benchmarks/bench_serving.py --guard               # the guard's cost, by stage
+    python benchmarks/bench_serving.py --pyfunc-of DIR       # also the model with an older pyfunc.py
+    python benchmarks/bench_serving.py --stages              # the pyfunc's batch-1 stages, in-process
 
 *vs floor per round* divides each round's model figure by the same
 round's floor (the two measured one after the other): the load of a
@@ -146,6 +148,30 @@ def log_floor(tmp, tracking_uri, features):
             registered_model_name="serving-floor",
         )
     return "models:/serving-floor/1"
+
+
+PYFUNC = os.path.join("service", "kg_service", "tasks", "classification", "pyfunc.py")
+
+
+def model_with_pyfunc(tmp, tracking_uri, model_uri, source):
+    """A local copy of `model_uri`'s folder that runs `source`'s pyfunc.py
+    (an older tree's): the same weights and keras_gelu, the pyfunc of then.
+
+    MLflow loads a models-from-code pyfunc from the copy in the model's
+    folder, so `kg@DIR` (another kg_service) serves the pyfunc logged
+    with the model, whichever server runs it.
+    """
+    import shutil
+
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # not in the report
+    local = mlflow.artifacts.download_artifacts(
+        model_uri, dst_path=tempfile.mkdtemp(prefix="pyfunc-of-", dir=tmp)
+    )
+    shutil.copy(os.path.join(source, PYFUNC), os.path.join(local, "pyfunc.py"))
+    return local
 
 
 class Server(typing.NamedTuple):
@@ -447,6 +473,56 @@ def guard_costs(floor, features, args):
     return rows
 
 
+def pyfunc_stages(tmp, tracking_uri, floor_uri, model_uri, blocks=20, repeat=300):
+    """CPU per batch-1 call of each stage of the model's pyfunc, in this
+    process, one call at a time; stages in turn in `blocks` blocks, median.
+
+    Returns [(stage, microseconds)]."""
+    import importlib.util
+
+    import mlflow
+    import tensorflow as tf
+
+    mlflow.set_tracking_uri(tracking_uri)
+    floor = mlflow.pyfunc.load_model(floor_uri)
+    model = mlflow.pyfunc.load_model(model_uri)
+    python_model = model._model_impl.python_model
+    # The same pyfunc.py as a module of its own, for its functions.
+    spec = importlib.util.spec_from_file_location("served_pyfunc", os.path.join(ROOT, PYFUNC))
+    code = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(code)
+    keras_model = python_model.model
+    graph = tf.function(
+        lambda v: keras_model(v, training=False),
+        input_signature=[tf.TensorSpec([None, keras_model.input_shape[-1]], tf.float32)],
+        jit_compile=True,
+    ).get_concrete_function()
+    x = np.zeros((1, keras_model.input_shape[-1]), "float32")
+    direct = code.direct_call(graph, x)
+    tensor = tf.constant(x)
+    stages = {
+        "floor: MLflow's pyfunc predict (schema check, the identity model)": lambda: floor.predict(x),
+        "model: MLflow's pyfunc predict (schema check, kg's pyfunc)": lambda: model.predict(x),
+        "model: kg's predict (checked_input, Combined, padded, the call)": lambda: python_model.predict(None, x),
+        "checked_input": lambda: code.checked_input(x, x.shape[1]),
+        "tf.constant(x)": lambda: tf.constant(x),
+        "the XLA graph, public call: ConcreteFunction(tensor)": lambda: graph(tensor),
+        "the XLA graph, flat call: direct_call (what the pyfunc uses)": lambda: direct(tensor),
+        "the Keras model called eagerly (no graph)": lambda: keras_model(tensor, training=False),
+    }
+    for step in stages.values():
+        step()
+    times = {stage: [] for stage in stages}
+    for block in range(blocks):
+        for stage in list(stages)[:: 1 if block % 2 == 0 else -1]:
+            n = 10 if "eagerly" in stage else repeat
+            started = time.process_time()
+            for _ in range(n):
+                stages[stage]()
+            times[stage].append((time.process_time() - started) / n * 1e6)
+    return [(stage, statistics.median(each)) for stage, each in times.items()]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000)
@@ -459,11 +535,17 @@ def main():
                         help="kg (kg serve, the default), mlflow (mlflow models serve), kg@DIR (kg serve "
                         "with DIR/service/kg_service, e.g. an older commit's `git archive COMMIT service "
                         "| tar -x -C DIR`); several: interleaved")
+    parser.add_argument("--pyfunc-of", nargs="+", default=[], metavar="DIR",
+                        help="also serve the same model with DIR's pyfunc.py (an older tree, e.g. "
+                        "`git archive COMMIT service | tar -x -C DIR`), by the first --server")
     parser.add_argument("--rounds", type=int, default=5, help="alternating floor/model rounds")
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--epochs", type=int, default=5, help="of the kg-train sweep")
     parser.add_argument("--guard", action="store_true",
                         help="only the guard's cost per stage, in this process (no servers, no training)")
+    parser.add_argument("--stages", action="store_true",
+                        help="only the model pyfunc's stages at batch 1, in this process (a short "
+                        "training, no servers)")
     args = parser.parse_args()
 
     import importlib.metadata
@@ -499,6 +581,19 @@ def main():
         # keras_gelu's exact GELU, whichever activation won the sweep.
         model_uri = "models:/moons-gelu@champion"
         floor_uri = log_floor(tmp, uri, features)
+        if args.stages:
+            rows = pyfunc_stages(tmp, uri, floor_uri, model_uri)
+            print(
+                f"\nA batch-1 call, stage by stage, in this process (no HTTP), one call at a "
+                f"time: CPU µs per call, median of 20 blocks, stages in turn; {os.cpu_count()} "
+                f"cores, load average {load_before[0]:.1f} -> {os.getloadavg()[0]:.1f}, mlflow "
+                f"{mlflow.__version__}, tensorflow backend\n"
+            )
+            print("| stage | CPU µs per call |")
+            print("|---|---|")
+            for stage, us in rows:
+                print(f"| {stage} | {us:.1f} |")
+            return
         in_process = saved_model_function(saved_model_path(tmp, "moons-gelu"))
         rows = []
         for workers in args.workers:
@@ -510,6 +605,11 @@ def main():
                     for k, kind in enumerate(args.server)
                     for name, uri_ in (("floor", floor_uri), ("model", model_uri))
                 }
+                for source in args.pyfunc_of:
+                    copy = model_with_pyfunc(tmp, uri, model_uri, source)
+                    servers[(args.server[0], f"model@{source}")] = stack.enter_context(
+                        serve(copy, uri, workers, os.path.join(tmp, f"pyfunc-{len(servers)}.log"), args.server[0])
+                    )
                 for batch in args.batch:
                     arrays = [rng.normal(size=(batch, features)).round(4).astype("float32") for _ in range(16)]
                     bodies = [json.dumps({"inputs": x.tolist()}) for x in arrays]
@@ -571,6 +671,8 @@ def table_rows(runs, workers, batch, model_uri, first_kind):
         label = {"floor": "floor (returns its input)", "model": model_uri}.get(
             name, "SavedModel in-process (no HTTP)"
         )
+        if name.startswith("model@"):
+            label = f"{model_uri}, pyfunc.py of {name.partition('@')[2]}"
         rows.append(
             (str(workers) if kind else "–", str(batch), server_name(kind) if kind else "–", label,
              f"{rps:.0f}", f"{rps * batch:.0f}", f"{median(key, 'p50'):.1f}",

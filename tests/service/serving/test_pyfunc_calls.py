@@ -1,0 +1,85 @@
+"""The served pyfunc's call path, without a registered model: combining
+concurrent requests (`Combined`) and the direct TensorFlow call
+(`direct_call`). Pure and quick: no training, no server."""
+
+import concurrent.futures
+import threading
+
+import numpy as np
+import pytest
+
+from kg_service.tasks.classification import pyfunc
+
+
+def test_combined_gives_each_of_many_concurrent_callers_its_own_rows():
+    calls = []
+    gate = threading.Event()
+
+    def forward(x):
+        calls.append(len(x))
+        gate.wait(0.05)  # long enough for the other callers to queue up
+        return x * 2.0
+
+    combined = pyfunc.Combined(forward)
+    rng = np.random.default_rng(0)
+    inputs = [rng.normal(size=(int(n), 3)).astype("float32") for n in rng.integers(1, 9, 64)]
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(combined, inputs))
+    for x, y in zip(inputs, answers):
+        np.testing.assert_array_equal(y, x * 2.0)
+    assert sum(calls) == sum(len(x) for x in inputs)
+    assert len(calls) < len(inputs)  # waiting requests were computed together
+    assert not combined.busy and not combined.queue
+
+
+def test_combined_raises_a_failed_call_in_every_request_of_it_and_keeps_working():
+    started, release = threading.Event(), threading.Event()
+
+    def forward(x):
+        if not started.is_set():
+            started.set()
+            release.wait(5)
+            return x
+        if (x < 0).any():
+            raise ValueError("negative")
+        return x
+
+    combined = pyfunc.Combined(forward)
+    first = np.zeros((1, 2), "float32")
+    bad, good = -np.ones((1, 2), "float32"), np.ones((1, 2), "float32")
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        leader = pool.submit(combined, first)
+        started.wait(5)
+        queued = [pool.submit(combined, bad), pool.submit(combined, good)]
+        while len(combined.queue) < 2:  # both queued behind the running call
+            threading.Event().wait(0.001)
+        release.set()
+        np.testing.assert_array_equal(leader.result(5), first)
+        for future in queued:  # computed together: both get the error
+            with pytest.raises(ValueError, match="negative"):
+                future.result(5)
+    np.testing.assert_array_equal(combined(good), good)
+
+
+def test_direct_call_answers_as_the_public_call_and_falls_back_without_the_private_one():
+    import tensorflow as tf
+    weights = tf.Variable([[1.0, -2.0], [0.5, 3.0]])
+    spec = tf.TensorSpec([None, 2], tf.float32)
+    function = tf.function(lambda x: tf.nn.softmax(x @ weights), input_signature=[spec])
+    concrete = function.get_concrete_function()
+    probe = np.zeros((1, 2), "float32")
+    call = pyfunc.direct_call(concrete, probe)
+    assert call is not concrete  # TensorFlow has the flat call: it is used
+    x = np.random.default_rng(1).normal(size=(5, 2)).astype("float32")
+    np.testing.assert_array_equal(call(tf.constant(x)).numpy(), concrete(tf.constant(x)).numpy())
+    weights.assign([[0.0, 1.0], [1.0, 0.0]])  # the captured variable, read at each call
+    np.testing.assert_array_equal(call(tf.constant(x)).numpy(), concrete(tf.constant(x)).numpy())
+
+    class Public:  # a ConcreteFunction-like object without `_call_flat`
+        captured_inputs = ()
+
+        def __call__(self, x):
+            return concrete(x)
+
+    public = Public()
+    assert pyfunc.direct_call(public, probe) is public
