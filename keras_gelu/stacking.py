@@ -50,9 +50,10 @@ def member_matmul(x, kernel):
     37 ms spelled out as "bmti,mio->bmto"). On TensorFlow the members go
     to the front, `(M, batch * ..., in)`, for one batched matmul with
     plain 2-D gradients, and back: an 8-member stacked language model's
-    training step took 0.66x the time of the same model with a broadcast
+    training step took 0.60x the time of the same model with a broadcast
     `x @ kernel[None]` (whose kernel gradient is a `(batch, M, in, out)`
-    product summed over the batch) and of the ellipsis einsum (issue 20,
+    product summed over the batch) and 0.30x that with the ellipsis
+    einsum (issue 20, `benchmarks/bench_language_model.py --step`,
     docs/benchmarks.md). Elsewhere the einsum spelled out (XLA makes one
     dot of it on JAX).
     """
