@@ -45,9 +45,7 @@ def member_matmul(x, kernel):
         `(batch, M, ..., out)`.
 
     Why not `einsum("bm...i,mio->bm...o")`: TensorFlow 2.21 runs an
-    einsum with an ellipsis far off its matmul (forward+backward of a
-    `(32, 8, 64, 64) x (8, 64, 192)` product on 2 cores: 198 ms, against
-    37 ms spelled out as "bmti,mio->bmto"). On TensorFlow the members go
+    einsum with an ellipsis far off its matmul. On TensorFlow the members go
     to the front, `(M, batch * ..., in)`, for one batched matmul with
     plain 2-D gradients, and back: an 8-member stacked language model's
     training step took 0.60x the time of the same model with a broadcast
