@@ -25,6 +25,20 @@ round's seconds, the ratio, and how far the two paths' members are apart
 
     KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py --sweep
     KERAS_BACKEND=jax .venv/bin/python benchmarks/bench_language_model.py --sweep
+
+`--step` profiles one training step of the stacked model (issue 20 §1):
+ms per step of one plain model, of stacked models of M/2 and M members,
+and of the M-member model with the per-member matmul written the ways it
+was before (`einsum("bm...i,mio->bm...o")`, TensorFlow only) or could be
+(a broadcast `x @ kernel[None]`), all interleaved in one process. M
+members stacked against M/2 twice is what stacking two activations' seeds
+into one model would save at best:
+
+    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py --step
+
+`--kernels` adds to the first table the exact-GELU model traced inside
+`keras_gelu.xla_fusion(False)` (the formula op by op, not keras_gelu's
+nested XLA kernel): how much of GELU's step time the kernel saves.
 """
 
 import argparse
@@ -36,6 +50,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+
+import keras_gelu  # noqa: E402
 
 
 def gpt2(layers, heads, width, ffn, context, vocabulary):
@@ -131,10 +147,93 @@ def sweep(args):
           f"{gap:.2e} nats (values {np.round(finals['stacked'], 4).tolist()})")
 
 
+def step_profile(args):
+    """One stacked training step against plain ones; see the docstring."""
+    from keras import ops
+
+    import keras_gelu.stacking as stacking
+    from keras_gelu.stacking import stack_weights
+    from kg_service.tasks.language import stacked as stacked_module
+    from kg_service.tasks.language import train as language
+
+    members, width, context = args.members, 64, 64
+    dims = (2, 4, width, 192, context, 256)  # configs/glu-variants.yaml's model
+    current = stacking.member_matmul
+
+    def ellipsis(x, kernel):  # what StackedDense computed before issue 20
+        return ops.einsum("bm...i,mio->bm...o", x, kernel)
+
+    def broadcast(x, kernel):
+        if len(x.shape) != 4:
+            return current(x, kernel)
+        return ops.matmul(x, kernel[None])
+
+    def use(matmul):  # read when a model is traced: at its first fit
+        stacking.member_matmul = stacked_module.member_matmul = matmul
+
+    def build(m):  # m = 0: one plain model
+        plain = []
+        for seed in range(max(m, 1)):
+            keras.utils.set_random_seed(seed)
+            plain.append(kg_model(args.activation, *dims))
+        if m == 0:
+            return plain[0]
+        model = stacked_module.stack_language_model(plain[0], m)
+        stack_weights(model, plain)
+        return model
+
+    rng = np.random.default_rng(0)
+    variants = {
+        "one plain model": (0, current),
+        f"stacked, {members // 2} members": (members // 2, current),
+        f"stacked, {members} members": (members, current),
+        f"stacked, {members} members, broadcast x @ kernel[None]": (members, broadcast),
+    }
+    if keras.backend.backend() == "tensorflow":
+        variants[f"stacked, {members} members, einsum bm...i (before)"] = (members, ellipsis)
+    runs = {}
+    for name, (m, matmul) in variants.items():
+        model = build(m)
+        loss = (language._members_loss(m) if m else
+                keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.compile(optimizer=keras.optimizers.AdamW(1e-3), loss=loss,
+                      steps_per_execution=args.steps,
+                      jit_compile=True if args.xla else "auto")
+        shape = (args.steps * args.batch,) + ((m,) if m else ()) + (context + 1,)
+        data = rng.integers(0, 256, size=shape, dtype=np.int32)
+        use(matmul)
+        tokens_per_second(model, data[..., :-1], data[..., 1:], args.batch)  # trace
+        runs[name] = (model, data[..., :-1], data[..., 1:], max(m, 1))
+    use(current)
+    seconds = {name: [] for name in runs}
+    for _ in range(args.repeats):
+        for name, (model, x, y, _) in runs.items():
+            start = time.perf_counter()
+            model.fit(x, y, batch_size=args.batch, epochs=1, shuffle=False, verbose=0)
+            seconds[name].append((time.perf_counter() - start) / args.steps)
+    step = {name: statistics.median(s) * 1000 for name, s in seconds.items()}
+    plain = step["one plain model"]
+    print(f"backend {keras.backend.backend()}; configs/glu-variants.yaml model (2 blocks, "
+          f"d_model {width}, FFN 192, 4 heads, context {context}), {args.activation}, batch "
+          f"{args.batch} per member, AdamW, fit, jit_compile "
+          f"{'True' if args.xla else 'auto'}, {args.steps} steps per timed run, median of "
+          f"{args.repeats} interleaved runs; load average {os.getloadavg()[0]:.1f}")
+    print("| model | ms per step | per member | vs one plain step per member |")
+    print("|---|---|---|---|")
+    for name, (_, _, _, m) in runs.items():
+        print(f"| {name} | {step[name]:,.1f} | {step[name] / m:,.1f} | "
+              f"{step[name] / m / plain:.2f}x |")
+    half, full = step[f"stacked, {members // 2} members"], step[f"stacked, {members} members"]
+    print(f"\n{members} members in one stacked step / two steps of {members // 2}: "
+          f"{full / (2 * half):.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweep", action="store_true",
                         help="time a stacked sweep of one activation's seeds against one by one")
+    parser.add_argument("--step", action="store_true",
+                        help="profile one stacked training step against plain ones")
     parser.add_argument("--config", default="configs/glu-variants.yaml", help="--sweep: its model")
     parser.add_argument("--activation", default="gelu", help="--sweep: the activation")
     parser.add_argument("--members", type=int, default=8, help="--sweep: seeds")
@@ -149,12 +248,17 @@ def main():
     parser.add_argument("--steps", type=int, default=10, help="steps per timed fit (--sweep: per epoch)")
     parser.add_argument("--repeats", type=int, default=None,
                         help="interleaved rounds (default 5; --sweep: 2)")
+    parser.add_argument("--kernels", action="store_true",
+                        help="add the exact-GELU model traced with keras_gelu.xla_fusion(False)")
     parser.add_argument("--xla", action="store_true",
                         help="jit_compile=True (what device.xla sets; 'auto' is off on CPU)")
     args = parser.parse_args()
     if args.sweep:
         args.repeats = args.repeats or 2
         return sweep(args)
+    if args.step:
+        args.repeats = args.repeats or 3
+        return step_profile(args)
     args.repeats = args.repeats or 5
     dims = (args.layers, args.heads, args.width, args.ffn, args.context, 256)
     rng = np.random.default_rng(0)
@@ -166,9 +270,14 @@ def main():
         "kg-train LM, gelu (exact)": kg_model("gelu", *dims),
         "kg-train LM, relu": kg_model("relu", *dims),
     }
+    unfused = "kg-train LM, gelu (exact), formula op by op"
+    if args.kernels:  # issue 20 §3: the GELU kernel's share of the step
+        models[unfused] = kg_model("gelu", *dims)
     for name, model in models.items():
         compiled(model, args.steps, True if args.xla else "auto")
-        tokens_per_second(model, x, y, args.batch)  # compile and warm up
+        # The fused kernel is chosen when the step is traced: at this fit.
+        with keras_gelu.xla_fusion(name != unfused):
+            tokens_per_second(model, x, y, args.batch)  # compile and warm up
     rates = {name: [] for name in models}
     for _ in range(args.repeats):
         for name, model in models.items():
@@ -192,6 +301,10 @@ def main():
     tanh_ratio = [r / g for g, r in zip(rates["kg-train LM, gelu_tanh"], rates["kg-train LM, relu"])]
     print(f"GELU (tanh) / ReLU training-step time, median of paired runs: "
           f"{statistics.median(tanh_ratio):.3f}x")
+    if args.kernels:
+        ratio = [r / g for g, r in zip(rates[unfused], rates["kg-train LM, relu"])]
+        print(f"GELU (exact, formula op by op, no nested XLA kernel) / ReLU training-step "
+              f"time, median of paired runs: {statistics.median(ratio):.3f}x")
 
 
 if __name__ == "__main__":

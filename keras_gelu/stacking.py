@@ -34,6 +34,39 @@ from keras_gelu import layers as kg_layers
 from keras_gelu.serialization import register
 
 
+def member_matmul(x, kernel):
+    """`x[:, m] @ kernel[m]` for every member m, in one op.
+
+    Args:
+        x: `(batch, M, ..., in)`.
+        kernel: `(M, in, out)`.
+
+    Returns:
+        `(batch, M, ..., out)`.
+
+    Why not `einsum("bm...i,mio->bm...o")`: TensorFlow 2.21 runs an
+    einsum with an ellipsis far off its matmul. On TensorFlow the members go
+    to the front, `(M, batch * ..., in)`, for one batched matmul with
+    plain 2-D gradients, and back: an 8-member stacked language model's
+    training step took 0.60x the time of the same model with a broadcast
+    `x @ kernel[None]` (whose kernel gradient is a `(batch, M, in, out)`
+    product summed over the batch) and 0.30x that with the ellipsis
+    einsum (issue 20, `benchmarks/bench_language_model.py --step`,
+    docs/benchmarks.md). Elsewhere the einsum spelled out (XLA makes one
+    dot of it on JAX).
+    """
+    rank = len(x.shape)
+    if rank >= 4 and keras.backend.backend() == "tensorflow":
+        shape = ops.shape(x)
+        members, width = kernel.shape[0], kernel.shape[-1]
+        front = ops.transpose(x, (1, 0) + tuple(range(2, rank)))
+        y = ops.matmul(ops.reshape(front, (members, -1, x.shape[-1])), kernel)
+        y = ops.reshape(y, (members, shape[0]) + tuple(shape[2:-1]) + (width,))
+        return ops.transpose(y, (1, 0) + tuple(range(2, rank)))
+    middle = "cdefghjkl"[: rank - 3]
+    return ops.einsum(f"bm{middle}i,mio->bm{middle}o", x, kernel)
+
+
 # Registered: a saved stacked model loads without custom_objects (issue 15:
 # Keras's run_layer_test round trip could not find these classes).
 @register
@@ -75,7 +108,7 @@ class StackedDense(keras.layers.Layer):
             )
 
     def call(self, inputs):
-        x = ops.einsum("bm...i,mio->bm...o", inputs, self.kernel)
+        x = member_matmul(inputs, self.kernel)
         if self.bias is not None:
             middle = (1,) * (len(inputs.shape) - 3)
             x = x + ops.reshape(self.bias, (self.members,) + middle + (self.units,))

@@ -19,6 +19,8 @@ M, BATCH = 3, 5
 CASES = [
     ("Dense", lambda: keras.layers.Dense(6, activation=keras_gelu.gelu), (4,)),
     ("Dense-no-bias", lambda: keras.layers.Dense(6, use_bias=False), (4,)),
+    # Two middle axes: member_matmul's TensorFlow path moves members to the front.
+    ("Dense-4d", lambda: keras.layers.Dense(6, activation="relu"), (2, 3, 4)),
     ("GLU", lambda: keras_gelu.GLU(5, bias_initializer="random_normal"), (4,)),
     ("GEGLU-tanh", lambda: keras_gelu.GEGLU(5, approximate="tanh"), (4,)),
     ("SwiGLU-no-bias", lambda: keras_gelu.SwiGLU(5, use_bias=False), (4,)),

@@ -28,6 +28,7 @@ import keras
 from keras import ops
 
 import keras_gelu
+from keras_gelu.stacking import member_matmul
 from kg_service.tasks.language import lm_layers
 
 
@@ -53,7 +54,7 @@ class StackedEmbedding(keras.layers.Layer):
     def call(self, inputs, reverse=False):
         if reverse:
             kernel = ops.convert_to_tensor(self.embeddings, dtype=inputs.dtype)
-            return ops.einsum("bmtd,mvd->bmtv", inputs, kernel)
+            return member_matmul(inputs, ops.transpose(kernel, (0, 2, 1)))
         # Member m's ids index rows m*V.. of the members' tables, end to end:
         # one gather, as Embedding's, for all members.
         offsets = ops.reshape(ops.arange(self.members, dtype="int32") * self.input_dim,
@@ -142,11 +143,13 @@ class StackedSelfAttention(keras.layers.Layer):
 
     Weights as MultiHeadAttention's (query, key, value kernels `(d, H, K)`
     and biases `(H, K)`, output kernel `(H, K, d)` and bias `(d,)`), each
-    with a leading M axis. The members' heads are one `M * H`-head
-    attention: heads do not interact, so member m's heads see only member
-    m's queries, keys and values, and the call is MultiHeadAttention's own
-    `ops.dot_product_attention(..., is_causal=True)` (without dropout and
-    scores; with either, its explicit softmax path).
+    with a leading M axis. Query, key and value are one fused projection
+    per member (the three kernels side by side), and each member's rows
+    are batch rows of their own to one attention call, `(batch * M, t, H,
+    K)`: rows do not interact, so member m's heads see only member m's
+    queries, keys and values, with no transpose. The call is
+    MultiHeadAttention's own `ops.dot_product_attention(..., is_causal=True)`
+    (without dropout and scores; with either, its explicit softmax path).
     """
 
     def __init__(self, members, heads, key_dim, value_dim, dropout=0.0, use_bias=True, **kwargs):
@@ -177,36 +180,51 @@ class StackedSelfAttention(keras.layers.Layer):
             if self.use_bias else None
         )
 
-    def _project(self, x, kernel, bias):
-        # (batch, M, t, d) -> (batch, t, M * H, K): members' heads side by side.
-        y = ops.einsum("bmtd,mdhk->btmhk", x, kernel)
-        if bias is not None:
-            y = y + bias
-        shape = ops.shape(y)
-        return ops.reshape(y, (shape[0], shape[1], self.members * self.heads, shape[4]))
+    def _qkv(self, x):
+        # One fused projection for query, key and value: each member's
+        # three kernels side by side, (M, d, 3 * H * K), one matmul.
+        kernels = [self.query_kernel, self.key_kernel, self.value_kernel]
+        widths = [self.heads * self.key_dim] * 2 + [self.heads * self.value_dim]
+        d = self.query_kernel.shape[1]
+        kernel = ops.concatenate(
+            [ops.reshape(k, (self.members, d, w)) for k, w in zip(kernels, widths)], axis=-1
+        )
+        y = member_matmul(x, ops.cast(kernel, x.dtype))
+        if self.use_bias:
+            biases = [self.query_bias, self.key_bias, self.value_bias]
+            bias = ops.concatenate(
+                [ops.reshape(b, (self.members, w)) for b, w in zip(biases, widths)], axis=-1
+            )
+            y = y + ops.reshape(ops.cast(bias, y.dtype), (self.members, 1, -1))
+        q, k, v = ops.split(y, [widths[0], widths[0] + widths[1]], axis=-1)
+        # (batch, M, t, H * K) -> (batch * M, t, H, K): a member is a batch
+        # row of its own to the attention, no transpose.
+        shape = ops.shape(x)
+        rows = (shape[0] * self.members, shape[2], self.heads)
+        return (ops.reshape(q, rows + (self.key_dim,)), ops.reshape(k, rows + (self.key_dim,)),
+                ops.reshape(v, rows + (self.value_dim,)))
 
     def call(self, query, value=None, use_causal_mask=False, return_attention_scores=False,
              training=None):
         if not use_causal_mask:
             raise ValueError("StackedSelfAttention: only causal self-attention is stacked.")
-        q = self._project(query, self.query_kernel, self.query_bias)
-        k = self._project(query, self.key_kernel, self.key_bias)
-        v = self._project(query, self.value_kernel, self.value_bias)
+        q, k, v = self._qkv(query)
         scale = 1.0 / float(self.key_dim) ** 0.5
         scores = None
         if self.dropout > 0 or return_attention_scores:
             scores, out = self._explicit_attention(q, k, v, scale, training)
         else:
             out = ops.dot_product_attention(q, k, v, scale=scale, is_causal=True)
-        shape = ops.shape(out)
-        out = ops.reshape(out, (shape[0], shape[1], self.members, self.heads, self.value_dim))
-        out = ops.einsum("btmhk,mhkd->bmtd", out, self.output_kernel)
+        shape = ops.shape(query)
+        out = ops.reshape(out, (shape[0], self.members, shape[2], self.heads * self.value_dim))
+        kernel = ops.reshape(self.output_kernel, (self.members, self.heads * self.value_dim, -1))
+        out = member_matmul(out, ops.cast(kernel, out.dtype))
         if self.output_bias is not None:
             out = out + ops.reshape(self.output_bias, (self.members, 1, -1))
         if return_attention_scores:
-            # (batch, M * H, t, t) -> (batch, M, H, t, t)
+            # (batch * M, H, t, t) -> (batch, M, H, t, t)
             s = ops.shape(scores)
-            return out, ops.reshape(scores, (s[0], self.members, self.heads, s[2], s[3]))
+            return out, ops.reshape(scores, (shape[0], self.members, self.heads, s[2], s[3]))
         return out
 
     def _explicit_attention(self, q, k, v, scale, training):
