@@ -2,8 +2,8 @@
 
 When the tracking store fails mid-sweep and its retries run out, the
 members that trained but could not be logged are written here, one folder
-each: `member.json` (what `MemberResult` holds) and `model.keras` (the
-trained model). `--resume RUN_ID` reads them back, logs them to the store
+each: `member.json` (what `MemberResult` holds), `model.keras` (the
+trained model) and `test_correct.npy` (which test examples it got right). `--resume RUN_ID` reads them back, logs them to the store
 and deletes them, instead of training them again.
 
 Layout: `<output_dir>/spool/<sweep run id>/<activation>-seed<seed>/`.
@@ -14,10 +14,13 @@ import json
 import pathlib
 import shutil
 
+import numpy as np
+
 from kg_service.results import MemberResult
 
 _RESULT = "member.json"
 _MODEL = "model.keras"
+_TEST_CORRECT = "test_correct.npy"  # which test examples it got right
 
 
 def folder(output_dir, sweep_run_id):
@@ -39,12 +42,14 @@ def write(where, results):
         fields = {
             f.name: getattr(result, f.name)
             for f in dataclasses.fields(result)
-            if f.name != "model"
+            if f.name not in ("model", "test_correct")
         }
         # default: numpy scalars (a metric, an epoch) as Python numbers.
         (partial / _RESULT).write_text(json.dumps(fields, default=lambda v: v.item()))
         if result.model is not None:
             result.model.save(partial / _MODEL)
+        if result.test_correct is not None:
+            np.save(partial / _TEST_CORRECT, np.asarray(result.test_correct))
         shutil.rmtree(target, ignore_errors=True)
         partial.rename(target)
 
@@ -63,6 +68,9 @@ def read(where):
         model = member.with_name(_MODEL)
         if model.exists():
             result.model = keras.saving.load_model(model)
+        test_correct = member.with_name(_TEST_CORRECT)
+        if test_correct.exists():
+            result.test_correct = np.load(test_correct)
         found[(result.activation, result.seed)] = result
     return found
 

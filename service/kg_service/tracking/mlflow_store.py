@@ -31,6 +31,7 @@ log = logging.getLogger("kg-train")
 METRICS_PER_CALL = 1000  # MLflow's log_batch limit
 PARAMS_PER_CALL = 100  # MLflow's log_batch limit
 MEMBER_MODEL = "model.keras"  # each member's trained model, artifact member/
+MEMBER_TEST_CORRECT = "test_correct.npy"  # its per-test-example correctness, beside it
 # Set on a member's run once everything of it is logged: a run that a kill
 # during registration left RUNNING (registration reopens it to log the
 # served model) still counts as trained, and --resume finishes it.
@@ -247,13 +248,16 @@ class Tracker(store.TrackingStore):
         ]
         metrics += [Metric(k, float(v), now, 0) for k, v in store.member_finals(result).items()]
         self._log_metrics(run_id, metrics)
-        if result.model is not None:
-            # The trained member itself: a resumed (or sharded) sweep
-            # rebuilds its results from the store without retraining.
+        if result.model is not None or result.test_correct is not None:
+            # The trained member itself, and which test examples it got
+            # right: a resumed (or sharded) sweep rebuilds its results, the
+            # per-example McNemar test included, without retraining.
             with tempfile.TemporaryDirectory() as tmp:
-                path = os.path.join(tmp, MEMBER_MODEL)
-                result.model.save(path)
-                self.client.log_artifact(run_id, path, "member")
+                if result.model is not None:
+                    result.model.save(os.path.join(tmp, MEMBER_MODEL))
+                if result.test_correct is not None:
+                    np.save(os.path.join(tmp, MEMBER_TEST_CORRECT), np.asarray(result.test_correct))
+                self.client.log_artifacts(run_id, tmp, "member")
         if not result.ok:
             self.client.set_tag(run_id, "failure.reason", result.failure)
             self.client.set_tag(run_id, "failure.epoch", str(result.failed_epoch))
@@ -299,16 +303,19 @@ class Tracker(store.TrackingStore):
                 history[name] = [m.value for m in points]
             elif name not in store.MEMBER_FINALS:
                 final[name] = metrics[name]  # a task's own, e.g. test_perplexity
-        model = None
+        model = test_correct = None
         if tags.get("kg.role") != store.TUNING_ROLE:  # a tuning member keeps its scores only
             with tempfile.TemporaryDirectory() as tmp:
-                path = self.client.download_artifacts(
-                    run.info.run_id, f"member/{MEMBER_MODEL}", tmp
-                )
+                folder = self.client.download_artifacts(run.info.run_id, "member", tmp)
                 # compile=False: the report and the registry need the weights
                 # only; restoring the optimizer printed Keras' "Skipping variable
                 # loading for optimizer" once per member.
-                model = keras.saving.load_model(path, compile=False)
+                model = keras.saving.load_model(
+                    os.path.join(folder, MEMBER_MODEL), compile=False
+                )
+                kept = os.path.join(folder, MEMBER_TEST_CORRECT)
+                if os.path.exists(kept):  # members logged before it was kept have none
+                    test_correct = np.load(kept)
         epoch = tags.get("failure.epoch")
         return MemberResult(
             activation=key[0],
@@ -326,6 +333,7 @@ class Tracker(store.TrackingStore):
             failure=tags.get("failure.reason"),
             failed_epoch=int(epoch) if epoch else None,
             final=final,
+            test_correct=test_correct,
         )
 
     def member_keys(self, sweep_run_id):

@@ -17,7 +17,8 @@ def test_digits_dropout_is_digits_at_dropout_half_under_its_own_names():
     assert dropout.experiment != plain.experiment
     assert dropout.registry.model_name != plain.registry.model_name
     assert dropout.output_dir != plain.output_dir
+    assert dropout.study != plain.study
     same = dataclasses.replace(
         dropout, model=plain.model, experiment=plain.experiment, output_dir=plain.output_dir,
-        registry=plain.registry, source=plain.source)
+        registry=plain.registry, source=plain.source, study=plain.study)
     assert same == plain
