@@ -11,7 +11,7 @@ kg_service turns it off), with `--tracking-uri` naming `mlflow.db` while
 reader asserts its own part: serving/test_kg.py (kg serve, predict,
 models), cli/test_run_output.py (which store wins, the printed `Serve:`
 command) and cli/test_telemetry.py (no telemetry host contacted).
-A second shared sweep, `smoke`, is configs/tiny.yaml `--smoke` without
+A second shared sweep, `tiny-smoke-sweep`: configs/tiny.yaml `--smoke` without
 export (two activations of two seeds: something to compare), for the
 readers that need a comparison: analysis/test_report.py (`kg report`
 and `kg plan` of it) and sweep/test_shards.py (the single-machine sweep
