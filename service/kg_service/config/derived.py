@@ -149,9 +149,10 @@ SMOKE_WIDTH = 8
 # One hidden layer or transformer block: a smoke run's cost is mostly
 # tracing each model's functions (training, evaluation, export), which
 # grows with the layers; the loops over layers run all the same. Measured
-# (issue 17, benchmarks/bench_smoke_sizes.py, load 22): a
-# glu-variants activation's 2 stacked seeds plus its export, 8.8 s of CPU
-# at 2 blocks, 4.7 s at 1 (1.88x); 1 step per epoch instead of 2: 1.05x.
+# (issue 17, benchmarks/bench_smoke_sizes.py, load 24; docs/benchmarks.md):
+# a glu-variants activation's 2 stacked seeds plus its export, 8.9 s of
+# CPU at 2 blocks, 5.3 s at 1 (1.68x); 1 step per epoch instead of 2 at
+# 2 blocks: 1.05x, so SMOKE_STEPS stays.
 SMOKE_DEPTH = 1
 SMOKE_EPOCHS = 2
 SMOKE_SEEDS = 2
