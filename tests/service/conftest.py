@@ -39,10 +39,25 @@ def tiny_sweep(tmp_path_factory):
     folder, which the workers share)."""
     from tests.service import shared_sweep
 
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = tmp_path_factory.getbasetemp().parent / "shared"
-    else:
-        root = tmp_path_factory.mktemp("shared")
-    sweep = shared_sweep.once(root)
+    sweep = shared_sweep.once(_shared_root(tmp_path_factory))
     assert sweep.returncode == 0, (sweep.stdout + sweep.stderr)[-3000:]
     return sweep
+
+
+@pytest.fixture(scope="session")
+def tiny_smoke_sweep(tmp_path_factory):
+    """configs/tiny.yaml --smoke without export, once per pytest run, for
+    the modules that compare its two activations (shared_sweep.train_smoke)."""
+    from tests.service import shared_sweep
+
+    root = _shared_root(tmp_path_factory)
+    sweep = shared_sweep.once(root, "tiny-smoke-sweep", shared_sweep.train_smoke)
+    assert sweep.returncode == 0, (sweep.stdout + sweep.stderr)[-3000:]
+    return sweep
+
+
+def _shared_root(tmp_path_factory):
+    """The folder every worker of this run sees (one per run without xdist)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return tmp_path_factory.getbasetemp().parent / "shared"
+    return tmp_path_factory.getbasetemp() / "shared"

@@ -11,8 +11,12 @@ kg_service turns it off), with `--tracking-uri` naming `mlflow.db` while
 reader asserts its own part: serving/test_kg.py (kg serve, predict,
 models), cli/test_run_output.py (which store wins, the printed `Serve:`
 command) and cli/test_telemetry.py (no telemetry host contacted).
-(analysis/test_report.py keeps a sweep of its own: its `kg report` and
-`kg plan` need two activations to compare.)
+A second shared sweep, `tiny-smoke-sweep`: configs/tiny.yaml `--smoke` without
+export (two activations of two seeds: something to compare), for the
+readers that need a comparison: analysis/test_report.py (`kg report`
+and `kg plan` of it) and sweep/test_shards.py (the single-machine sweep
+two shards must equal). `tiny_smoke_sweep` in tests/service/conftest.py
+hands it out; each of those modules trained the same sweep before.
 
 A reader must not write into the sweep's folder or store: the other
 readers, maybe on another xdist worker, read it at the same time. A test
@@ -31,6 +35,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+from typing import Optional
 
 from tests.service import servers
 
@@ -62,7 +67,7 @@ class TinySweep:
 
     cwd: pathlib.Path
     uri: str  # --tracking-uri: the store the sweep went to
-    env_uri: str  # MLFLOW_TRACKING_URI in the sweep's environment: unused
+    env_uri: Optional[str]  # MLFLOW_TRACKING_URI in the sweep's environment: unused
     returncode: int
     stdout: str
     stderr: str
@@ -90,18 +95,33 @@ def train(cwd):
     return TinySweep(cwd, uri, env_uri, done.returncode, done.stdout, done.stderr)
 
 
-def once(shared_root):
-    """The sweep in `shared_root`/tiny-sweep, trained by the first caller
-    of any process (under an exclusive lock), read back by the others."""
+def train_smoke(cwd):
+    """`kg-train --config configs/tiny.yaml --smoke --set export.enabled=false
+    --output-dir sweep` in `cwd` (empty), MLFLOW_TRACKING_URI unset: the
+    experiment kg-smoke-smoke, models tiny-{relu,gelu}-smoke; a `TinySweep`."""
+    uri = f"sqlite:///{cwd / 'mlflow.db'}"
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    done = subprocess.run(
+        [os.path.join(servers.VENV_BIN, "kg-train"), "--config", str(TINY), "--smoke",
+         "--set", "export.enabled=false", "--tracking-uri", uri, "--output-dir", "sweep", "-q"],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    return TinySweep(cwd, uri, None, done.returncode, done.stdout, done.stderr)
+
+
+def once(shared_root, name="tiny-sweep", trainer=train):
+    """The sweep `trainer` makes in `shared_root`/`name`, trained by the
+    first caller of any process (under an exclusive lock), read back by
+    the others."""
     shared_root.mkdir(parents=True, exist_ok=True)
-    result = shared_root / "tiny-sweep.json"
-    with open(shared_root / "tiny-sweep.lock", "w") as lock:
+    result = shared_root / f"{name}.json"
+    with open(shared_root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if not result.exists():
-            cwd = shared_root / "tiny-sweep"
+            cwd = shared_root / name
             shutil.rmtree(cwd, ignore_errors=True)  # a caller killed mid-sweep
             cwd.mkdir()
-            sweep = train(cwd)
+            sweep = trainer(cwd)
             fields = dataclasses.asdict(sweep)
             result.write_text(json.dumps({**fields, "cwd": str(sweep.cwd)}))
     fields = json.loads(result.read_text())

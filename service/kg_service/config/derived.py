@@ -191,6 +191,14 @@ def _uri_and_origin(explicit, origin, environ):
 
 SMOKE_SAMPLES = 200
 SMOKE_WIDTH = 8
+# One hidden layer or transformer block: a smoke run's cost is mostly
+# tracing each model's functions (training, evaluation, export), which
+# grows with the layers; the loops over layers run all the same. Measured
+# (issue 17, benchmarks/bench_smoke_sizes.py, load 24; docs/benchmarks.md):
+# a glu-variants activation's 2 stacked seeds plus its export, 8.9 s of
+# CPU at 2 blocks, 5.3 s at 1 (1.68x); 1 step per epoch instead of 2 at
+# 2 blocks: 1.05x, so SMOKE_STEPS stays.
+SMOKE_DEPTH = 1
 SMOKE_EPOCHS = 2
 SMOKE_SEEDS = 2
 # A language model's smoke cost is per member: each new model traces its
@@ -210,7 +218,8 @@ def smoke(config):
 
     Every activation and every stage stay (training, tracking, statistics,
     report, export, registry); what shrinks is the data (at most
-    `SMOKE_SAMPLES` generated samples), the widths (at most `SMOKE_WIDTH`),
+    `SMOKE_SAMPLES` generated samples), the depth (the first `SMOKE_DEPTH`
+    hidden layers or blocks), the widths (at most `SMOKE_WIDTH`),
     the epochs (at most `SMOKE_EPOCHS`) and the seeds (the first
     `SMOKE_SEEDS`; a tuning block, its first value or trial and one
     seed); a corpus, its bytes, context, steps and evaluation
@@ -241,7 +250,7 @@ def smoke(config):
     )
     model = dataclasses.replace(
         config.model,
-        hidden_units=tuple(min(w, SMOKE_WIDTH) for w in config.model.hidden_units),
+        hidden_units=tuple(min(w, SMOKE_WIDTH) for w in config.model.hidden_units[:SMOKE_DEPTH]),
         d_model=d_model,
         heads=math.gcd(config.model.heads, d_model),
     )

@@ -398,15 +398,15 @@ def test_decision_boundaries_have_axis_labels(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def rebuilt(tmp_path_factory):
-    """A tiny smoke sweep by kg-train, then `kg report` of it elsewhere."""
+def rebuilt(tiny_smoke_sweep, tmp_path_factory):
+    """The session's tiny smoke sweep by kg-train (tests/service/shared_sweep.py),
+    then `kg report` and `kg plan` of it elsewhere (they only read its store)."""
     import subprocess
 
     from tests.service import servers
 
     tmp = tmp_path_factory.mktemp("kg-report")
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    tiny = pathlib.Path(__file__).resolve().parents[3] / "configs" / "tiny.yaml"
+    uri = tiny_smoke_sweep.uri
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
 
     def run(*args):
@@ -415,16 +415,14 @@ def rebuilt(tmp_path_factory):
         assert done.returncode == 0, done.stderr[-3000:]
         return done
 
-    run("-m", "kg_service.cli.train", "--config", str(tiny), "--smoke", "--set",
-        "export.enabled=false", "--tracking-uri", uri, "--output-dir", "sweep", "-q")
     report_run = run("-m", "kg_service.cli.report", "--experiment", "kg-smoke-smoke",
                      "--tracking-uri", uri, "--output-dir", "rebuilt", "-q")
     # kg plan of the same stored sweep (issue 18): no second sweep to train.
     plan_run = run("-m", "kg_service.cli.seeds", "--experiment", "kg-smoke-smoke",
                    "--tracking-uri", uri, "--margin", "0.004")
-    (swept,) = (tmp / "sweep").rglob("report.md")
+    (swept,) = (tiny_smoke_sweep.cwd / "sweep").rglob("report.md")
     (again,) = (tmp / "rebuilt").rglob("report.md")
-    (summary,) = (tmp / "sweep").rglob("summary.json")
+    (summary,) = (tiny_smoke_sweep.cwd / "sweep").rglob("summary.json")
     return (report_run, swept.read_text(), again.read_text(), plan_run,
             json.loads(summary.read_text()))
 

@@ -719,6 +719,15 @@ def test_smoke_model_names_carry_the_smoke_suffix_once(path):
         ), name
 
 
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_smoke_keeps_the_first_layers_at_smoke_width(path):
+    # One hidden layer or block (SMOKE_DEPTH): tracing grows with the layers (issue 17).
+    config = load_config(path)
+    small = derived.smoke(config).model.hidden_units
+    assert small == tuple(min(w, derived.SMOKE_WIDTH) for w in config.model.hidden_units[:1])
+    assert len(small) == derived.SMOKE_DEPTH == 1
+
+
 @pytest.mark.parametrize(
     "override, expected",
     [

@@ -189,18 +189,16 @@ def _summary(folder):
 
 
 def test_two_shards_make_the_single_machine_sweep_registered_once_and_kg_report_rebuilds_it(
-    tmp_path,
+    tmp_path, tiny_smoke_sweep
 ):
-    """Shard 1 runs beside a single-machine sweep of the same config; a
+    """Two shards of the session's single-machine smoke sweep of configs/tiny.yaml
+    (tests/service/shared_sweep.py: the same flags, its own store); a
     half sweep cannot be registered (exit 2, nothing claimed); shard 2
     completes it and registers once; restarted, shard 1 trains nothing;
     `kg report` gives the single sweep's statistics, and refuses to
     register again. (Two shards finishing at once: test_shared_server.)"""
-    single_uri = f"sqlite:///{tmp_path / 'single.db'}"
     uri = f"sqlite:///{tmp_path / 'shards.db'}"
     common = ["--config", str(TINY), "--smoke", "--set", "export.enabled=false", "--quiet"]
-    single = _kg(tmp_path, "kg-train", *common, "--tracking-uri", single_uri,
-                 "--output-dir", "single")
     first = _finish(_kg(tmp_path, "kg-train", *common, "--tracking-uri", uri,
                         "--output-dir", "shard1", "--shard", "1/2"))
     assert "2 of its 2 members to train; the store holds 0 of 4" in first
@@ -217,8 +215,7 @@ def test_two_shards_make_the_single_machine_sweep_registered_once_and_kg_report_
     second = _finish(_kg(tmp_path, "kg-train", *common, "--tracking-uri", uri,
                          "--output-dir", "shard2", "--shard", "2/2"))
     assert "Registered models" in second
-    _finish(single)
-    expected = _summary(tmp_path / "single")
+    expected = _summary(tiny_smoke_sweep.cwd / "sweep")
     _same(expected, _summary(tmp_path / "shard2"))
 
     import mlflow
