@@ -145,7 +145,12 @@ def previous_members(config, store, resume, params):
         return {}, {}
     resume_lib.check_resumable(config, store, resume, params)
     done = store.finished_members(resume)
-    kept = spool.read(spool.folder(config.output_dir, resume))
+    where = spool.folder(config.output_dir, resume)
+    kept = spool.read(where)
+    for activation, seed in set(kept) & set(done):
+        # Whole in the store though its last call failed (the run's end, cut
+        # by the outage): the store's copy counts, the local one goes.
+        spool.discard(where, activation, seed)
     return done, {key: result for key, result in kept.items() if key not in done}
 
 

@@ -455,16 +455,25 @@ def test_kg_plan_plans_the_stored_sweep_as_the_planner_does(rebuilt):
     assert row[-2:] == [decide, str(t["n"])]
 
 
-def test_a_real_sweeps_report_has_mcnemar_and_curves_and_the_rebuilt_one_curves_only(rebuilt):
+def _section(report, heading):
+    """The text of `report` from `heading` to the next section."""
+    start = report.index(heading)
+    end = report.find("\n## ", start + len(heading))
+    return report[start:] if end < 0 else report[start:end]
+
+
+def test_a_real_sweeps_report_has_mcnemar_and_curves_and_the_rebuilt_one_the_same(rebuilt):
     """Issue 19 on the sweep kg-train ran above (no extra training): the
     members of one seed share their test split, so McNemar's pooled
     difference (b - c) / n equals the across-seed mean accuracy difference
-    (equal test splits per seed); `kg report` from the store has the
-    curves but no per-example predictions."""
+    (equal test splits per seed); `kg report` from the store has the same
+    McNemar table and curves (each member keeps which test examples it got
+    right in the store, member/test_correct.npy)."""
     _, swept, again, _, summary = rebuilt
-    assert "## Per-example tests (McNemar, test split)" in swept
+    heading = "## Per-example tests (McNemar, test split)"
+    assert heading in swept and heading in again
+    assert _section(again, heading) == _section(swept, heading)
     assert "## Training-loss curves" in swept and "## Training-loss curves" in again
-    assert "## Per-example tests" not in again
     gelu = summary["per_example"]["gelu"]
     assert gelu["seeds"] == 2 and gelu["test_examples"] % 2 == 0
     assert (gelu["b"] - gelu["c"]) / gelu["test_examples"] == pytest.approx(

@@ -104,7 +104,7 @@ def test_two_sweeps_and_two_shards_at_once_arrive_exactly_once(server, tmp_path)
                         "final_val_loss", "train_seconds"):
                 assert len(client.get_metric_history(run_id, key)) == 1, key
             assert [a.path for a in client.list_artifacts(run_id, "member")] == [
-                "member/model.keras"
+                "member/model.keras", "member/test_correct.npy"
             ]
         for key in parent.data.metrics:
             assert len(client.get_metric_history(parent.info.run_id, key)) == 1, key
