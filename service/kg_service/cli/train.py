@@ -161,6 +161,9 @@ def main(
         if not verbose:
             # TensorFlow's C++ start-up chatter would bury the progress display.
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        # MLflow's per-download progress bars (reading a registered model
+        # back to verify it) are noise beside kg-train's own progress.
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         with options.native_stderr_to_file(enabled=not verbose):
             options.configure_logging(quiet=quiet, verbose=verbose)
             with options.sigterm_as_interrupt():
