@@ -21,7 +21,7 @@ whether the activation did better (+1) or worse (-1) than the baseline.
 The significance level is `alpha = 1 - confidence`, so an interval that
 excludes zero and an unadjusted p below alpha say the same thing.
 
-Each comparison also gets a three-way `stats.Verdict` (better, worse,
+Each comparison also gets a three-way `decisions.Verdict` (better, worse,
 equivalent within the margin, or inconclusive; Holm over the family, with
 the interval that decides it) and a `planning.SeedPlan` (the seeds that
 would decide it). Members that diverged stay in the record: each
@@ -55,6 +55,7 @@ from typing import Optional
 
 import numpy as np
 
+from kg_service.analysis import decisions
 from kg_service.analysis import planning
 from kg_service.analysis import resampling
 from kg_service.analysis import stats
@@ -107,7 +108,7 @@ class Comparison:
     # +1: the activation's mean is better than the baseline's by the
     # metric's direction; -1: worse; 0: equal or untested (NaN).
     sign: int
-    verdict: Optional[stats.Verdict] = None  # better/worse/equivalent/inconclusive
+    verdict: Optional[decisions.Verdict] = None  # better/worse/equivalent/inconclusive
     plan: Optional[planning.SeedPlan] = None  # the seeds that would decide it
     failures_p: float = math.nan  # Fisher exact: failure rate vs the baseline's
     # Few-run statistics (`resampling`): the percentile bootstrap interval of
@@ -126,7 +127,7 @@ class PairComparison:
     plus: tuple  # activations averaged on the left
     minus: tuple  # ... and on the right
     paired: stats.PairedTest  # mean(plus) - mean(minus), seed by seed
-    verdict: stats.Verdict  # Holm over its family (all pairs, or the contrasts)
+    verdict: decisions.Verdict  # Holm over its family (all pairs, or the contrasts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,10 +306,10 @@ def _group_test(table, plus, minus, metric, confidence):
 
 
 def _family(named, primary, alpha, margin):
-    verdicts = stats.decide([t for _, _, _, t in named], alpha=alpha, margin=margin,
+    decided = decisions.decide([t for _, _, _, t in named], alpha=alpha, margin=margin,
                             higher_is_better=primary.higher_is_better)
     return tuple(PairComparison(name=name, plus=plus, minus=minus, paired=t, verdict=v)
-                 for (name, plus, minus, t), v in zip(named, verdicts))
+                 for (name, plus, minus, t), v in zip(named, decided))
 
 
 def _all_pairs(table, order, primary, alpha, margin, confidence):
@@ -329,11 +330,11 @@ def _contrasts(table, contrasts, primary, alpha, margin, confidence):
 
 def _decide(comparisons, activations, primary, alpha, margin, power):
     """Each comparison with its three-way verdict, seed plan and failure test."""
-    verdicts = stats.decide([c.paired for c in comparisons], alpha=alpha, margin=margin,
+    decided = decisions.decide([c.paired for c in comparisons], alpha=alpha, margin=margin,
                             higher_is_better=primary.higher_is_better)
     by_name = {a.activation: a for a in activations}
     out = []
-    for c, verdict in zip(comparisons, verdicts):
+    for c, verdict in zip(comparisons, decided):
         a, b = by_name[c.activation], by_name[c.baseline]
         out.append(dataclasses.replace(
             c, verdict=verdict,

@@ -15,7 +15,7 @@ summarize its curve:
 
 Each is compared with the baseline paired over seeds, with the same test
 and three-way verdicts as the end point (`stats.paired_test`,
-`stats.decide`, Holm over the activations; no equivalence margin: a
+`decisions.decide`, Holm over the activations; no equivalence margin: a
 margin in loss-epochs has no agreed unit). Numbers only;
 `kg_service.analysis.variance_report` words them.
 """
@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from kg_service.analysis import decisions
 from kg_service.analysis import stats
 
 MEASURES = ("loss_auc", "epochs_to_loss")
@@ -74,7 +75,7 @@ class CurveComparison:
     mean: float  # the activation's mean over its seeds
     reference_mean: float  # the baseline's
     test: stats.PairedTest  # activation - baseline
-    verdict: stats.Verdict  # lower is better
+    verdict: decisions.Verdict  # lower is better
     censored: int = 0  # members (either side) that never reached the threshold
 
 
@@ -136,13 +137,13 @@ def compare_curves(results, baseline, *, threshold=None, alpha=0.05, confidence=
                         + sum(reference[s]["censored"] for s in common))
             rows.append((activation, float(np.mean([v[measure] for v in seeds.values()])),
                          censored))
-        verdicts = stats.decide(tests, alpha=alpha, margin=None, higher_is_better=False)
+        decided = decisions.decide(tests, alpha=alpha, margin=None, higher_is_better=False)
         reference_mean = float(np.mean([v[measure] for v in reference.values()]))
         out += [
             CurveComparison(activation=a, measure=measure, mean=mean,
                             reference_mean=reference_mean, test=t, verdict=v,
                             censored=censored)
-            for (a, mean, censored), t, v in zip(rows, tests, verdicts)
+            for (a, mean, censored), t, v in zip(rows, tests, decided)
         ]
     return CurveSummary(threshold=float(threshold), threshold_from=threshold_from,
                         epochs=epochs, comparisons=tuple(out))

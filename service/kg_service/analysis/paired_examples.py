@@ -1,6 +1,6 @@
 """Per-example paired tests on the test split (issue 19): McNemar's test.
 
-The across-seed test (`stats.paired_test`, `stats.decide`) asks whether
+The across-seed test (`stats.paired_test`, `decisions.decide`) asks whether
 the activations differ over the training randomness a seed varies
 (`vary`: initial weights, batch order, data split): its unit is a trained
 member. McNemar's test asks a narrower question: for two trained models,

@@ -1,7 +1,7 @@
 """A sweep's `Summary` as plain data: summary.json's numbers, tracked metrics.
 
 Numbers only, in strict JSON types (NaN -> None, inf -> "inf");
-`kg_service.analysis.wording.summary_json` adds the sentences.
+`kg_service.analysis.verdict_wording.summary_json` adds the sentences.
 """
 
 import dataclasses
@@ -42,7 +42,7 @@ def paired_to_dict(test):
 
 
 def verdict_to_dict(verdict):
-    """A `stats.Verdict` as plain data, with the interval that decides it."""
+    """A `decisions.Verdict` as plain data, with the interval that decides it."""
     if verdict is None:
         return None
     d = dataclasses.asdict(verdict)
@@ -72,7 +72,7 @@ def summary_to_dict(summary):
     Keys are named after the metrics: an activation's estimates under the
     metric names ("test_accuracy", "test_loss"), a comparison's paired
     tests under the short names ("accuracy", "loss"), the winner's mean as
-    "mean_<metric>". `kg_service.analysis.wording.summary_json` adds the sentences.
+    "mean_<metric>". `kg_service.analysis.verdict_wording.summary_json` adds the sentences.
     """
     sel = summary.select_by.name
 

@@ -15,9 +15,10 @@ import yaml
 from kg_service.analysis import stats
 from kg_service.analysis import tables
 from kg_service.analysis import variance_report
+from kg_service.analysis import verdict_wording
 from kg_service.analysis import wording
-from kg_service.analysis.figures import FIGURES
 from kg_service.analysis.figures import draw_figures
+from kg_service.analysis.figures import FIGURES
 from kg_service.config import loading as config_lib
 from kg_service.errors import ServiceError
 from kg_service.tasks import base as tasks
@@ -77,7 +78,7 @@ def write_report(
 
     summary_path = out / SUMMARY
     # Issue 19: McNemar per test example and the training-loss curves.
-    data = {**wording.summary_json(summary),
+    data = {**verdict_wording.summary_json(summary),
             **variance_report.summary_entries(summary, results, config)}
     summary_path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
     report_path = out / REPORT
@@ -114,13 +115,13 @@ def render_markdown(
         )
     lines += _language_model_tables(summary, results)
     lines += ["", tables.results_caption(summary), "", "## Verdicts", ""]
-    lines += [f"- {v}" for v in wording.verdicts(summary)]
-    plans = wording.plan_lines(summary, undecided_only=False)
+    lines += [f"- {v}" for v in verdict_wording.verdicts(summary)]
+    plans = verdict_wording.plan_lines(summary, undecided_only=False)
     if plans:
         lines += ["", f"Seed plan (power {summary.power:g}; each count at alpha divided by "
                   "the comparisons, Holm's strictest step):", ""]
         lines += [f"- {line}." for line in plans]
-    failures = wording.failure_lines(summary)
+    failures = verdict_wording.failure_lines(summary)
     if failures:
         lines += ["", "Failures (a diverged member is a result):", ""]
         lines += [f"- {line}." for line in failures]
@@ -333,7 +334,7 @@ def _comparison_details(summary):
         lines += ["", f"Declared contrasts (analysis.contrasts; mean of each group, paired "
                   f"by seed; Holm over the {len(summary.contrasts)} contrasts):", ""]
         lines += tables.markdown_table(*tables.pair_rows(summary, summary.contrasts))
-        lines += [""] + [f"- {line}" for line in wording.contrast_lines(summary)]
+        lines += [""] + [f"- {line}" for line in verdict_wording.contrast_lines(summary)]
     if len(summary.pairs) > 1:
         lines += ["", f"All pairs (Holm over the {len(summary.pairs)} pairs, so a winner "
                   "chosen after looking is still tested fairly):", ""]

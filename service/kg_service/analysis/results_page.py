@@ -23,6 +23,7 @@ from kg_service.analysis import papers
 from kg_service.analysis import planning
 from kg_service.analysis import study_report
 from kg_service.analysis import tables
+from kg_service.analysis import verdict_wording
 from kg_service.analysis import wording
 
 RESAMPLES = 10_000
@@ -300,7 +301,7 @@ def digits_section(runs, study):
                    f"(P({claim} lowest) = {first.get(claim, math.nan):.2f}).")
     c = _outcomes(study).get(claim)
     held = (f" On held-out data the best mean test accuracy is {best_acc}'s; {claim} vs "
-            f"{run.baseline}: {wording.OUTCOME_WORDS.get(c.outcome, c.outcome)} "
+            f"{run.baseline}: {verdict_wording.OUTCOME_WORDS.get(c.outcome, c.outcome)} "
             f"(study Holm p {_p(c.p_holm)})." if c else "")
     lines += ["", "**Verdict.** " + verdict + held]
     return lines

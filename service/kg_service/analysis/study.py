@@ -8,7 +8,7 @@ reads (`stats.paired_test`); the p-values of all of them, over all sweeps
 and metrics, are one Holm family (`holm_counting_untestable`), so a study
 of two halves does not get twice the chances of one.
 
-Each comparison also gets the three-way verdict of `stats.decide`
+Each comparison also gets the three-way verdict of `decisions.decide`
 (better, worse, equivalent within the sweep's `analysis.margin` by TOST,
 or inconclusive), its superiority and its equivalence p-values each Holm-
 adjusted over the study: every comparison for the first, every comparison
@@ -38,6 +38,7 @@ import math
 import numpy as np
 from scipy import stats as _st
 
+from kg_service.analysis import decisions
 from kg_service.analysis import stats
 
 
@@ -86,12 +87,12 @@ class StudyComparison:
     significant: bool
     # Three-way verdict (issue 18 §1) on the study's families: `stats`'
     # BETTER / WORSE / EQUIVALENT / INCONCLUSIVE / UNTESTED.
-    outcome: str = stats.UNTESTED
+    outcome: str = decisions.UNTESTED
     margin: float = math.nan
     p_equivalence: float = math.nan  # TOST inside +-margin
     p_equivalence_holm: float = math.nan  # over the comparisons with a margin
     # Better or worse, and yet equivalent too: a real difference smaller than
-    # the margin (as `stats.Verdict.within_margin`).
+    # the margin (as `decisions.Verdict.within_margin`).
     within_margin: bool = False
 
 
@@ -287,15 +288,15 @@ def _margin(sweep, metric):
 
 
 def outcome(test, p_holm, p_equivalence_holm, metric, alpha):
-    """The three-way verdict of one comparison, as `stats.decide` gives it,
+    """The three-way verdict of one comparison, as `decisions.decide` gives it,
     on Holm p-values of the study's families (untestable ones counted)."""
     if test.n < 2:
-        return stats.UNTESTED
+        return decisions.UNTESTED
     if p_holm < alpha and test.mean_diff != 0:
-        return stats.BETTER if (test.mean_diff > 0) == metric.higher_is_better else stats.WORSE
+        return decisions.BETTER if (test.mean_diff > 0) == metric.higher_is_better else decisions.WORSE
     if p_equivalence_holm < alpha:
-        return stats.EQUIVALENT
-    return stats.INCONCLUSIVE
+        return decisions.EQUIVALENT
+    return decisions.INCONCLUSIVE
 
 
 def _interactions(sweeps, confidence, alpha):

@@ -8,7 +8,7 @@ a sweep's report. `kg_service.analysis.study_report` lays these out.
 
 import math
 
-from kg_service.analysis.wording import OUTCOME_WORDS
+from kg_service.analysis.verdict_wording import OUTCOME_WORDS
 from kg_service.analysis.wording import ci_text
 from kg_service.analysis.wording import p_equals
 from kg_service.analysis.wording import seeds_text

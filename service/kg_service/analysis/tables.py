@@ -12,6 +12,7 @@ import math
 
 from kg_service.analysis import planning
 from kg_service.analysis import stats
+from kg_service.analysis import verdict_wording
 from kg_service.analysis import wording
 from kg_service.config.schema import DEFAULT_MARGINS
 
@@ -42,7 +43,7 @@ def table_rows(summary):
                     wording.format_p(c.p_holm) + ("*" if c.significant else "")]
             row += [wording.statistic_text(name, c.paired, summary.alpha)
                     for name, _ in stat_cols]
-            row.append(wording.OUTCOME_WORDS[c.verdict.outcome] if c.verdict else "")
+            row.append(verdict_wording.OUTCOME_WORDS[c.verdict.outcome] if c.verdict else "")
         if summary.rank_first:
             row.append(f"{summary.rank_first.get(a.activation, math.nan):.2f}")
         if failures:
@@ -88,7 +89,7 @@ def results_caption(summary):
 
 def verdict_caption(summary):
     """What a verdict means, with the margin and the intervals that decide."""
-    margin = wording.margin_text(summary)
+    margin = verdict_wording.margin_text(summary)
     holm = " (Holm over the comparisons)" if summary.holm else ""
     text = (f"Verdict: better or worse when the paired t-test rejects at {summary.alpha:g}"
             f"{holm}, with an interval at the level Holm tests that comparison at, so the "
@@ -150,9 +151,9 @@ def pair_rows(summary, family):
               else f"{s.interval(lo, hi, ' to ', True)} ({v.confidence:.1%})".replace(
                   ".0%", "%"))
         name = pc.name if len(pc.plus) == 1 and len(pc.minus) == 1 else (
-            f"{pc.name}: {wording.group_text(pc.plus)} − {wording.group_text(pc.minus)}")
+            f"{pc.name}: {verdict_wording.group_text(pc.plus)} − {verdict_wording.group_text(pc.minus)}")
         rows.append([name, str(t.n), s.diff_number(t.mean_diff), wording.format_p(t.p_value),
-                     wording.format_p(v.p_holm), wording.OUTCOME_WORDS[v.outcome], ci,
+                     wording.format_p(v.p_holm), verdict_wording.OUTCOME_WORDS[v.outcome], ci,
                      wording.format_p(v.p_equivalence_holm)])
     return header, rows
 
@@ -223,7 +224,7 @@ def _verdict_cells(summary, c):
     ci = ("n/a" if not (math.isfinite(lo) and math.isfinite(hi))
           else f"{s.interval(lo, hi, ' to ', True)} ({v.confidence:.1%})".replace(".0%", "%"))
     plan = c.plan.decide if c.plan is not None else None
-    return [wording.OUTCOME_WORDS[v.outcome], ci, wording.format_p(v.p_equivalence),
+    return [verdict_wording.OUTCOME_WORDS[v.outcome], ci, wording.format_p(v.p_equivalence),
             "–" if plan is None else f"~{plan}"]
 
 
@@ -336,16 +337,16 @@ def format_table(summary):
     left = {0, 3} | ({len(header) - 1} if threshold else set())  # activation, CI, epochs to thr
     out = text_table(header, rows, left)
     out.append("")
-    out += [f"- {v}" for v in wording.verdicts(summary)]
-    out += [f"- {line}" for line in wording.contrast_lines(summary)]
+    out += [f"- {v}" for v in verdict_wording.verdicts(summary)]
+    out += [f"- {line}" for line in verdict_wording.contrast_lines(summary)]
     out.append(f"Metric: {wording.metric_note(summary)}.")
     foot = (f"epochs to thr: median epoch val accuracy first reached the threshold "
             f"(seeds that reached it / seeds). " if threshold else "") + f"* p < {summary.alpha:g}"
     if summary.holm:
         foot += f", Holm-adjusted over {len(summary.comparisons)} comparisons"
     out.append(foot + ".")
-    out += [f"Seed plan: {line}." for line in wording.plan_lines(summary)]
-    out += [f"Failures: {line}." for line in wording.failure_lines(summary)]
+    out += [f"Seed plan: {line}." for line in verdict_wording.plan_lines(summary)]
+    out += [f"Failures: {line}." for line in verdict_wording.failure_lines(summary)]
     for who, note in wording.all_notes(summary):
         out.append(f"note ({who}): {note}" if who else f"note: {note}")
     return "\n".join(out)

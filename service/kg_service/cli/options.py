@@ -19,7 +19,9 @@ import tempfile
 
 import click
 
+from kg_service.cli import messages
 from kg_service.errors import ServiceError
+from kg_service.errors import SweepInterrupted
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -56,6 +58,29 @@ def fail(command, error):
     """Prints a `ServiceError` as `command: error: ...` and exits with its code."""
     click.echo(f"{command}: error: {error}", err=True)
     sys.exit(getattr(error, "exit_code", EXIT_USAGE))
+
+
+@contextlib.contextmanager
+def command_errors(ctx, command):
+    """How every kg command ends on a user's mistake or an interrupt.
+
+    A `ServiceError` prints `command: error: ...` (one paragraph, no
+    traceback) and exits with its code (2 unless it says otherwise); a
+    sweep stopped part-way (`SweepInterrupted`) says what it kept and how
+    to resume, with its own code; Ctrl-C or SIGTERM elsewhere prints
+    `command: interrupted.` and exits 130.
+    """
+    try:
+        yield
+    except SweepInterrupted as error:
+        click.echo(f"\n{command}: {messages.describe(error)}", err=True)
+        ctx.exit(error.exit_code)
+    except ServiceError as error:
+        click.echo(f"{command}: error: {messages.describe(error)}", err=True)
+        ctx.exit(getattr(error, "exit_code", EXIT_USAGE))
+    except KeyboardInterrupt:
+        click.echo(f"\n{command}: interrupted.", err=True)
+        ctx.exit(EXIT_INTERRUPTED)
 
 
 def configure_logging(*, quiet, verbose):

@@ -8,8 +8,8 @@ from kg_service.config.derived import registered_model_name
 from kg_service.config.derived import sequential
 from kg_service.config.derived import tracking_uri_and_origin
 from kg_service.config.excerpts import show
+from kg_service.config.fields import split_sizes
 from kg_service.config.schema import DEFAULT_MARGINS
-from kg_service.config.schema import split_sizes
 
 
 def _retry_text(seconds):

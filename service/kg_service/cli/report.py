@@ -16,12 +16,10 @@ import os
 
 import click
 
-from kg_service.config import derived
-from kg_service.config import schema as config_lib
-from kg_service.cli import messages
 from kg_service.cli import options
 from kg_service.cli import sharding
-from kg_service.errors import ServiceError
+from kg_service.config import derived
+from kg_service.config import schema as config_lib
 
 
 @click.command(
@@ -73,7 +71,7 @@ def report(ctx, experiment, study, sweep_id, register, output_dir, tracking_uri,
     if study is not None and (sweep_id is not None or register):
         raise click.UsageError("--sweep-id and --register are for one sweep "
                                "(--experiment), not for --study.")
-    try:
+    with options.command_errors(ctx, "kg report"):
         if sweep_id is not None:
             sharding.check_sweep_id(sweep_id)
         tracking_uri = options.checked_tracking_uri(tracking_uri)
@@ -91,12 +89,6 @@ def report(ctx, experiment, study, sweep_id, register, output_dir, tracking_uri,
                 quiet=quiet,
                 echo=click.echo,
             )
-    except ServiceError as error:
-        click.echo(f"kg report: error: {messages.describe(error)}", err=True)
-        ctx.exit(getattr(error, "exit_code", options.EXIT_USAGE))
-    except KeyboardInterrupt:
-        click.echo("\nkg report: interrupted.", err=True)
-        ctx.exit(options.EXIT_INTERRUPTED)
     ctx.exit(code or 0)
 
 

@@ -20,9 +20,9 @@ import subprocess
 
 import click
 
-from kg_service.cli import messages
 from kg_service.cli import options
 from kg_service.errors import ServiceError
+from kg_service.tracking import client as mlflow_client
 
 DEFAULT_STORE = "results-store"
 SLOPE_METRICS = ("leaky_slope.block0", "leaky_slope.block1")
@@ -60,7 +60,7 @@ def results(ctx, path, store, tracking_uri, fill, shown_command):
       kg results --run                 # train every study first (docs/make_results.sh)
       kg results /tmp/page.md --tracking-uri sqlite:///other.db
     """
-    try:
+    with options.command_errors(ctx, "kg results"):
         tracking_uri = options.checked_tracking_uri(tracking_uri)
         if fill and tracking_uri:
             raise ServiceError("--run fills a --store folder (an sqlite store the script "
@@ -71,17 +71,11 @@ def results(ctx, path, store, tracking_uri, fill, shown_command):
         uri = tracking_uri or f"sqlite:///{pathlib.Path(store).resolve() / 'mlflow.db'}"
         _check_exists(uri, store)
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        mlflow_client.quiet_downloads()
         command = shown_command or _this_command(ctx, path, store, tracking_uri, fill)
         text = build_page(uri, command=command)
         page.write_text(text)
         click.echo(f"Wrote {page} ({len(text.splitlines())} lines) from {uri}.")
-    except ServiceError as error:
-        click.echo(f"kg results: error: {messages.describe(error)}", err=True)
-        ctx.exit(getattr(error, "exit_code", options.EXIT_USAGE))
-    except KeyboardInterrupt:
-        click.echo("\nkg results: interrupted.", err=True)
-        ctx.exit(options.EXIT_INTERRUPTED)
 
 
 def _this_command(ctx, path, store, tracking_uri, fill):

@@ -12,15 +12,14 @@ Exit codes: 0 done; 2 a usage error (bad option, no such experiment, no
 finished sweep with a summary), one paragraph without a traceback.
 """
 
-import os
 
 import click
 
-from kg_service.cli import messages
 from kg_service.cli import options
 from kg_service.config import derived
 from kg_service.config import schema as config_lib
 from kg_service.errors import ServiceError
+from kg_service.tracking import client as mlflow_client
 
 SUMMARY_ARTIFACT = "report/summary.json"  # where the sweep's run keeps it (log_summary)
 FINISHED = "FINISHED"
@@ -62,19 +61,12 @@ def plan(ctx, experiment, margin, power, alpha, tracking_uri):
       kg plan --experiment moons
       kg plan --experiment moons --margin 0.005 --power 0.9
     """
-    # MLflow's download bar would sit above the table on stderr.
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    try:
+    mlflow_client.quiet_downloads()
+    with options.command_errors(ctx, "kg plan"):
         tracking_uri = options.checked_tracking_uri(tracking_uri)
         uri = tracking_uri or derived.resolve_tracking_uri(config_lib.Config())
         run_id, summary = newest_summary(experiment, uri.strip())
         click.echo(render(summary, run_id, margin=margin, power=power, alpha=alpha))
-    except ServiceError as error:
-        click.echo(f"kg plan: error: {messages.describe(error)}", err=True)
-        ctx.exit(getattr(error, "exit_code", options.EXIT_USAGE))
-    except KeyboardInterrupt:
-        click.echo("\nkg plan: interrupted.", err=True)
-        ctx.exit(options.EXIT_INTERRUPTED)
 
 
 def newest_summary(experiment, tracking_uri, store=None):

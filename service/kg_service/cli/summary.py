@@ -58,6 +58,7 @@ def print_sweep(echo, outcome):
     """The summary of a compared sweep: the table, failed members, the
     registered models, and where to look next (report, UI, serving)."""
     # scipy (wording's statistics): loaded by the sweep already.
+    from kg_service.analysis import sequential_report
     from kg_service.analysis import tables
     from kg_service.analysis import wording
 
@@ -68,7 +69,7 @@ def print_sweep(echo, outcome):
     echo(tables.format_table(summary))
     echo("")
     if compared.looks is not None:
-        for line in wording.sequential_lines(compared.looks):
+        for line in sequential_report.sequential_lines(compared.looks):
             echo(line)
         echo("")
     if compared.failed:

@@ -35,18 +35,17 @@ import os
 import click
 import yaml
 
-from kg_service.cli import messages
 from kg_service.cli import options
 from kg_service.cli import sharding
-from kg_service.config.loading import config_to_dict
 from kg_service.cli.plan import describe_plan
 from kg_service.config.derived import smoke as smoke_sizes
+from kg_service.config.loading import config_to_dict
 from kg_service.config.loading import load_config
 from kg_service.errors import ServiceError
-from kg_service.errors import SweepInterrupted
 from kg_service.sweep import looks
 from kg_service.sweep import shards
 from kg_service.sweep import tuning
+from kg_service.tracking import client as mlflow_client
 
 
 @click.command(context_settings=options.CONTEXT)
@@ -143,7 +142,7 @@ def main(
       kg-train --config configs/moons.yaml --set seeds=3 --set training.epochs=20
       kg-train --config configs/moons.yaml --shard 2/4 --tracking-uri http://mlflow:5000
     """
-    try:
+    with options.command_errors(ctx, "kg-train"):
         shard = _shard(shard, sweep_id, resume)
         config = load_config(config_path, overrides)
         config = _apply_flags(config, tracking_uri=tracking_uri, output_dir=output_dir)
@@ -161,9 +160,7 @@ def main(
         if not verbose:
             # TensorFlow's C++ start-up chatter would bury the progress display.
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        # MLflow's per-download progress bars (reading a registered model
-        # back to verify it) are noise beside kg-train's own progress.
-        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        mlflow_client.quiet_downloads()
         with options.native_stderr_to_file(enabled=not verbose):
             options.configure_logging(quiet=quiet, verbose=verbose)
             with options.sigterm_as_interrupt():
@@ -171,15 +168,6 @@ def main(
                     code = run(config, quiet=quiet, echo=click.echo, resume=resume)
                 else:
                     code = run_shard(config, shard, sweep_id, quiet=quiet, echo=click.echo)
-    except SweepInterrupted as error:
-        click.echo(f"\nkg-train: {messages.describe(error)}", err=True)
-        ctx.exit(error.exit_code)
-    except ServiceError as error:
-        click.echo(f"kg-train: error: {messages.describe(error)}", err=True)
-        ctx.exit(getattr(error, "exit_code", options.EXIT_USAGE))
-    except KeyboardInterrupt:
-        click.echo("\nkg-train: interrupted.", err=True)
-        ctx.exit(options.EXIT_INTERRUPTED)
     ctx.exit(code or 0)
 
 

@@ -11,11 +11,11 @@ import numpy as np
 
 from kg_service.config import catalog
 from kg_service.config import tuning as tuning_lib
-from kg_service.config.schema import GENERATED_FEATURES
-from kg_service.config.schema import VARIANCE_SOURCES
+from kg_service.config.fields import GENERATED_FEATURES
+from kg_service.config.fields import split_sizes
+from kg_service.config.fields import template_fields
+from kg_service.config.fields import VARIANCE_SOURCES
 from kg_service.config.schema import SequentialSeeds
-from kg_service.config.schema import split_sizes
-from kg_service.config.schema import template_fields
 from kg_service.errors import ServiceError
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"

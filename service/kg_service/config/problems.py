@@ -14,7 +14,7 @@ from kg_service.config.excerpts import kind_of
 from kg_service.config.excerpts import path_text
 from kg_service.config.excerpts import quoted
 from kg_service.config.excerpts import show
-from kg_service.config.schema import FLOAT_TEXT
+from kg_service.config.fields import FLOAT_TEXT
 from kg_service.config.schema import SCHEMA
 from kg_service.config.schema import SEEDS_FORMS
 from kg_service.config.yaml_file import Mapping

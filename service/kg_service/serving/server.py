@@ -46,8 +46,7 @@ MODEL_URI_HELP = (
 
 
 def _mlflow():
-    # A bar per download: noise in front of printed predictions.
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    mlflow_client.quiet_downloads()
     return mlflow_client.import_mlflow()
 
 

@@ -75,7 +75,7 @@ def train_in_looks(config, pre, sweep_run_id, progress, logged, echo):
     Returns:
         A `Looked`.
     """
-    from kg_service.analysis import wording  # scipy: after pre-flight's checks
+    from kg_service.analysis import sequential_report  # scipy: after pre-flight's checks
 
     counts = derived.look_counts(derived.sequential(config))
     for k, n in enumerate(counts):
@@ -84,7 +84,7 @@ def train_in_looks(config, pre, sweep_run_id, progress, logged, echo):
         pre = dataclasses.replace(pre, done=held(pre, trained), spooled={})
         looks = look(now, pre, trained, counts[: k + 1], config.seeds)
         last = looks.decided or k == len(counts) - 1
-        echo(wording.look_line(looks, None if last else counts[k + 1]))
+        echo(sequential_report.look_line(looks, None if last else counts[k + 1]))
         if last:
             return Looked(config=now, trained=trained, looks=looks)
     raise AssertionError("a sequential sweep has at least one look")

@@ -325,7 +325,9 @@ def best_member(summary, results, activation):
 
 def registry_description(summary, activation, member, config, dataset):
     """The model version's description: what it takes, returns and scored."""
-    from kg_service.analysis import wording  # scipy: after pre-flight's checks
+    # scipy: after pre-flight's checks.
+    from kg_service.analysis import verdict_wording
+    from kg_service.analysis import wording
 
     selected_by = wording.shown(summary.select_by.name).label
     metric = summary.metric.name
@@ -335,7 +337,7 @@ def registry_description(summary, activation, member, config, dataset):
         f"Best of {len(config.seeds)} seeds (by final {selected_by}, "
         f"seed {member.seed}) of a kg-train sweep on {config.data.dataset}: "
         f"{wording.shown(metric).label} {getattr(member, metric):.4f}. "
-        f"{wording.comparison_sentence(summary, activation)}"
+        f"{verdict_wording.comparison_sentence(summary, activation)}"
     )
 
 

@@ -37,6 +37,17 @@ def import_mlflow():
     return mlflow
 
 
+def quiet_downloads():
+    """MLflow's progress bar per artifact download off, for this process.
+
+    Reading a model or a summary back draws a bar on stderr per download:
+    noise beside kg's own progress display, tables and printed
+    predictions. A user who set MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR keeps
+    their value.
+    """
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+
 @contextlib.contextmanager
 def environ_defaults(**values):
     """Sets environment variables the user has not set, for a block."""

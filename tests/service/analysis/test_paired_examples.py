@@ -1,6 +1,6 @@
 """McNemar per test example (issue 19) against statsmodels and scipy, and
 the training-loss curve comparisons against scipy's paired t-test and the
-end point's own verdict path (`stats.decide`). Pure numbers: no training.
+end point's own verdict path (`decisions.decide`). Pure numbers: no training.
 """
 
 import dataclasses
@@ -13,6 +13,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 
 from kg_service.analysis import comparisons
 from kg_service.analysis import curves
+from kg_service.analysis import decisions
 from kg_service.analysis import paired_examples
 from kg_service.analysis import stats
 from kg_service.analysis import variance_report
@@ -131,7 +132,7 @@ def test_curve_measures_are_compared_with_scipys_paired_t_and_the_end_points_ver
         assert c.test.mean_diff == pytest.approx(np.mean(gelu) - np.mean(relu))
         if np.ptp(np.subtract(gelu, relu)) > 0:
             assert c.test.p_value == pytest.approx(st.ttest_rel(gelu, relu).pvalue)
-        (want,) = stats.decide([stats.paired_test(np.subtract(gelu, relu))],
+        (want,) = decisions.decide([stats.paired_test(np.subtract(gelu, relu))],
                                alpha=0.05, higher_is_better=False)
         assert c.verdict.outcome == want.outcome
     # GELU's curve here falls faster: lower area, and better.

@@ -16,7 +16,7 @@ from kg_service.analysis import plain
 from kg_service.analysis import report
 from kg_service.analysis import stats
 from kg_service.analysis import tables
-from kg_service.analysis import wording
+from kg_service.analysis import verdict_wording
 from kg_service.config.schema import Config
 from kg_service.config.schema import DataConfig
 from kg_service.config.schema import ModelConfig
@@ -108,7 +108,7 @@ def test_markdown_has_setup_table_verdicts_per_seed_and_caveat(written):
     assert "| activation | seeds | test acc % | 95% CI |" in md
     for a in summary.activations:
         assert f"| {a.activation} | {a.n} | {100 * a.estimate.mean:.2f} ± " in md
-    for verdict in wording.verdicts(summary):
+    for verdict in verdict_wording.verdicts(summary):
         assert f"- {verdict}" in md
     assert "| seed | relu | gelu | gelu − relu |" in md
     assert "★" in md
@@ -123,7 +123,7 @@ def test_summary_json_is_the_strict_json_summary(written):
     # Issue 19: the per-example tests and the curves beside the summary.
     from kg_service.analysis import variance_report
 
-    want = {**wording.summary_json(summary),
+    want = {**verdict_wording.summary_json(summary),
             **variance_report.summary_entries(summary, sweep(with_models=False), CONFIG)}
     assert json.loads((out / "summary.json").read_text()) == want
 
@@ -236,9 +236,9 @@ def golden_texts():
     summary = comparisons.summarize(results, "relu")
     return {
         "table.txt": tables.format_table(summary) + "\n",
-        "sentences.txt": "\n".join(wording.comparison_sentence(summary, a)
+        "sentences.txt": "\n".join(verdict_wording.comparison_sentence(summary, a)
                                    for a in GOLDEN_SWEEP) + "\n",
-        "summary.json": json.dumps(wording.summary_json(summary), indent=2,
+        "summary.json": json.dumps(verdict_wording.summary_json(summary), indent=2,
                                    allow_nan=False) + "\n",
         "flat_metrics.json": json.dumps(plain.flat_metrics(summary), indent=2,
                                         sort_keys=True) + "\n",

@@ -27,8 +27,8 @@ import pytest
 from scipy import stats as st
 
 from kg_service.analysis import sequential
+from kg_service.analysis import sequential_report
 from kg_service.analysis import spending as spending_lib
-from kg_service.analysis import wording
 
 ALPHA = 0.05
 LOOKS = tuple(range(4, 41, 4))  # seeds: {start: 4, step: 4, max: 40}
@@ -257,7 +257,7 @@ def test_a_sweeps_looks_orient_a_lower_is_better_metric_and_split_alpha():
     assert looks.alpha == pytest.approx(ALPHA / 2) and looks.decided
     decisions = {a: t.decision for a, t in looks.comparisons}
     assert decisions == {"gelu": sequential.BETTER, "swish": sequential.EQUIVALENT}
-    lines = wording.sequential_lines(looks)
+    lines = sequential_report.sequential_lines(looks)
     assert lines[0].startswith("Sequential seeds: 2 looks, 8 of at most 8 seeds; Pocock-type")
     assert "0.05 over 2 comparisons, 0.025 each (Bonferroni)" in lines[0]
     assert lines[1].startswith("Nominal alpha per look (two-sided paired t; each TOST side): 1: 4 seeds")
@@ -275,6 +275,6 @@ def test_an_undecided_comparison_is_inconclusive_in_words_and_numbers():
     assert not looks.decided
     assert sequential.looks_summary(looks)["comparisons"]["gelu"]["decision"] == "inconclusive"
     assert sequential.looks_metrics(looks)["sequential.gelu.decided_at_look"] == 0
-    line = wording.look_line(looks, 8)
+    line = sequential_report.look_line(looks, 8)
     assert line.startswith("Look 1 at 4 seeds: gelu vs relu: inconclusive after 4 paired seeds")
     assert line.endswith("Training seeds 4..7.")

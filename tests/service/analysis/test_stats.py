@@ -18,6 +18,7 @@ from kg_service.analysis import comparisons
 from kg_service.analysis import plain
 from kg_service.analysis import stats
 from kg_service.analysis import tables
+from kg_service.analysis import verdict_wording
 from kg_service.analysis import wording
 from kg_service.errors import ServiceError
 from tests.service.analysis.members import member
@@ -176,7 +177,7 @@ def test_comparison_pairs_by_seed_and_matches_scipy():
     assert c.p_holm == c.paired.p_value and not s.holm
     assert c.significant and ref.pvalue < 0.05
     assert c.sign == 1
-    verdict = wording.comparison_verdict(s, c)
+    verdict = verdict_wording.comparison_verdict(s, c)
     assert verdict.startswith("gelu is better than relu by +0.70 pp test accuracy (95% CI +")
     assert "paired t p=0.002" in verdict and "8 pairs" in verdict
     assert s.winner.activation == "gelu" and s.winner.significant_over_runner_up
@@ -198,9 +199,9 @@ def test_no_significant_difference_verdict_reports_p():
     s = comparisons.summarize(sweep({"relu": relu, "gelu": gelu}), "relu")
     c = s.comparisons[0]
     assert not c.significant
-    assert wording.comparison_verdict(s, c).startswith(
+    assert verdict_wording.comparison_verdict(s, c).startswith(
         "gelu vs relu: inconclusive (")
-    assert "not significant" in wording.winner_verdict(s)
+    assert "not significant" in verdict_wording.winner_verdict(s)
 
 
 def test_worse_activation_gets_worse_verdict():
@@ -209,7 +210,7 @@ def test_worse_activation_gets_worse_verdict():
     s = comparisons.summarize(sweep({"relu": relu, "elu": elu}), "relu")
     c = s.comparisons[0]
     assert c.significant and c.sign == -1
-    assert wording.comparison_verdict(s, c).startswith("elu is worse than relu by -2.83 pp")
+    assert verdict_wording.comparison_verdict(s, c).startswith("elu is worse than relu by -2.83 pp")
 
 
 def test_holm_applied_across_several_comparisons():
@@ -226,10 +227,10 @@ def test_holm_applied_across_several_comparisons():
     assert [c.p_holm for c in s.comparisons] == pytest.approx(stats.holm(raw))
     assert all(c.p_holm >= c.paired.p_value for c in s.comparisons)
     assert all(c.significant == (c.p_holm < 0.05) for c in s.comparisons)
-    assert all("Holm p" in wording.comparison_verdict(s, c) for c in s.comparisons)
+    assert all("Holm p" in verdict_wording.comparison_verdict(s, c) for c in s.comparisons)
     assert s.winner.activation == "gelu" and s.winner.runner_up == "mish"
     # gelu vs mish is outside the Holm family.
-    assert "post hoc" in wording.winner_verdict(s)
+    assert "post hoc" in verdict_wording.winner_verdict(s)
 
 
 def test_identical_activations_all_zero_differences_without_warnings():
@@ -251,9 +252,9 @@ def test_single_seed_sweep_is_handled_gracefully():
         text = tables.format_table(s)
     c = s.comparisons[0]
     assert math.isnan(c.paired.p_value) and not c.significant
-    assert "not tested" in wording.comparison_verdict(s, c)
+    assert "not tested" in verdict_wording.comparison_verdict(s, c)
     assert "n/a" in text
-    json.dumps(wording.summary_json(s), allow_nan=False)
+    json.dumps(verdict_wording.summary_json(s), allow_nan=False)
 
 
 def test_bad_inputs_raise_service_error_with_actionable_message():
@@ -275,7 +276,7 @@ def test_confidence_level_changes_interval_and_alpha():
     w90 = s90.comparisons[0].paired.ci_high - s90.comparisons[0].paired.ci_low
     w99 = s99.comparisons[0].paired.ci_high - s99.comparisons[0].paired.ci_low
     assert w99 > w90 and s90.alpha == pytest.approx(0.10)
-    assert "90% CI" in wording.comparison_verdict(s90, s90.comparisons[0])
+    assert "90% CI" in verdict_wording.comparison_verdict(s90, s90.comparisons[0])
 
 
 # --- Plain forms. -------------------------------------------------------------------

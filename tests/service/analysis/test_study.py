@@ -12,6 +12,7 @@ from rliable import metrics as rliable_metrics
 from statsmodels.stats.multitest import multipletests
 
 from kg_service.analysis import aggregate as agg
+from kg_service.analysis import decisions
 from kg_service.analysis import stats
 from kg_service.analysis import study
 from kg_service.analysis import study_report
@@ -150,12 +151,12 @@ def test_three_way_verdicts_use_tost_and_holm_over_the_whole_study():
                            margins={"test_loss": 0.01})
     s = study.analyse("three-way", [one])
     by = {c.activation: c for c in s.comparisons}
-    assert by["swish"].outcome == stats.BETTER  # lower loss
-    assert by["relu"].outcome == stats.EQUIVALENT
+    assert by["swish"].outcome == decisions.BETTER  # lower loss
+    assert by["relu"].outcome == decisions.EQUIVALENT
     assert not by["swish"].within_margin  # 0.05 lower: far outside ±0.01
     # 0.002 lower on every seed: better, and equivalent within ±0.01 too.
-    assert by["tiny"].outcome == stats.BETTER and by["tiny"].within_margin
-    assert by["elu"].outcome == stats.INCONCLUSIVE
+    assert by["tiny"].outcome == decisions.BETTER and by["tiny"].within_margin
+    assert by["elu"].outcome == decisions.INCONCLUSIVE
     order = ("relu", "swish", "elu", "tiny")
     tost = [ttost_paired(np.array(list(values[a].values())), base, -0.01, 0.01)[0]
             for a in order]
@@ -167,7 +168,7 @@ def test_three_way_verdicts_use_tost_and_holm_over_the_whole_study():
 def test_without_a_margin_a_comparison_is_never_equivalent():
     one = _sweep("a", {"relu": 0.0})
     (c,) = study.analyse("x", [one]).comparisons
-    assert math.isnan(c.margin) and c.outcome == stats.INCONCLUSIVE
+    assert math.isnan(c.margin) and c.outcome == decisions.INCONCLUSIVE
 
 
 # --- Across tasks: rliable's statistics. -------------------------------------

@@ -12,10 +12,12 @@ from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import ttost_paired
 
 from kg_service.analysis import comparisons
+from kg_service.analysis import decisions
 from kg_service.analysis import planning
 from kg_service.analysis import resampling
 from kg_service.analysis import stats
 from kg_service.analysis import tables
+from kg_service.analysis import verdict_wording
 from kg_service.analysis import wording
 from kg_service.results import MemberResult
 from tests.service.analysis.members import member
@@ -58,16 +60,16 @@ def test_a_verdict_and_its_interval_never_disagree():
         tests = [stats.paired_test(RNG.normal(RNG.uniform(-0.02, 0.02), 0.01,
                                               RNG.integers(3, 10)))
                  for _ in range(m)]
-        for t, v in zip(tests, stats.decide(tests, margin=0.01)):
+        for t, v in zip(tests, decisions.decide(tests, margin=0.01)):
             low, high = v.interval
-            if v.outcome == stats.BETTER:
+            if v.outcome == decisions.BETTER:
                 assert low > 0
-            elif v.outcome == stats.WORSE:
+            elif v.outcome == decisions.WORSE:
                 assert high < 0
-            elif v.outcome == stats.EQUIVALENT:
+            elif v.outcome == decisions.EQUIVALENT:
                 assert -0.01 < low and high < 0.01
             else:
-                assert v.outcome == stats.INCONCLUSIVE
+                assert v.outcome == decisions.INCONCLUSIVE
                 assert not (-0.01 < low and high < 0.01)
                 sup_low, sup_high = v.superiority
                 assert sup_low <= 0 <= sup_high
@@ -75,21 +77,21 @@ def test_a_verdict_and_its_interval_never_disagree():
 
 def test_lower_is_better_metric_calls_a_negative_difference_better():
     t = stats.paired_test([-0.03, -0.035, -0.031, -0.029, -0.033])
-    (v,) = stats.decide([t], margin=0.01, higher_is_better=False)
-    assert v.outcome == stats.BETTER and v.interval[1] < 0
+    (v,) = decisions.decide([t], margin=0.01, higher_is_better=False)
+    assert v.outcome == decisions.BETTER and v.interval[1] < 0
 
 
 def test_constant_differences_are_decided_by_exact_wilcoxon_with_no_interval():
     # Six equal differences: the exact Wilcoxon p is 2/2^6 (a difference),
     # and each one-sided test of TOST 1/2^6 (inside the margin): a real
     # difference too small to matter.
-    (v,) = stats.decide([stats.paired_test([0.001] * 6)], margin=0.003)
-    assert v.outcome == stats.BETTER and v.within_margin
+    (v,) = decisions.decide([stats.paired_test([0.001] * 6)], margin=0.003)
+    assert v.outcome == decisions.BETTER and v.within_margin
     assert v.p_equivalence == pytest.approx(
         st.wilcoxon(np.full(6, 0.004), alternative="greater").pvalue)
     assert all(math.isnan(x) for x in v.interval)
-    (v,) = stats.decide([stats.paired_test([0.0025] * 6)], margin=None)
-    assert v.outcome == stats.BETTER and math.isnan(v.interval[0])
+    (v,) = decisions.decide([stats.paired_test([0.0025] * 6)], margin=None)
+    assert v.outcome == decisions.BETTER and math.isnan(v.interval[0])
 
 
 # --- d_z's interval and Wilcoxon's floor. --------------------------------------------
@@ -183,7 +185,7 @@ def test_diverged_members_are_counted_compared_and_left_out_of_the_pairs():
     h = st.hypergeom(12, 2, 6)
     p_ref = sum(h.pmf(k) for k in range(3) if h.pmf(k) <= h.pmf(2) + 1e-12)
     assert c.failures_p == pytest.approx(p_ref)
-    text = "\n".join([wording.comparison_verdict(s, c), *wording.failure_lines(s)])
+    text = "\n".join([verdict_wording.comparison_verdict(s, c), *verdict_wording.failure_lines(s)])
     assert "4 pairs (2 diverged members left out)" in text
     assert "gelu 2/6 diverged, relu 0/6" in text
     assert "failed" in tables.table_rows(s)[0]
@@ -194,11 +196,11 @@ def test_inconclusive_never_reads_as_no_difference_and_comes_with_a_seed_plan():
     gelu = [0.9525, 0.9425, 0.9500, 0.9500, 0.9625]
     s = comparisons.summarize(sweep({"relu": relu, "gelu": gelu}), "relu", margin=0.003)
     c = s.comparison("gelu")
-    assert c.verdict.outcome == stats.INCONCLUSIVE
+    assert c.verdict.outcome == decisions.INCONCLUSIVE
     text = tables.format_table(s)
     assert "no difference" not in text.replace("no difference is shown", "")
     assert "no significant difference" not in text
-    (line,) = wording.plan_lines(s)
+    (line,) = verdict_wording.plan_lines(s)
     assert line.startswith("to decide gelu vs relu within ±0.30 pp: ~")
     assert line.endswith("this sweep had 5")
     assert f"~{c.plan.decide} seeds" in line
@@ -266,8 +268,8 @@ def test_all_pairs_and_contrasts_are_paired_t_tests_holm_over_their_family():
     assert [pc.verdict.p_holm for pc in s.pairs] == pytest.approx(list(adjusted))
     (c,) = s.contrasts
     ref = st.ttest_1samp(a["geglu"] - (a["relu"] + a["gelu"]) / 2, 0.0)
-    assert c.paired.p_value == pytest.approx(ref.pvalue) and c.verdict.outcome == stats.BETTER
-    (line,) = wording.contrast_lines(s)
+    assert c.paired.p_value == pytest.approx(ref.pvalue) and c.verdict.outcome == decisions.BETTER
+    (line,) = verdict_wording.contrast_lines(s)
     assert line.startswith("gated: geglu is better than mean(relu, gelu) by +")
 
 

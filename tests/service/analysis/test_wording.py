@@ -8,6 +8,7 @@ from kg_service.analysis import comparisons
 from kg_service.analysis import plain
 from kg_service.analysis import stats
 from kg_service.analysis import tables
+from kg_service.analysis import verdict_wording
 from kg_service.analysis import wording
 from tests.service.analysis.members import sweep
 
@@ -21,13 +22,13 @@ def test_format_table_lists_every_activation_the_verdicts_and_the_metric(two_way
     relu = two_way.activation("relu").estimate
     assert "(baseline)" in text and "+0.70 pp" in text
     assert f"{100 * relu.mean:.2f} ± {100 * relu.std:.2f}" in text
-    for verdict in wording.verdicts(two_way):
+    for verdict in verdict_wording.verdicts(two_way):
         assert f"- {verdict}" in text
     assert "Metric: test accuracy, higher is better." in text
 
 
 def test_summary_json_is_strict_json_with_numbers_and_sentences(two_way):
-    d = wording.summary_json(two_way)
+    d = verdict_wording.summary_json(two_way)
     back = json.loads(json.dumps(d, allow_nan=False))
     assert back["baseline"] == "relu" and back["winner"]["activation"] == "gelu"
     assert back["metric"] == "test_accuracy" and back["higher_is_better"] is True
@@ -35,7 +36,7 @@ def test_summary_json_is_strict_json_with_numbers_and_sentences(two_way):
     acc = back["comparisons"]["gelu"]["accuracy"]
     assert acc["p_t"] == pytest.approx(two_way.comparisons[0].paired.p_t)
     assert acc["notes"] == []
-    assert back["verdicts"] == list(wording.verdicts(two_way))
+    assert back["verdicts"] == list(verdict_wording.verdicts(two_way))
     assert back["comparisons"]["gelu"]["verdict"] == back["verdicts"][0]
     assert back["winner"]["verdict"] == back["verdicts"][-1]
     # The numbers are stats' own, unchanged: wording only adds sentences.
@@ -46,15 +47,15 @@ def test_summary_json_is_strict_json_with_numbers_and_sentences(two_way):
 
 def test_summary_json_encodes_inf_and_nan_as_strict_json():
     s = comparisons.summarize(sweep({"relu": [0.90, 0.91, 0.92], "gelu": [0.91, 0.92, 0.93]}), "relu")
-    d = wording.summary_json(s)
+    d = verdict_wording.summary_json(s)
     assert d["comparisons"]["gelu"]["accuracy"]["d_z"] == "inf"
     assert "Wilcoxon" in d["comparisons"]["gelu"]["accuracy"]["notes"][0]
     json.dumps(d, allow_nan=False)
 
 
 def test_comparison_sentence_is_one_line_for_each_activation(two_way):
-    g = wording.comparison_sentence(two_way, "gelu")
-    r = wording.comparison_sentence(two_way, "relu")
+    g = verdict_wording.comparison_sentence(two_way, "gelu")
+    r = verdict_wording.comparison_sentence(two_way, "relu")
     assert "\n" not in g and "\n" not in r
     assert g.startswith("gelu: 95.73% ± 0.56 test accuracy over 8 seeds (best seed")
     assert "by validation accuracy)" in g and "is better than relu" in g
@@ -68,7 +69,7 @@ def test_a_lower_is_better_metric_reads_in_its_own_units_and_direction():
     s = comparisons.summarize(sweep(accs, losses), "relu", metric="test_loss",
                         higher_is_better=False)
     assert wording.metric_note(s) == "test loss, lower is better"
-    (verdict, winner) = wording.verdicts(s)
+    (verdict, winner) = verdict_wording.verdicts(s)
     assert verdict.startswith("gelu is better than relu by -0.0325 test loss (95% CI -0.0369 to -0.0281")
     assert winner.startswith("Winner: gelu (0.2808 mean test loss over 6 seeds)")
     text = tables.format_table(s)
@@ -76,7 +77,7 @@ def test_a_lower_is_better_metric_reads_in_its_own_units_and_direction():
     assert header[:4] == ["activation", "seeds", "test", "loss"]
     assert "Δ loss vs base" in text.splitlines()[0] and "test acc" not in text
     assert "Metric: test loss, lower is better." in text
-    assert "(best seed 0 by validation loss)" in wording.comparison_sentence(s, "gelu")
+    assert "(best seed 0 by validation loss)" in verdict_wording.comparison_sentence(s, "gelu")
     header, rows = tables.comparison_rows(s)
     assert header[:3] == ["vs relu", "pairs", "Δ loss"]
     assert rows[0][2] == "-0.0325"
@@ -103,7 +104,7 @@ def test_a_new_statistic_is_one_function_plus_its_wording(monkeypatch, two_way):
     median = float(np.median(np.subtract(gelu, relu)))
 
     assert s.comparisons[0].paired.statistics["median_diff"] == pytest.approx(median)
-    assert wording.summary_json(s)["comparisons"]["gelu"]["accuracy"]["median_diff"] == (
+    assert verdict_wording.summary_json(s)["comparisons"]["gelu"]["accuracy"]["median_diff"] == (
         pytest.approx(median))
     assert plain.flat_metrics(s)["gelu.vs_baseline.accuracy_median_diff"] == (
         pytest.approx(median))

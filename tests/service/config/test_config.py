@@ -14,14 +14,14 @@ import textwrap
 import pytest
 import yaml
 
+from kg_service.cli.plan import describe_plan
 from kg_service.config import derived
 from kg_service.config import schema as config_module
-from kg_service.config.schema import Config
 from kg_service.config.derived import resolve_tracking_uri
+from kg_service.config.fields import split_sizes
 from kg_service.config.loading import config_to_dict
 from kg_service.config.loading import load_config
-from kg_service.cli.plan import describe_plan
-from kg_service.config.schema import split_sizes
+from kg_service.config.schema import Config
 from kg_service.errors import ServiceError
 
 REPO = pathlib.Path(__file__).resolve().parents[3]

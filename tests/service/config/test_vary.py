@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from kg_service.cli import train as cli
+from kg_service.cli.plan import describe_plan
 from kg_service.config.derived import member_source_seeds
 from kg_service.config.derived import source_seeds
+from kg_service.config.fields import VARIANCE_SOURCES
 from kg_service.config.loading import config_to_dict
 from kg_service.config.loading import load_config
-from kg_service.config.schema import VARIANCE_SOURCES
-from kg_service.cli.plan import describe_plan
 
 SEEDS = range(50)
 

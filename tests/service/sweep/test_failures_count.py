@@ -59,6 +59,7 @@ def test_compare_counts_diverged_members_and_pairs_only_the_rest(tmp_path):
 
 def test_an_activation_whose_every_member_diverged_stays_in_the_record():
     from kg_service.analysis import comparisons
+    from kg_service.analysis import verdict_wording
     from kg_service.analysis import wording
 
     results = ([member("relu", s, 0.95 + 0.001 * s) for s in range(5)]
@@ -67,4 +68,4 @@ def test_an_activation_whose_every_member_diverged_stays_in_the_record():
     assert s.failed_only["swiglu"] == (5, st.fisher_exact([[5, 0], [0, 5]]).pvalue)
     (note,) = wording.summary_notes(s)
     assert note.startswith("swiglu: all 5 members diverged") and "5/5 vs relu 0/5" in note
-    assert wording.summary_json(s)["failed_only"]["swiglu"]["failed"] == 5
+    assert verdict_wording.summary_json(s)["failed_only"]["swiglu"]["failed"] == 5

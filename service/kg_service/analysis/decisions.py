@@ -1,0 +1,116 @@
+"""Three-way verdicts: what a family of paired tests decides.
+
+Each comparison of a family (every activation against the baseline) is
+better, worse, equivalent within a margin, or inconclusive; both kinds of
+claim are Holm-adjusted over the family and each interval is taken at the
+level Holm tests its comparison at, so an interval and its verdict never
+disagree. Pure: the numbers come from `kg_service.analysis.stats`;
+`kg_service.analysis.wording` phrases them.
+"""
+
+import dataclasses
+import math
+
+from kg_service.analysis import stats
+
+
+BETTER, WORSE, EQUIVALENT, INCONCLUSIVE, UNTESTED = (
+    "better", "worse", "equivalent", "inconclusive", "untested")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What one comparison of a family decides, and the interval that decides it.
+
+    `outcome`: BETTER or WORSE (the superiority test rejects, Holm over the
+    family: `p_holm` < alpha), else EQUIVALENT (the TOST rejects, Holm over
+    the family: `p_equivalence_holm` < alpha), else INCONCLUSIVE; UNTESTED
+    below 2 pairs. Better and worse follow the metric's direction.
+
+    `interval` is the one that decides: for better/worse the two-sided
+    interval at 1 - `level` (Holm's level for this comparison,
+    `stats.holm_levels`), which excludes 0 exactly when the test rejects; for
+    equivalent the 1 - 2 `level` interval (TOST's), inside +-margin exactly
+    when the TOST rejects; for inconclusive the equivalence interval when a
+    margin is set (it straddles a margin bound), else the superiority one.
+    `superiority` and `equivalence` hold both (NaN when undefined:
+    constant differences, which are decided by exact Wilcoxon tests and
+    have no interval). `within_margin`: better or worse, but the
+    equivalence interval lies inside the margin too (a real difference
+    too small to matter).
+    """
+
+    outcome: str
+    margin: float  # NaN: no margin, no equivalence test
+    p_holm: float  # superiority, Holm-adjusted over the family
+    p_equivalence: float  # TOST, unadjusted
+    p_equivalence_holm: float  # TOST, Holm-adjusted over the family
+    superiority: tuple  # (low, high) at 1 - superiority_level
+    superiority_level: float
+    equivalence: tuple  # (low, high) at 1 - 2 equivalence_level
+    equivalence_level: float
+    within_margin: bool = False
+
+    @property
+    def interval(self):
+        if self.outcome == EQUIVALENT or (self.outcome == INCONCLUSIVE
+                                          and math.isfinite(self.margin)):
+            return self.equivalence
+        return self.superiority
+
+    @property
+    def confidence(self):
+        """The coverage of `interval`: 1 - level, or 1 - 2 level for TOST's."""
+        if self.interval is self.equivalence:
+            return 1.0 - 2.0 * self.equivalence_level
+        return 1.0 - self.superiority_level
+
+
+def decide(tests, *, alpha=0.05, margin=None, higher_is_better=True):
+    """Three-way verdicts for a family of `PairedTest`s (one `Verdict` each).
+
+    Args:
+        tests: the family, e.g. every activation vs the baseline; each
+            test's `p_value` is its superiority p (paired t, or exact
+            Wilcoxon for constant differences) and `diffs` its differences.
+        alpha: the family-wise error rate of each kind of claim.
+        margin: the equivalence margin in the metric's units (> 0), or
+            None for no equivalence test (then never EQUIVALENT).
+        higher_is_better: the metric's direction.
+
+    Both kinds of claim are Holm-adjusted over the family, and each
+    interval is taken at the level Holm tests its comparison at, so an
+    interval and its verdict never disagree.
+
+    >>> v, = decide([stats.paired_test([0.01, 0.02, 0.015, 0.012, 0.018])], margin=0.003)
+    >>> v.outcome, round(v.p_holm, 5)
+    ('better', 0.00124)
+    """
+    tests = list(tests)
+    margin = math.nan if margin is None else float(margin)
+    p_sup = [t.p_value if t.n >= 2 else math.nan for t in tests]
+    p_eq = [stats.tost_p(t.diffs, margin) if math.isfinite(margin) else math.nan for t in tests]
+    holm_sup, holm_eq = stats.holm(p_sup), stats.holm(p_eq)
+    levels_sup, levels_eq = stats.holm_levels(p_sup, alpha), stats.holm_levels(p_eq, alpha)
+    out = []
+    for t, ps, pe, hs, he, ls, le in zip(tests, p_sup, p_eq, holm_sup, holm_eq,
+                                         levels_sup, levels_eq):
+        sup = stats.t_interval(t.diffs, 1.0 - ls) if math.isfinite(ls) else (math.nan, math.nan)
+        eq = (stats.t_interval(t.diffs, 1.0 - 2.0 * le) if math.isfinite(le)
+              else (math.nan, math.nan))
+        equivalent = bool(he < alpha)  # NaN -> False
+        if t.n < 2:
+            outcome = UNTESTED
+        elif hs < alpha and t.mean_diff != 0:
+            outcome = BETTER if (t.mean_diff > 0) == higher_is_better else WORSE
+        elif equivalent:
+            outcome = EQUIVALENT
+        else:
+            outcome = INCONCLUSIVE
+        out.append(Verdict(
+            outcome=outcome, margin=margin, p_holm=hs, p_equivalence=pe,
+            p_equivalence_holm=he, superiority=sup, superiority_level=ls,
+            equivalence=eq, equivalence_level=le,
+            within_margin=outcome in (BETTER, WORSE) and equivalent,
+        ))
+    return tuple(out)
