@@ -28,10 +28,10 @@ Sections:
      change, the +-inf guard with ops.exp, the bit-level exp), interleaved
      with ReLU, tf.nn.gelu and XLA's own GELU formulas (issues 15 and 20);
   f. where the exact kernel's time goes: the kernel with one part changed
-     at a time (the exp, the Mills rational, its division, the sign
-     select), a cheaper candidate kernel (not shipped), and XLA's erf
-     formula, with each one's largest relative error (`--sections
-     exact_parts`).
+     at a time (the exp, the Mills rational, its division), the previous
+     kernel (main at c6699d9), a cheaper candidate kernel (not shipped),
+     and XLA's erf formula, with each one's largest relative error
+     (`--sections exact_parts`).
 
 Absolute times drift on a shared machine; `--clock process` times the
 process's CPU time instead of the wall clock (steadier under load).
@@ -377,6 +377,37 @@ def _build(harness, fn, x, dy, options):
     return calls
 
 
+def time_elementwise(harness, candidates, x, dy, args):
+    """Sections a, e and f's timing: forward and forward+backward ratios
+    to ReLU, each its own interleaved run.
+
+    Args:
+        candidates: name -> (fn, options for `_build`); the first one,
+            "relu (keras.ops.relu), baseline", is the baseline.
+
+    Returns:
+        (fwd, fwd_bwd, fwd_base, fwd_bwd_base): name -> per-round ratios,
+        twice, and the baseline's per-call seconds, twice.
+    """
+    fwd_calls, fwd_bwd_calls = {}, {}
+    for name, (fn, options) in candidates.items():
+        fwd_calls[name], fwd_bwd_calls[name] = _build(harness, fn, x, dy, options)
+    return _time_built(harness, fwd_calls, fwd_bwd_calls, args)
+
+
+def _time_built(harness, fwd_calls, fwd_bwd_calls, args):
+    fwd, fwd_base = interleaved_ratios(
+        fwd_calls, BASELINE, harness.sync, args.repeats, args.min_seconds
+    )
+    fwd_bwd, fwd_bwd_base = interleaved_ratios(
+        fwd_bwd_calls, BASELINE, harness.sync, args.repeats, args.min_seconds
+    )
+    return fwd, fwd_bwd, fwd_base, fwd_bwd_base
+
+
+BASELINE = "relu (keras.ops.relu), baseline"
+
+
 def bench_elementwise(harness, args, out):
     rng = np.random.default_rng(0)
     # Standard normal inputs: the range activations see after a LayerNorm.
@@ -408,12 +439,8 @@ def bench_elementwise(harness, args, out):
             fwd_calls[label], fwd_bwd_calls[label] = calls
             targets[label] = target
 
-    baseline = "relu (keras.ops.relu), baseline"
-    fwd, fwd_base = interleaved_ratios(
-        fwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
-    )
-    fwd_bwd, fwd_bwd_base = interleaved_ratios(
-        fwd_bwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
+    fwd, fwd_bwd, fwd_base, fwd_bwd_base = _time_built(
+        harness, fwd_calls, fwd_bwd_calls, args
     )
     rows = [(n, fwd[n], fwd_bwd[n], targets[n]) for n in fwd_calls]
     out(
@@ -657,17 +684,10 @@ def bench_sigmoid_forms(harness, args, out):
     x = harness.tensor(rng.standard_normal(args.size).astype("float32"))
     dy = harness.tensor(rng.standard_normal(args.size).astype("float32"))
     candidates = sigmoid_form_candidates()
-    fwd_calls, fwd_bwd_calls = {}, {}
-    for name, fn in candidates.items():
-        fwd_calls[name], fwd_bwd_calls[name] = _build(harness, fn, x, dy, {})
-    baseline = "relu (keras.ops.relu), baseline"
-    fwd, fwd_base = interleaved_ratios(
-        fwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
+    fwd, fwd_bwd, fwd_base, _ = time_elementwise(
+        harness, {name: (fn, {}) for name, fn in candidates.items()}, x, dy, args
     )
-    fwd_bwd, _ = interleaved_ratios(
-        fwd_bwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
-    )
-    rows = [(n, fwd[n], fwd_bwd[n], (None, None)) for n in fwd_calls]
+    rows = [(n, fwd[n], fwd_bwd[n], (None, None)) for n in candidates]
     out(
         f"#### d. Sigmoid mode, its two forms, {args.size:,} float32 "
         f"elements ({harness.name})\n"
@@ -747,7 +767,8 @@ def _xla_sigmoid_formula(x):
     return x * ops.sigmoid(1.702 * x)
 
 
-THIS_KERNEL = "exact, bit-level exp (keras_gelu.gelu, this kernel)"
+THIS_KERNEL = "exact, keras_gelu.gelu (this kernel)"
+PREVIOUS_KERNEL = "exact, bit-level exp (main at c6699d9)"
 
 
 def exact_history_candidates():
@@ -774,6 +795,10 @@ def exact_history_candidates():
             ),
             {},
         ),
+        PREVIOUS_KERNEL: (
+            fusion.fused("bench_exact_previous", *_exact_variant()),
+            {},
+        ),
         THIS_KERNEL: (
             keras_gelu.gelu,
             {},
@@ -797,27 +822,21 @@ def exact_history_candidates():
     return candidates
 
 
+def _exact_rows(candidates, fwd, fwd_bwd):
+    """Table rows of sections e and f: the target on keras_gelu's kernel."""
+    return [
+        (n, fwd[n], fwd_bwd[n], EXACT_TARGET if n == THIS_KERNEL else (None, None))
+        for n in candidates
+    ]
+
+
 def bench_exact_history(harness, args, out):
     rng = np.random.default_rng(4)
     x = harness.tensor(rng.standard_normal(args.size).astype("float32"))
     dy = harness.tensor(rng.standard_normal(args.size).astype("float32"))
     candidates = exact_history_candidates()
-    fwd_calls, fwd_bwd_calls = {}, {}
-    for name, (fn, options) in candidates.items():
-        fwd_calls[name], fwd_bwd_calls[name] = _build(
-            harness, fn, x, dy, options
-        )
-    baseline = "relu (keras.ops.relu), baseline"
-    fwd, fwd_base = interleaved_ratios(
-        fwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
-    )
-    fwd_bwd, _ = interleaved_ratios(
-        fwd_bwd_calls, baseline, harness.sync, args.repeats, args.min_seconds
-    )
-    rows = [
-        (n, fwd[n], fwd_bwd[n], EXACT_TARGET if n == THIS_KERNEL else (None, None))
-        for n in fwd_calls
-    ]
+    fwd, fwd_bwd, fwd_base, _ = time_elementwise(harness, candidates, x, dy, args)
+    rows = _exact_rows(candidates, fwd, fwd_bwd)
     out(
         f"#### e. Exact mode, its kernels over time beside XLA's formulas, "
         f"{args.size:,} float32 elements ({harness.name})\n"
@@ -878,9 +897,10 @@ def _bit_exp(poly):
     return exp
 
 
-def _exact_variant(exp=None, mills=None, sign=True):
-    """(f, f') of the exact kernel with `exp`, `mills` or the sign select
-    swapped; None keeps keras_gelu's own part."""
+def _exact_variant(exp=None, mills=None):
+    """(f, f') of the previous exact kernel (main at c6699d9: formulas._exp,
+    the (4, 5) rational as it was, the sign select) with `exp` or `mills`
+    swapped; None keeps its own part."""
     from keras_gelu.activations import formulas as a
 
     exp = exp or a._exp
@@ -893,19 +913,41 @@ def _exact_variant(exp=None, mills=None, sign=True):
     def forward(x):
         t, gaussian, m = parts(x)
         tail = (t * m) * gaussian
-        return ops.where(x < 0, -tail, x - tail) if sign else x - tail
+        return ops.where(x < 0, -tail, x - tail)
 
     def derivative(x):
         t, gaussian, m = parts(x)
         lower_tail = gaussian * m
         density = a._INV_SQRT_2PI * t * gaussian
-        upper = (1.0 - lower_tail) + density
-        return ops.where(x < 0, lower_tail - density, upper) if sign else upper
+        return ops.where(x < 0, lower_tail - density, (1.0 - lower_tail) + density)
 
     return forward, derivative
 
 
 CANDIDATE_KERNEL = "candidate: degree-5 minimax exp, (3, 4) rational (not shipped)"
+
+
+def _this_variant(gaussian=None, mills=None):
+    """(f, f') of keras_gelu's compiled exact kernel (formulas.py) with
+    exp(-t**2/2) or the Mills rational swapped; None keeps its own part.
+    Compiled kernels only (XLA drops the part that is replaced)."""
+    from keras_gelu.activations import formulas as a
+
+    def parts(t, constants):
+        t, g, m, c = a._compiled_gaussian_and_mills(t, constants)
+        g = gaussian(t) * constants[0] if gaussian else g
+        return t, g, mills(t) if mills else m, c
+
+    def forward(x):
+        t, g, m, _ = parts(ops.abs(x), a._GAUSS_FORWARD)
+        return ops.maximum(x, 0.0) - (t * m) * g
+
+    def derivative(x):
+        t, g, m, c = parts(ops.where(x < 0, -x, x), a._GAUSS_DERIVATIVE)
+        below = g * (m - c * t)
+        return ops.where(x < 0, below, 1.0 - below)
+
+    return forward, derivative
 
 
 def exact_parts_candidates():
@@ -917,14 +959,16 @@ def exact_parts_candidates():
         return lambda t: a._horner(t, p) / a._horner(t, q)
 
     variants = {
+        PREVIOUS_KERNEL: _exact_variant(),
         CANDIDATE_KERNEL: _exact_variant(_bit_exp(_MINIMAX_EXP_5), horner(_MILLS_34_P, _MILLS_34_Q)),
-        "this kernel, exp by ops.exp (XLA's)": _exact_variant(exp=ops.exp),
-        "this kernel, no exp (exp(y) -> 1 + y: time only)": _exact_variant(exp=lambda y: 1.0 + y),
-        "this kernel, no rational (m -> 0.4: time only)": _exact_variant(mills=lambda t: 0.4),
-        "this kernel, no division (P·Q for P/Q: time only)": _exact_variant(
-            mills=lambda t: a._horner(t, a._MILLS_P_PDF) * a._horner(t, a._MILLS_Q)
+        "this kernel, exp(-t²/2) by ops.exp (XLA's)": _this_variant(
+            gaussian=lambda t: ops.exp(-0.5 * t * t)
         ),
-        "this kernel, no sign select (x - tail: time only)": _exact_variant(sign=False),
+        "this kernel, no exp (g -> 1 - t²/2: time only)": _this_variant(gaussian=lambda t: 1.0 - 0.5 * t * t),
+        "this kernel, no rational (m -> 0.4: time only)": _this_variant(mills=lambda t: 0.4),
+        "this kernel, no division (P·Q for P/Q: time only)": _this_variant(
+            mills=lambda t: a._horner(t, a._GAUSS_FORWARD[2]) * a._horner_monic(t, a._MILLS_Q_MONIC)
+        ),
     }
     candidates = {
         "relu (keras.ops.relu), baseline": (ops.relu, {}),
@@ -957,16 +1001,8 @@ def bench_exact_parts(harness, args, out):
     x = harness.tensor(rng.standard_normal(args.size).astype("float32"))
     dy = harness.tensor(rng.standard_normal(args.size).astype("float32"))
     candidates = exact_parts_candidates()
-    fwd_calls, fwd_bwd_calls = {}, {}
-    for name, (fn, options) in candidates.items():
-        fwd_calls[name], fwd_bwd_calls[name] = _build(harness, fn, x, dy, options)
-    baseline = "relu (keras.ops.relu), baseline"
-    fwd, fwd_base = interleaved_ratios(fwd_calls, baseline, harness.sync, args.repeats, args.min_seconds)
-    fwd_bwd, _ = interleaved_ratios(fwd_bwd_calls, baseline, harness.sync, args.repeats, args.min_seconds)
-    rows = [
-        (n, fwd[n], fwd_bwd[n], EXACT_TARGET if n == THIS_KERNEL else (None, None))
-        for n in fwd_calls
-    ]
+    fwd, fwd_bwd, fwd_base, _ = time_elementwise(harness, candidates, x, dy, args)
+    rows = _exact_rows(candidates, fwd, fwd_bwd)
     out(
         f"#### f. Exact mode: where the kernel's time goes, {args.size:,} float32 "
         f"elements ({harness.name})\n"
@@ -974,7 +1010,7 @@ def bench_exact_parts(harness, args, out):
     out(_table(rows))
     errors = {
         name: _worst_relative_error(candidates[name][0], harness)
-        for name in (THIS_KERNEL, CANDIDATE_KERNEL, "XLA: erf formula 0.5x(1+erf(x/√2))")
+        for name in (THIS_KERNEL, PREVIOUS_KERNEL, CANDIDATE_KERNEL, "XLA: erf formula 0.5x(1+erf(x/√2))")
         if name in candidates
     }
     out(

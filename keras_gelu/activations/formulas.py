@@ -133,8 +133,14 @@ def _horner(t, coefficients):
 _EXACT_CLIP = 20.0
 
 
+def _compiled_float32(x):
+    return keras.backend.standardize_dtype(x.dtype) == "float32" and (
+        fusion.compiled(x)
+    )
+
+
 def _gaussian_and_mills(x):
-    """Returns (t, exp(-t**2 / 2), m), t = min(|x|, 20), Phi(-t) = exp(-t**2 / 2) * m.
+    """Returns (t, g, m, c): t = min(|x|, clip), Phi(-t) = g * m, phi(t) = c * g.
 
     `0.5 * (1 + erf(x / sqrt(2)))` cancels to 0 below x ~ -5.5, and even
     erfc loses ~1.4e-5 relative at x = -12 to the rounding of x / sqrt(2)
@@ -150,20 +156,114 @@ def _gaussian_and_mills(x):
     Gaussian stays normal down to -13.216).
 
     Everything is a function of t, never of x: at x = +-inf, x * exp(...)
-    was inf * 0 = NaN (issue 15: GELU(+inf) was NaN), while t is 20 there
-    and every factor finite, for autodiff too. t**2 is x**2 wherever the
-    Gaussian is not 0, and t**5 never reaches inf / inf.
+    was inf * 0 = NaN (issue 15: GELU(+inf) was NaN), while t is clipped
+    there and every factor finite, for autodiff too. t**2 is x**2 wherever
+    the Gaussian is not 0, and t**5 never reaches inf / inf.
+
+    Inside a compiled float32 kernel the factors come from
+    `_compiled_gaussian_and_mills`, scaled by a constant (g by K, m and c
+    by 1 / k, the products unchanged).
     """
     # where(), not abs(): abs' derivative at 0 is sign(0) = 0, which made
     # Phi'(0) come out 0 instead of phi(0), so GELU''(0) was 0 (or phi(0)
     # with the fused derivative) instead of 2 phi(0).
-    t = ops.minimum(ops.where(x < 0, -x, x), _EXACT_CLIP)
-    gaussian = _exp(-0.5 * t * t)
-    return t, gaussian, _horner(t, _MILLS_P_PDF) / _horner(t, _MILLS_Q)
+    t = ops.where(x < 0, -x, x)
+    if _compiled_float32(x):
+        return _compiled_gaussian_and_mills(t)
+    t = ops.minimum(t, _EXACT_CLIP)
+    gaussian = ops.exp(-0.5 * t * t)
+    mills = _horner(t, _MILLS_P_PDF) / _horner(t, _MILLS_Q)
+    return t, gaussian, mills, _INV_SQRT_2PI
+
+
+# The compiled kernel's own exp(-t**2 / 2) and Mills rational (issue 20,
+# third round: measured in docs/benchmarks.md, section f):
+# - t clipped at sqrt(2 * 88) = 13.27, not 20: -t**2 / 2 >= -88, so
+#   n = round(-t**2 / (2 ln2)) is in [-127, 0], 2**n is the bits
+#   (n + 127) << 23 with no clip (n = -127: +0, as exp(-88) flushes to 0
+#   under XLA anyway), and GELU(x) is x or -0 beyond, as with 20.
+# - the rounder holds n + 127 in its low bits, so shifting its bits left by
+#   23 gives 2**n at once (the rounder's own bits shift out);
+# - the reduction works on s = t**2: r = -s / 2 - n ln2 = r2 / 2 with
+#   r2 = -2 n ln2 - s, the 1/2 folded into the polynomial's coefficients
+#   (exact: powers of 2);
+# - the forward's exp polynomial is of degree 5 with minimax relative
+#   error on |r| <= ln2 / 2 (9e-8 in float64; the generic `_exp`'s degree-6
+#   Taylor polynomial: 1.2e-7, which the derivative keeps, see below); the
+#   Mills rational stays (4, 5): with a (3, 4) one the derivative tests
+#   failed (section f's candidate row);
+# - Q and the exp polynomial are made monic (one multiply fewer each):
+#   g = K exp(-t**2 / 2) with K = 2**d / c_d for the polynomial's leading
+#   coefficient c_d (3860 forward, 46080 derivative), m = R(t) phi(0) / K,
+#   P / Q as (P / (Q_5 K)) / (Q / Q_5). K > 1 keeps g and g * (m - c t)
+#   normal as far down as before (a factor below 1 made the derivative
+#   flush to 0 from x = -13.15 on, where it is -7.6e-38).
+# XLA compiles a * b + c as two operations (no FMA contraction by
+# default), so each operation saved is one vector instruction a lane.
+_GAUSS_CLIP = math.sqrt(2.0 * 88.0)
+_ROUNDER_127 = _ROUNDER + 127.0
+_ROUNDER_127_BITS = _ROUNDER_BITS + 127
+_EXP_MINIMAX_5 = (
+    1.0,
+    0.9999997071884889,
+    0.499991495297584,
+    0.16667636197782498,
+    0.041897929387382606,
+    0.008290314529051447,
+)
+
+
+def _gauss_constants(exp_polynomial):
+    """(K, the exp polynomial's monic coefficients in r2, P / (Q_5 K))."""
+    degree = len(exp_polynomial) - 1
+    k = 1.0 / (exp_polynomial[-1] * 0.5**degree)
+    monic = tuple(c * 0.5**i * k for i, c in enumerate(exp_polynomial[:-1]))
+    return k, monic, tuple(c / (_MILLS_Q[-1] * k) for c in _MILLS_P_PDF)
+
+
+# The forward's exp: the degree-5 minimax polynomial. The derivative's:
+# degree-6 Taylor, whose own derivative (autodiff of f' for f'', e.g. JAX's
+# second derivative) is 2.4e-6 accurate, while the minimax one's made
+# GELU''(1.44) 1.6e-6 off (test_activations.py: atol 1e-6).
+_GAUSS_FORWARD = _gauss_constants(_EXP_MINIMAX_5)
+_GAUSS_DERIVATIVE = _gauss_constants(_EXP_TAYLOR)
+_MILLS_Q_MONIC = tuple(c / _MILLS_Q[-1] for c in _MILLS_Q[:-1])
+
+
+def _horner_monic(t, coefficients):
+    """t**n + c[n-1] t**(n-1) + ... + c[0], for c = `coefficients`."""
+    result = t + coefficients[-1]
+    for c in reversed(coefficients[:-1]):
+        result = result * t + c
+    return result
+
+
+def _compiled_gaussian_and_mills(t, constants=_GAUSS_DERIVATIVE):
+    """`_gaussian_and_mills` for t = |x| inside a compiled float32 kernel,
+    with `constants` from `_gauss_constants`."""
+    k, exp_monic, mills_p = constants
+    t = ops.minimum(t, _GAUSS_CLIP)
+    s = t * t
+    z = s * (-0.5 * _LOG2E) + _ROUNDER_127
+    z_bits = fusion.bits_of_float32(z)
+    n = ops.cast(z_bits - _ROUNDER_127_BITS, "float32")
+    r2 = (n * (-2.0 * _LN2_HIGH) - s) + n * (-2.0 * _LN2_LOW)
+    scale = fusion.float32_of_bits(ops.left_shift(z_bits, 23))
+    gaussian = _horner_monic(r2, exp_monic) * scale
+    mills = _horner(t, mills_p) / _horner_monic(t, _MILLS_Q_MONIC)
+    return t, gaussian, mills, _INV_SQRT_2PI / k
 
 
 def _gelu_exact(x):
-    t, gaussian, mills = _gaussian_and_mills(x)
+    if _compiled_float32(x):
+        # No autodiff reaches this forward (the kernel's gradient is
+        # `_gelu_exact_grad`), so |x| as abs, and x - tail for x >= 0, -tail
+        # below, as max(x, 0) - tail: two operations fewer than the select.
+        t, gaussian, mills, _ = _compiled_gaussian_and_mills(
+            ops.abs(x), _GAUSS_FORWARD
+        )
+        return ops.maximum(x, 0.0) - (t * mills) * gaussian
+    t, gaussian, mills, _ = _gaussian_and_mills(x)
     # |x| * Phi(-|x|), in the order that never goes subnormal (see above);
     # 0 at +-inf, so x - tail is inf there and NaN for NaN.
     tail = (t * mills) * gaussian
@@ -177,9 +277,13 @@ def _gelu_exact_grad(x):
     # the derivative kernel 6-10% slower under XLA on TensorFlow (three
     # runs of 40-80 interleaved rounds), for gradients no float32 sum
     # can see. x phi(x) as +-t phi(t): finite (0) at +-inf.
-    t, gaussian, mills = _gaussian_and_mills(x)
+    t, gaussian, mills, density_scale = _gaussian_and_mills(x)
+    if _compiled_float32(x):
+        # Phi(-t) - t phi(t) = g (m - c t): two operations fewer.
+        below = gaussian * (mills - density_scale * t)
+        return ops.where(x < 0, below, 1.0 - below)
     lower_tail = gaussian * mills
-    density = _INV_SQRT_2PI * t * gaussian
+    density = density_scale * t * gaussian
     return ops.where(x < 0, lower_tail - density, (1.0 - lower_tail) + density)
 
 
