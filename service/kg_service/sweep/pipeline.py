@@ -333,7 +333,8 @@ def run_shard(config, shard, sweep_id=None, *, claimant, progress=None, echo=pri
         sweep_run_id = join(config, pre, shard, sweep_id)
         train_share(config, pre, shard, sweep_id, sweep_run_id, progress, echo)
         held = pre.store.member_keys(sweep_run_id)
-        if any(key not in held for key in shards.grid(config)):
+        held = [key for key in shards.grid(config) if key in held]  # tuning members aside
+        if len(held) < total:
             return ended(len(held))
         # Claimed on the sweep's earliest parent run, read again now: should
         # two jobs have kept different parents at the start (see
@@ -380,6 +381,7 @@ def train_share(config, pre, shard, sweep_id, sweep_run_id, progress, echo):
     held = pre.store.member_keys(sweep_run_id)
     mine = shards.members(config, shard)
     todo = tuple(key for key in mine if key not in held)
+    held = [key for key in shards.grid(config) if key in held]  # tuning members aside
     echo(
         f"Sweep {sweep_id} (run {sweep_run_id}), shard {shard}: "
         f"{len(todo)} of its {len(mine)} members to train; the store "

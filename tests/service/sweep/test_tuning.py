@@ -334,8 +334,8 @@ def test_tuned_shards_in_turn_and_at_once_choose_as_one_job_and_resume_retrains_
     before = _runs(folder, "tune-shards")
     relu_tuning = {r.info.run_id for r in before["tuning"]}
     assert "member" not in before and len(relu_tuning) == 2  # relu x 2 values x 1 seed
-    assert isinstance(pipeline.run_shard(config, Shard(1, 3), claimant="test", echo=print),
-                      pipeline.ShardOutcome)
+    restarted = pipeline.run_shard(config, Shard(1, 3), claimant="test", echo=print)
+    assert (restarted.held, restarted.total) == (1, 4)  # relu/0; tuning members aside
     pipeline.run_shard(config, Shard(2, 3), claimant="test", echo=print)  # relu's claimed
     assert {r.info.run_id for r in _runs(folder, "tune-shards")["tuning"]} == relu_tuning
     outcome = pipeline.run_shard(config, Shard(3, 3), claimant="test", echo=print)
