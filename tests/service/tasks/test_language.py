@@ -5,6 +5,7 @@ serve`."""
 import dataclasses
 import json
 import math
+import pathlib
 import urllib.error
 import urllib.request
 
@@ -28,6 +29,7 @@ from kg_service.config.loading import load_config
 from kg_service.errors import ServiceError
 from tests.service import servers
 
+REPO_CONFIGS = pathlib.Path(__file__).resolve().parents[3] / "configs"
 SMALL_DATA = DataConfig(
     dataset="python_code", corpus_bytes=200_000, context=16, eval_windows=8,
     test_fraction=0.1, validation_fraction=0.1,
@@ -470,3 +472,17 @@ def test_the_language_model_trains_and_exports_under_jax_with_bfloat16_and_xla(t
     # the weights' luck (0.0110 in one run on the issue 20 branch).
     assert result["tolerance"] == 3e-2
     assert result["export_diff"] <= result["tolerance"]
+
+
+def test_the_plan_says_which_sources_a_language_member_varies():
+    from kg_service.cli.plan import describe_plan
+
+    config = load_config(REPO_CONFIGS / "revival.yaml")
+    (row,) = [line for line in describe_plan(config).splitlines()
+              if line.strip().startswith("varies")]
+    assert "init, order, split: each from its own seed" in row
+    assert "contiguous blocks" in row
+    fixed = dataclasses.replace(config, vary=("init", "order"))
+    (row,) = [line for line in describe_plan(fixed).splitlines()
+              if line.strip().startswith("varies")]
+    assert "fixed for every member: split" in row and "blocks" not in row
