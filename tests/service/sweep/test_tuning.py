@@ -15,6 +15,13 @@ setting, chosen on validation with seeds of its own, before the comparison.
   got.
 - `kg report`'s tuning section, rebuilt from the tuning members an
   in-memory store holds (the comparison's members left out).
+- One choice per activation and sweep: a second claim (a job that tuned
+  the same activation at once) gets the first's; a job finding the claims
+  trains nothing.
+- In shards (3 shards of the same sweep, in turn with one killed and
+  restarted, and two at once as processes): the same choices as the
+  unsharded sweep, in the report, summary.json, the claims, the members'
+  params and `kg report`; the restart retrains no tuning member.
 """
 
 import dataclasses
@@ -170,6 +177,51 @@ def test_the_tuning_is_rebuilt_from_the_tuning_members_a_store_holds(tmp_path):
     assert gelu.candidates[1].mean == pytest.approx(np.mean([0.20, 0.60]))
     member = next(r for r in store.runs.values() if r["tags"].get("kg.role") == "tuning")
     assert member["params"]["training.learning_rate"] in ("0.001", "0.003")
+
+
+# --- One choice per activation, claimed once. -----------------------------------
+
+
+def test_two_jobs_that_tuned_one_activation_both_use_the_first_claimed_choice():
+    """Two jobs (shards run at once) tuned relu from their own copies of its
+    tuning members, a rounding apart, enough to choose differently: the
+    second's claim loses and it gets the first's choice and candidates; a
+    later job, and the store's rebuilt tuning, find that claim and train
+    nothing (a task that would train is absent: it would fail)."""
+    config = schema.Config(
+        activations=("relu", "gelu"), seeds=(0,),
+        tuning=schema.TuningConfig(parameter="training.learning_rate",
+                                   values=(1e-3, 5e-2), seeds=1))
+    store = MemoryStore()
+    run = store.parent_run_id = store.open_sweep("s", {}, {"kg.role": "sweep"})
+    first = analysis.ActivationTuning("relu", (
+        analysis.Candidate(1e-3, (0.5000001,)), analysis.Candidate(5e-2, (0.5,))), 5e-2)
+    second = analysis.ActivationTuning("relu", (
+        analysis.Candidate(1e-3, (0.4999999,)), analysis.Candidate(5e-2, (0.5,))), 1e-3)
+    assert stage._claim(config, store, run, first) == first
+    assert stage._claim(config, store, run, second) == first  # lost: the first's
+    gelu = analysis.ActivationTuning("gelu", (analysis.Candidate(1e-3, (0.7,), 0),), 1e-3)
+    stage._claim(config, store, run, gelu)
+
+    pre = Preflight(task=_no_training_task(), dataset=None,
+                    store=store, tracking_uri="", resume=None, done={}, spooled={},
+                    model_names={}, out_dir=None, resolved={}, params={}, tags={})
+    later = stage.tune(config, pre, run, _StopAtTheComparison(), print,
+                       activations=("relu", "gelu"))
+    assert later.tuning.chosen() == {"relu": 5e-2, "gelu": 1e-3}
+    assert later.tuning.activations[0] == first
+    assert stage.stored(config, pre, run).activations == (first, gelu)
+    assert sorted(k for k in store.runs[run]["params"] if "choice" in k) == [
+        "kg.tuning.choice.0", "kg.tuning.choice.1"]
+
+
+def _no_training_task():
+    from kg_service.tasks import base as tasks
+
+    def train(*args):
+        raise AssertionError("a claimed activation trains no tuning member")
+
+    return dataclasses.replace(tasks.get("moons"), train=train)
 
 
 # --- End to end, on a real MLflow store. ---------------------------------------
