@@ -59,6 +59,8 @@ SLOW = [
     "service/sweep/test_sequential_sweep.py::test_an_interrupted_sequential_sweep_resumes_",
     # Issue 19: a tuned tiny sweep, interrupted and resumed.
     "service/sweep/test_tuning.py::test_a_tuned_sweep_resumes_without_retraining_its_tuning_",
+    # Issue 19: the same tuned sweep in 3 shards, in turn and at once (2 processes).
+    "service/sweep/test_tuning.py::test_tuned_shards_in_turn_and_at_once_",
     "service/sweep/test_scaling_docs.py::test_sbatch_script_is_bash_with_an_array_and_runs_its_shard",
     "service/sweep/test_shards.py::test_two_shards_make_the_single_machine_sweep_registered_once",
     # Two tiny sweeps in-process (one module fixture), then kg report --study.

@@ -73,13 +73,12 @@ def _tuning_text(config):
 
 def _vary_text(config):
     """What each seed varies (`vary`), and what stays fixed."""
-    if not catalog.task(config.data.dataset).sample_splits:
-        # tasks/language trains from the member's seed and one corpus split.
-        return (f"the initial weights and batch order with the seed; the corpus split "
-                f"is fixed by data seed {config.data.seed} ({config.data.dataset} "
-                "does not read vary)")
     fixed = [s for s in ("init", "order", "split") if s not in config.vary]
     text = f"{', '.join(config.vary)}: each from its own seed derived from the member's"
+    if not catalog.task(config.data.dataset).sample_splits and "split" in config.vary:
+        # tasks/language: corpus.resplit, held-out blocks of the data seed's corpus.
+        text += (" (split: which contiguous blocks of the corpus of data seed "
+                 f"{config.data.seed} each member validates and tests on)")
     return text + (f"; fixed for every member: {', '.join(fixed)}" if fixed else "")
 
 

@@ -149,7 +149,7 @@ def main(
         if smoke:
             config = smoke_sizes(config)
         looks.check_supported(config, shard)
-        tuning.check_supported(config, shard)
+        tuning.check_supported(config)
         if dry_run:
             click.echo(describe_plan(config))
             if shard is not None:
@@ -230,10 +230,18 @@ def _shard(text, sweep_id, resume):
 def _shard_plan(config, shard, sweep_id):
     mine = shards.members(config, shard)
     listed = ", ".join(f"{a}/{s}" for a, s in mine) or "none (more shards than members)"
-    return (
+    text = (
         f"  {'shard':<12} {shard} (from {shard.origin}) of sweep "
         f"{sweep_id or shards.sweep_id(config)}: {len(mine)} members: {listed}"
     )
+    if config.tuning is not None and mine:
+        tuned = [a for a in config.activations if any(k[0] == a for k in mine)]
+        text += (
+            f"\n  {'shard tuning':<12} {', '.join(tuned)}: the choice another job claimed "
+            "in the store, else tuned here (tuning members whole in the store reused, "
+            "the missing ones trained here) and claimed; never waits for another job"
+        )
+    return text
 
 
 def _apply_flags(config, *, tracking_uri, output_dir):

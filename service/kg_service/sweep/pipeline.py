@@ -315,7 +315,7 @@ def run_shard(config, shard, sweep_id=None, *, claimant, progress=None, echo=pri
     started = time.monotonic()
     progress = progress or _NoProgress()
     looks_lib.check_supported(config, shard)
-    tuning.check_supported(config, shard)
+    tuning.check_supported(config)
     sweep_id = sweep_id or shards.sweep_id(config)
     pre = preflight(config, store)
     total = len(config.activations) * len(config.seeds)
@@ -333,7 +333,8 @@ def run_shard(config, shard, sweep_id=None, *, claimant, progress=None, echo=pri
         sweep_run_id = join(config, pre, shard, sweep_id)
         train_share(config, pre, shard, sweep_id, sweep_run_id, progress, echo)
         held = pre.store.member_keys(sweep_run_id)
-        if any(key not in held for key in shards.grid(config)):
+        held = [key for key in shards.grid(config) if key in held]  # tuning members aside
+        if len(held) < total:
             return ended(len(held))
         # Claimed on the sweep's earliest parent run, read again now: should
         # two jobs have kept different parents at the start (see
@@ -343,6 +344,8 @@ def run_shard(config, shard, sweep_id=None, *, claimant, progress=None, echo=pri
             _, params, status = pre.store.sweep_info(sweep_run_id)
             return ended(len(held), True, params.get(REGISTRAR), status)
         trained = resume_lib.stored_members(config, pre, sweep_run_id)
+        # Every activation's claimed choice, whichever job made it.
+        pre = dataclasses.replace(pre, tuning=tuning.stored(config, pre, sweep_run_id))
         compared, registered = finish(config, pre, trained, progress)
     except KeyboardInterrupt:
         progress.close()
@@ -371,15 +374,28 @@ def join(config, pre, shard, sweep_id):
 
 
 def train_share(config, pre, shard, sweep_id, sweep_run_id, progress, echo):
-    """Trains the members of `shard` that the store does not hold yet."""
+    """Trains the members of `shard` that the store does not hold yet;
+    with a tuning block, each of their activations at its tuned value
+    (`tuning.tune`: whoever claimed the choice first; never waiting for
+    another job)."""
     held = pre.store.member_keys(sweep_run_id)
     mine = shards.members(config, shard)
     todo = tuple(key for key in mine if key not in held)
+    held = [key for key in shards.grid(config) if key in held]  # tuning members aside
     echo(
         f"Sweep {sweep_id} (run {sweep_run_id}), shard {shard}: "
         f"{len(todo)} of its {len(mine)} members to train; the store "
         f"holds {len(held)} of {len(shards.grid(config))}"
     )
+    if config.tuning is not None and todo:
+        pre = tuning.tune(
+            config, pre, sweep_run_id, progress, echo,
+            activations=tuple(a for a in config.activations if any(k[0] == a for k in todo)),
+            # Claimed on the sweep's earliest parent, read again each time, as
+            # the REGISTRAR claim: two jobs that kept different parents at
+            # the start claim on the same run.
+            claim_on=lambda: pre.store.join_sweep(config.experiment, {}, {}, sweep_id)[0],
+        )
     stages.train(config, pre, sweep_run_id, progress, members=todo)
     progress.close()
 

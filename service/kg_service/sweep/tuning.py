@@ -16,11 +16,26 @@ Tuning members are members of the sweep: child runs of its parent run,
 tagged `kg.role=tuning` with the tuned value (also their `tuning_value`
 metric and the tuned setting's param), logged without their models (only
 their scores are read), kept in the spool when the store fails, and not trained again by a resumed sweep (their seeds are their
-keys, as any member's). A sharded sweep cannot tune (`check_supported`).
+keys, as any member's).
+
+Each activation's choice is claimed once per sweep (`_claim`): the candidates
+it was made from go into a JSON artifact of the sweep's run
+(`tuning/choice-<i>-<token>.json`), then its name into the write-once param
+`kg.tuning.choice.<i>` (i: the activation's place in the config), which one
+writer wins (`TrackingStore.claim`). A job that finds the claim made uses it
+and trains none of that activation's tuning members; one that loses the
+claim uses the winner's. So the jobs of a sharded sweep, which never wait
+for nor talk to each other, tune deadlock-free: a job tunes every activation
+whose comparison members it trains, taking the tuning members already whole
+in the store and training the missing ones itself (their seeds are fixed, so
+any job trains the same member); two jobs that both trained one (run at
+once) may score it a rounding apart, but every job, the report, `kg report`
+and the registering job use the one claimed choice and its candidates.
 """
 
 import dataclasses
 import math
+import uuid
 
 from kg_service.analysis import tuning as analysis
 from kg_service.config import schema
@@ -35,27 +50,17 @@ VALUE = "tuning_value"  # a tuning member's metric: the value it trained at
 SECTIONS = {"model": schema.ModelConfig, "training": schema.TrainingConfig}
 
 
-def check_supported(config, shard=None):
-    """Raises a ServiceError where a tuning block cannot run: with `shard`,
-    or a multi-worker distribution."""
+def check_supported(config):
+    """Raises a ServiceError where a tuning block cannot run: a
+    multi-worker distribution. (A sharded sweep tunes: module docstring.)"""
     if config.tuning is None:
         return
-    if shard is not None:
-        raise ServiceError(
-            "the config has a tuning block, and a sharded sweep cannot run it: every "
-            "comparison member trains at the value its activation's tuning members "
-            "choose, so a shard would wait for tuning members that other jobs train, "
-            "and the shard jobs never wait for nor talk to each other. Run it as one job "
-            "(without --shard/--sweep-id; --resume continues it, skipping finished tuning "
-            "members), or shard a sweep without the tuning block at the values a tuned "
-            "sweep chose (--set tuning=null --set training.learning_rate=...)."
-        )
     if config.device.distribution == "multi_worker":
         raise ServiceError(
             "the config has a tuning block, and device.distribution: multi_worker cannot "
             "run it: the workers train the members the config names without reading the "
             "tracking store, so they cannot follow the tuning stage's choices. Use "
-            "device.distribution mirrored or none."
+            "device.distribution mirrored or none (or shard the sweep: --shard I/N)."
         )
 
 
@@ -68,14 +73,24 @@ def candidate_of(seed):
     return (seed - config_tuning.SEED_BASE) // config_tuning.SEED_STRIDE
 
 
-def tune(config, pre, sweep_run_id, progress, echo):
+def tune(config, pre, sweep_run_id, progress, echo, activations=None, claim_on=None):
     """Trains (or finds in the store) every activation's candidates,
-    chooses each activation's value, tags the sweep's run with the
-    choices, and returns `pre` that trains each activation at its value
-    (`pre.task`), logs that value as its members' param (`pre.tuned`) and
-    reports the tuning (`pre.tuning`)."""
+    chooses each activation's value (or takes the choice claimed already),
+    tags the sweep's run with the choices, and returns `pre` that trains
+    each activation at its value (`pre.task`), logs that value as its
+    members' param (`pre.tuned`) and reports the tuning (`pre.tuning`).
+
+    Args:
+        activations: Those to tune (a shard's); default: all, and the
+            tuning members already in the store are `pre.done`'s.
+            Otherwise they are read from the store here.
+        claim_on: A callable returning the run to claim choices on (a
+            sharded sweep's earliest parent, read again before each
+            claim); default: `sweep_run_id`.
+    """
     tuning = config.tuning
     kind = config_tuning.kind_of(tuning, SECTIONS)
+    claim_on = claim_on or (lambda: sweep_run_id)
     done = {key: result for key, (_, result) in pre.done.items()}
     spooled = {k: r for k, r in pre.spooled.items() if is_tuning_seed(k[1])}
     kept = spool.folder(config.output_dir, sweep_run_id)
@@ -83,8 +98,17 @@ def tune(config, pre, sweep_run_id, progress, echo):
         for result in spooled.values():
             _log(pre, [result], tuning.parameter, result.final[VALUE], kept)
             done[(result.activation, result.seed)] = result
-    per_activation = []
-    for activation in config.activations:
+    per_activation, read = [], activations is None
+    for activation in activations or config.activations:
+        claimed = _claimed(config, pre.store, claim_on(), activation)
+        if claimed is not None:  # chosen already (by another job, or before a resume)
+            per_activation.append(claimed)
+            continue
+        if not read:  # a shard's: whole tuning members other jobs logged
+            read = True
+            done.update({key: result for key, (_, result)
+                         in pre.store.finished_members(sweep_run_id).items()
+                         if is_tuning_seed(key[1])})
         search = _Search(tuning, kind)
         candidates = []
         for index, value in search:
@@ -93,7 +117,8 @@ def tune(config, pre, sweep_run_id, progress, echo):
             )
             candidates.append(analysis.candidate(value, results, tuning.select_by))
             search.tell(candidates[-1])
-        per_activation.append(_chosen(activation, tuple(candidates), tuning))
+        mine = _chosen(activation, tuple(candidates), tuning)
+        per_activation.append(_claim(config, pre.store, claim_on(), mine))
     outcome = _outcome(tuning, per_activation)
     pre.store.log_summary({}, analysis.tuning_tags(outcome), ())
     echo(
@@ -123,16 +148,24 @@ def tuned(pre, outcome, kind):
 
 
 def stored(config, pre, sweep_run_id):
-    """The `analysis.Tuning` of a sweep's tuning members in the store (a
-    report rebuilt by `kg report`); None without a tuning block."""
+    """The `analysis.Tuning` of a sweep in the store (a report rebuilt by
+    `kg report`, the registering shard's): each activation's claimed
+    choice, or, for a sweep from before the claims, its choice made again
+    from its tuning members; None without a tuning block."""
     if config.tuning is None:
         return None
+    claimed = {a: _claimed(config, pre.store, sweep_run_id, a) for a in config.activations}
     found = {}
-    for (activation, seed), (_, result) in pre.store.finished_members(sweep_run_id).items():
-        if is_tuning_seed(seed):
-            found.setdefault(activation, {}).setdefault(candidate_of(seed), []).append(result)
+    if any(c is None for c in claimed.values()):  # a sweep from before the claims
+        for (activation, seed), (_, result) in pre.store.finished_members(sweep_run_id).items():
+            if is_tuning_seed(seed):
+                found.setdefault(activation, {}).setdefault(
+                    candidate_of(seed), []).append(result)
     per_activation = []
     for activation in config.activations:
+        if claimed[activation] is not None:
+            per_activation.append(claimed[activation])
+            continue
         by_index = found.get(activation, {})
         candidates = tuple(
             analysis.candidate(rs[0].final[VALUE], rs, config.tuning.select_by)
@@ -140,6 +173,58 @@ def stored(config, pre, sweep_run_id):
         )
         per_activation.append(_chosen(activation, candidates, config.tuning))
     return _outcome(config.tuning, per_activation)
+
+
+# --- One choice per activation and sweep, claimed once. ---------------------
+
+CHOICE = "kg.tuning.choice.{index}"  # write-once param: the choice's artifact
+
+
+def _claim(config, store, run_id, mine):
+    """The sweep's choice for `mine.activation`: `mine`, if this call is the
+    first to claim it, else the one claimed first (module docstring)."""
+    index = config.activations.index(mine.activation)
+    artifact = f"tuning/choice-{index}-{uuid.uuid4().hex[:12]}.json"
+    store.log_dict(run_id, _as_dict(mine), artifact)  # before the claim names it
+    if store.claim(run_id, CHOICE.format(index=index), artifact):
+        return mine
+    return _claimed(config, store, run_id, mine.activation)
+
+
+def _claimed(config, store, run_id, activation):
+    """The `ActivationTuning` claimed for `activation` in sweep run
+    `run_id`, or None if none is yet."""
+    index = config.activations.index(activation)
+    artifact = store.sweep_info(run_id)[1].get(CHOICE.format(index=index))
+    if artifact is None:
+        return None
+    data = store.load_dict(run_id, artifact)
+    if data["activation"] != activation:
+        raise ServiceError(
+            f"the sweep's run {run_id} holds a tuning choice for {data['activation']!r} "
+            f"where this config has {activation!r}; the store holds another sweep's "
+            "choices. Start the sweep afresh (without --resume, or another --sweep-id)."
+        )
+    return analysis.ActivationTuning(
+        activation=activation,
+        candidates=tuple(
+            analysis.Candidate(c["value"], tuple(c["scores"]), c["failed"])
+            for c in data["candidates"]
+        ),
+        chosen=data["chosen"],
+    )
+
+
+def _as_dict(chosen):
+    """An `ActivationTuning` as JSON (floats' repr: read back exactly)."""
+    return {
+        "activation": chosen.activation,
+        "chosen": chosen.chosen,
+        "candidates": [
+            {"value": c.value, "scores": [float(x) for x in c.scores], "failed": c.failed}
+            for c in chosen.candidates
+        ],
+    }
 
 
 def _outcome(tuning, per_activation):

@@ -219,7 +219,12 @@ class Tracker(store.TrackingStore):
         )
 
     def _log_member(self, result, params, tags):
-        for stale in self.client.search_runs(
+        # A tuning member may be logged by two shard jobs at once
+        # (`sweep.tuning`): the other job's copy, perhaps being logged right
+        # now, is not stale. Readers skip a half-logged run, and each
+        # activation's choice is claimed once, so both copies may stay.
+        shared = tags.get("kg.role") == store.TUNING_ROLE
+        for stale in () if shared else self.client.search_runs(
             [self.experiment_id],
             filter_string=(
                 f"tags.mlflow.parentRunId = '{self.parent_run_id}' and "

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from kg_service.cli import train as kg_train
+from kg_service.sweep import shards
 from kg_service.cli.plan import describe_plan
 from kg_service.config import derived
 from kg_service.config import fields
@@ -133,10 +134,19 @@ def test_digits_config_tunes_the_learning_rate_per_activation():
     assert len(config.tuning.values) >= 2
 
 
-def test_sharding_a_tuned_sweep_is_refused_with_exit_2(tmp_path):
+def test_a_tuned_shard_dry_run_says_what_it_tunes_and_multi_worker_is_refused(tmp_path):
     path = write(tmp_path, "tuning: {parameter: training.learning_rate, values: [1e-3]}\n")
     result = CliRunner().invoke(
         kg_train.main, ["--config", str(path), "--shard", "1/2", "--dry-run"]
     )
+    assert result.exit_code == 0, result.output
+    (line,) = [x for x in result.output.splitlines() if x.strip().startswith("shard tuning")]
+    mine = [a for a, _ in shards.members(load_config(path), shards.Shard(1, 2))]
+    assert line.split()[2].rstrip(":").split(",")[0] == mine[0]
+    assert "never waits for another job" in line
+    result = CliRunner().invoke(
+        kg_train.main, ["--config", str(path), "--dry-run",
+                        "--set", "device.distribution=multi_worker"]
+    )
     assert result.exit_code == 2, result.output
-    assert "sharded sweep cannot run it" in result.output
+    assert "multi_worker cannot run it" in result.output and "--shard I/N" in result.output

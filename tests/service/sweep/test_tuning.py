@@ -15,11 +15,20 @@ setting, chosen on validation with seeds of its own, before the comparison.
   got.
 - `kg report`'s tuning section, rebuilt from the tuning members an
   in-memory store holds (the comparison's members left out).
+- One choice per activation and sweep: a second claim (a job that tuned
+  the same activation at once) gets the first's; a job finding the claims
+  trains nothing.
+- In shards (3 shards of the same sweep, in turn with one killed and
+  restarted, and two at once as processes): the same choices as the
+  unsharded sweep, in the report, summary.json, the claims, the members'
+  params and `kg report`; the restart retrains no tuning member.
 """
 
 import dataclasses
 import json
 import math
+import os
+import subprocess
 
 import mlflow
 import numpy as np
@@ -34,6 +43,7 @@ from kg_service.sweep import pipeline
 from kg_service.results import MemberResult
 from kg_service.sweep import tuning as stage
 from kg_service.sweep.preflight import Preflight
+from tests.service import servers
 from tests.service.memory_store import MemoryStore
 
 
@@ -169,6 +179,51 @@ def test_the_tuning_is_rebuilt_from_the_tuning_members_a_store_holds(tmp_path):
     assert member["params"]["training.learning_rate"] in ("0.001", "0.003")
 
 
+# --- One choice per activation, claimed once. -----------------------------------
+
+
+def test_two_jobs_that_tuned_one_activation_both_use_the_first_claimed_choice():
+    """Two jobs (shards run at once) tuned relu from their own copies of its
+    tuning members, a rounding apart, enough to choose differently: the
+    second's claim loses and it gets the first's choice and candidates; a
+    later job, and the store's rebuilt tuning, find that claim and train
+    nothing (a task that would train is absent: it would fail)."""
+    config = schema.Config(
+        activations=("relu", "gelu"), seeds=(0,),
+        tuning=schema.TuningConfig(parameter="training.learning_rate",
+                                   values=(1e-3, 5e-2), seeds=1))
+    store = MemoryStore()
+    run = store.parent_run_id = store.open_sweep("s", {}, {"kg.role": "sweep"})
+    first = analysis.ActivationTuning("relu", (
+        analysis.Candidate(1e-3, (0.5000001,)), analysis.Candidate(5e-2, (0.5,))), 5e-2)
+    second = analysis.ActivationTuning("relu", (
+        analysis.Candidate(1e-3, (0.4999999,)), analysis.Candidate(5e-2, (0.5,))), 1e-3)
+    assert stage._claim(config, store, run, first) == first
+    assert stage._claim(config, store, run, second) == first  # lost: the first's
+    gelu = analysis.ActivationTuning("gelu", (analysis.Candidate(1e-3, (0.7,), 0),), 1e-3)
+    stage._claim(config, store, run, gelu)
+
+    pre = Preflight(task=_no_training_task(), dataset=None,
+                    store=store, tracking_uri="", resume=None, done={}, spooled={},
+                    model_names={}, out_dir=None, resolved={}, params={}, tags={})
+    later = stage.tune(config, pre, run, _StopAtTheComparison(), print,
+                       activations=("relu", "gelu"))
+    assert later.tuning.chosen() == {"relu": 5e-2, "gelu": 1e-3}
+    assert later.tuning.activations[0] == first
+    assert stage.stored(config, pre, run).activations == (first, gelu)
+    assert sorted(k for k in store.runs[run]["params"] if "choice" in k) == [
+        "kg.tuning.choice.0", "kg.tuning.choice.1"]
+
+
+def _no_training_task():
+    from kg_service.tasks import base as tasks
+
+    def train(*args):
+        raise AssertionError("a claimed activation trains no tuning member")
+
+    return dataclasses.replace(tasks.get("moons"), train=train)
+
+
 # --- End to end, on a real MLflow store. ---------------------------------------
 
 TINY = """\
@@ -198,31 +253,43 @@ class _StopAtTheComparison:
         pass
 
 
-def _runs(tmp_path):
+def _runs(tmp_path, experiment="tune-tiny"):
     client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (experiment,) = [e for e in client.search_experiments() if e.name == "tune-tiny"]
-    runs = client.search_runs([experiment.experiment_id])
+    (found,) = [e for e in client.search_experiments() if e.name == experiment]
+    runs = client.search_runs([found.experiment_id], max_results=1000)
     by_role = {}
     for run in runs:
         by_role.setdefault(run.data.tags.get("kg.role"), []).append(run)
     return by_role
 
 
-def test_a_tuned_sweep_resumes_without_retraining_its_tuning_members(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    path = tmp_path / "sweep.yaml"
-    path.write_text(TINY)
-    config = load_config(path)
-    with pytest.raises(SweepInterrupted) as stopped:
-        pipeline.run(config, claimant="test", progress=_StopAtTheComparison(), echo=print)
-    before = _runs(tmp_path)
+@pytest.fixture(scope="module")
+def tuned_sweep(tmp_path_factory):
+    """The tiny tuned sweep, interrupted once its tuning members are in the
+    store, then resumed: `(folder, config, runs before the resume, lines,
+    outcome)`. One sweep for this module's end-to-end tests."""
+    tmp_path = tmp_path_factory.mktemp("tuned")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.chdir(tmp_path)
+        path = tmp_path / "sweep.yaml"
+        path.write_text(TINY)
+        # Absolute: the module's other test reads the report from elsewhere.
+        config = dataclasses.replace(load_config(path), output_dir=str(tmp_path / "out"))
+        with pytest.raises(SweepInterrupted) as stopped:
+            pipeline.run(config, claimant="test", progress=_StopAtTheComparison(), echo=print)
+        before = _runs(tmp_path)
+        lines = []
+        outcome = pipeline.run(config, claimant="test", echo=lines.append,
+                               resume=stopped.value.run_id)
+    return tmp_path, config, before, lines, outcome
+
+
+def test_a_tuned_sweep_resumes_without_retraining_its_tuning_members(tuned_sweep):
+    tmp_path, config, before, lines, outcome = tuned_sweep
     assert "member" not in before and before["sweep"][0].info.status == "KILLED"
     tuning_runs = {r.info.run_id for r in before["tuning"]}
     assert len(tuning_runs) == 4  # 2 activations x 2 values x 1 seed
 
-    lines = []
-    outcome = pipeline.run(config, claimant="test", echo=lines.append,
-                           resume=stopped.value.run_id)
     after = _runs(tmp_path)
     # Not trained again: the same four runs (a retrained member replaces its run).
     assert {r.info.run_id for r in after["tuning"]} == tuning_runs
@@ -256,3 +323,94 @@ def test_a_tuned_sweep_resumes_without_retraining_its_tuning_members(tmp_path, m
     assert summary["chosen"] == chosen
     assert {c["value"]: c["mean"] for c in summary["candidates"]["relu"]} == losses["relu"]
 
+
+
+# --- A tuned sweep in shards. --------------------------------------------------
+# Shard jobs never wait for nor talk to each other: each tunes the
+# activations of its own members, reusing the tuning members whole in the
+# store and training the missing ones, and every job uses the one choice per
+# activation claimed first (`sweep.tuning._claim`). The same tiny sweep in 3
+# shards of its 2 x 2 grid (relu/0 | relu/1 | gelu/0, gelu/1): shards 1 and
+# 2 both need relu's tuning. Its tuning members are those of `tuned_sweep`
+# (tuning seeds do not depend on the comparison's), so it must choose as that
+# one unsharded job did.
+
+
+def _summary(outcome):
+    report = outcome.compared.report_paths[0]
+    return json.loads((report.parent / "summary.json").read_text())
+
+
+def _sharded_config(tmp_path, name):
+    folder = tmp_path / name
+    folder.mkdir()
+    path = folder / "sweep.yaml"
+    path.write_text(TINY.replace("tune-tiny", "tune-shards")
+                    + f"tracking: {{uri: 'sqlite:///{folder / 'mlflow.db'}'}}\n"
+                    + f"output_dir: '{folder / 'out'}'\n")
+    return load_config(path), folder
+
+
+def _check_sharded(folder, outcome, expected):
+    """The registering shard's report and summary.json, the sweep's claims
+    (one per activation) and every member's param agree on `expected`."""
+    assert _summary(outcome)["tuning"]["chosen"] == expected
+    text = outcome.compared.report_paths[0].read_text()
+    for activation, value in expected.items():
+        assert f"{activation} training.learning_rate = {value:g}" in text
+    runs = _runs(folder, "tune-shards")
+    (sweep,) = runs["sweep"]
+    assert sorted(k for k in sweep.data.params if k.startswith("kg.tuning.choice.")) == [
+        "kg.tuning.choice.0", "kg.tuning.choice.1"]
+    assert sorted((m.data.tags["activation"], m.data.tags["seed"]) for m in runs["member"]) == [
+        ("gelu", "0"), ("gelu", "1"), ("relu", "0"), ("relu", "1")]
+    for member in runs["member"]:
+        assert float(member.data.params["training.learning_rate"]) == (
+            expected[member.data.tags["activation"]])
+    return runs
+
+
+def test_tuned_shards_in_turn_and_at_once_choose_as_one_job_and_resume_retrains_nothing(
+    tuned_sweep, tmp_path
+):
+    from kg_service.sweep.shards import Shard
+    from tests.service.sweep.test_golden import _same
+
+    expected = _summary(tuned_sweep[4])["tuning"]["chosen"]
+
+    # One after another; shard 1 killed at its comparison, relu's choice claimed.
+    config, folder = _sharded_config(tmp_path, "in_turn")
+    with pytest.raises(SweepInterrupted):
+        pipeline.run_shard(config, Shard(1, 3), claimant="test",
+                           progress=_StopAtTheComparison(), echo=print)
+    before = _runs(folder, "tune-shards")
+    relu_tuning = {r.info.run_id for r in before["tuning"]}
+    assert "member" not in before and len(relu_tuning) == 2  # relu x 2 values x 1 seed
+    restarted = pipeline.run_shard(config, Shard(1, 3), claimant="test", echo=print)
+    assert (restarted.held, restarted.total) == (1, 4)  # relu/0; tuning members aside
+    pipeline.run_shard(config, Shard(2, 3), claimant="test", echo=print)  # relu's claimed
+    assert {r.info.run_id for r in _runs(folder, "tune-shards")["tuning"]} == relu_tuning
+    outcome = pipeline.run_shard(config, Shard(3, 3), claimant="test", echo=print)
+    runs = _check_sharded(folder, outcome, expected)
+    assert len(runs["tuning"]) == 4  # each tuning member trained once
+    rebuilt = pipeline.report_sweep("tune-shards", config.tracking.uri, claimant="test",
+                                    output_dir=str(folder / "rebuilt"))
+    _same(_summary(outcome), _summary(rebuilt))  # kg report: the same Tuning section
+
+    # At once: shards 1 and 2 (both tune relu) as two kg-train processes, then 3.
+    config, folder = _sharded_config(tmp_path, "at_once")
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    jobs = [subprocess.Popen(
+        [os.path.join(servers.VENV_BIN, "kg-train"), "--config", "sweep.yaml", "--quiet",
+         "--shard", shard], cwd=folder, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True) for shard in ("1/3", "2/3")]
+    for job in jobs:
+        _, err = job.communicate(timeout=600)
+        assert job.returncode == 0, err[-3000:]
+    outcome = pipeline.run_shard(config, Shard(3, 3), claimant="test", echo=print)
+    runs = _check_sharded(folder, outcome, expected)
+    # However many copies of relu's tuning members the two jobs logged, the
+    # store's (kg report's) tuning is the one claimed choice.
+    (sweep,) = runs["sweep"]
+    stored = stage.stored(config, pipeline.preflight(config), sweep.info.run_id)
+    assert stored.chosen() == expected

@@ -5,6 +5,7 @@ serve`."""
 import dataclasses
 import json
 import math
+import pathlib
 import urllib.error
 import urllib.request
 
@@ -28,6 +29,7 @@ from kg_service.config.loading import load_config
 from kg_service.errors import ServiceError
 from tests.service import servers
 
+REPO_CONFIGS = pathlib.Path(__file__).resolve().parents[3] / "configs"
 SMALL_DATA = DataConfig(
     dataset="python_code", corpus_bytes=200_000, context=16, eval_windows=8,
     test_fraction=0.1, validation_fraction=0.1,
@@ -124,6 +126,71 @@ def test_windows_are_next_byte_shifted(corpus):
     assert x.dtype == np.int32 and x.shape == (3, corpus.context)
     np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
     np.testing.assert_array_equal(x.ravel(), corpus.test[: 3 * corpus.context])
+
+
+def _positions(corpus, split, seed):
+    """The corpus positions (its train, validation and test bytes joined)
+    of each byte of `split` of `resplit(corpus, seed)`."""
+    length, count = corpus_lib.blocks(corpus)
+    validation, test = corpus_lib.held_out_blocks(corpus, seed)
+    index = np.arange(len(corpus.train) + len(corpus.validation) + len(corpus.test))
+    cut = index[: count * length].reshape(count, length)
+    if split == "train":
+        kept = np.setdiff1d(np.arange(count), np.concatenate([validation, test]))
+        return np.concatenate([cut[kept].ravel(), index[count * length:]])
+    return cut[validation if split == "validation" else test].ravel()
+
+
+def test_vary_split_holds_out_blocks_no_training_window_overlaps(corpus):
+    """`vary: split` (issue 19): a member's split seed picks which blocks it
+    validates and tests on; the splits keep their sizes (members stack),
+    differ between seeds, hold each corpus byte once, and no validation or
+    test window shares a corpus position with any training window."""
+    joined = np.concatenate([corpus.train, corpus.validation, corpus.test])
+    a, b = corpus_lib.resplit(corpus, 11), corpus_lib.resplit(corpus, 12)
+    for split in ("train", "validation", "test"):
+        assert len(getattr(a, split)) == len(getattr(b, split))
+    assert len(a.validation) == pytest.approx(len(corpus.validation), abs=corpus_lib.blocks(corpus)[0])
+    assert not np.array_equal(a.validation, b.validation)
+    positions = {s: _positions(corpus, s, 11)
+                 for s in ("train", "validation", "test")}
+    for split, where in positions.items():
+        np.testing.assert_array_equal(getattr(a, split), joined[where])  # the bytes it says
+    every = np.concatenate(list(positions.values()))
+    assert len(every) == len(joined) == len(np.unique(every))  # each byte once
+    # Training windows: any start of the member's training split (what
+    # _random_windows draws from), context + 1 bytes each.
+    t = corpus.context
+    train_pos = positions["train"]
+    starts = np.arange(len(train_pos) - t - 1)
+    in_training = np.zeros(len(joined), bool)
+    for k in range(t + 1):
+        in_training[train_pos[starts + k]] = True
+    for split in ("validation", "test"):
+        x, y = a.windows(split)
+        held = positions[split]
+        assert np.array_equal(x.ravel(), getattr(a, split)[: x.size])
+        n = len(x)
+        window_positions = np.concatenate([held[: n * t], held[n * t: n * t + 1]])
+        assert not in_training[window_positions].any(), split
+
+
+def test_each_members_seeds_follow_vary_as_classification(corpus):
+    """init, order and split seeds of an LM member are `member_source_seeds`';
+    a split left out of vary keeps the corpus itself for every member."""
+    from kg_service.config.derived import member_source_seeds
+
+    config = Config(data=SMALL_DATA, seeds=(0, 1))
+    sources, corpora = language.member_sources(config, corpus, (0, 1))
+    assert sources == [member_source_seeds(config, s) for s in (0, 1)]
+    assert len({s["init"] for s in sources}) == 2 and len({s["order"] for s in sources}) == 2
+    for source, own in zip(sources, corpora):
+        np.testing.assert_array_equal(
+            own.validation, corpus_lib.resplit(corpus, source["split"]).validation)
+    fixed = dataclasses.replace(config, vary=("init",))
+    sources, corpora = language.member_sources(fixed, corpus, (0, 1))
+    assert all(c is corpus for c in corpora)
+    assert sources[0]["order"] == sources[1]["order"] and sources[0]["init"] != sources[1]["init"]
 
 
 def test_a_corpus_too_small_for_a_window_is_a_clear_error():
@@ -405,3 +472,17 @@ def test_the_language_model_trains_and_exports_under_jax_with_bfloat16_and_xla(t
     # the weights' luck (0.0110 in one run on the issue 20 branch).
     assert result["tolerance"] == 3e-2
     assert result["export_diff"] <= result["tolerance"]
+
+
+def test_the_plan_says_which_sources_a_language_member_varies():
+    from kg_service.cli.plan import describe_plan
+
+    config = load_config(REPO_CONFIGS / "revival.yaml")
+    (row,) = [line for line in describe_plan(config).splitlines()
+              if line.strip().startswith("varies")]
+    assert "init, order, split: each from its own seed" in row
+    assert "contiguous blocks" in row
+    fixed = dataclasses.replace(config, vary=("init", "order"))
+    (row,) = [line for line in describe_plan(fixed).splitlines()
+              if line.strip().startswith("varies")]
+    assert "fixed for every member: split" in row and "blocks" not in row

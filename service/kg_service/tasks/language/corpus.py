@@ -15,6 +15,14 @@ split taking files until it holds its share of `data.corpus_bytes`
 the last file of a split is cut at the share). The vocabulary
 is bytes: 256 tokens, and bits per byte is the loss in nats over ln 2.
 
+With `vary: [split]` each member takes its own held-out bytes
+(`resplit`): the three splits are cut into contiguous blocks of whole
+windows, and the member's split seed picks which blocks are validation
+and which test (as many bytes as the corpus's own splits, so members
+still stack); the rest is its training data. Every byte of a member's
+validation and test windows is a held-out byte of its split, never one of
+its training bytes.
+
 Importing this module imports neither Keras nor scikit-learn.
 """
 
@@ -152,6 +160,72 @@ def split_of(relative_path, seed, validation_fraction, test_fraction):
     if u < test_fraction + validation_fraction * (1 - test_fraction):
         return 1
     return 0
+
+
+BLOCK_WINDOWS = 8  # evaluation windows per held-out block (`resplit`)
+
+
+def blocks(corpus):
+    """`(block length, number of blocks)` that `resplit` cuts the corpus's
+    bytes (train, validation and test, joined in that order) into: whole
+    evaluation windows (`windows`' stride is the context), at most
+    `BLOCK_WINDOWS` and no more than the smaller held-out split holds."""
+    held_out = min(len(corpus.validation), len(corpus.test)) - 1
+    length = corpus.context * max(1, min(BLOCK_WINDOWS, held_out // corpus.context))
+    total = len(corpus.train) + len(corpus.validation) + len(corpus.test)
+    return length, total // length
+
+
+def held_out_blocks(corpus, seed):
+    """`(validation blocks, test blocks)`: sorted block indices (of
+    `blocks(corpus)`) split seed `seed` holds out, as many as the corpus's
+    own validation and test splits fill (at least one each)."""
+    length, count = blocks(corpus)
+    n_val = max(1, len(corpus.validation) // length)
+    n_test = max(1, len(corpus.test) // length)
+    if n_val + n_test >= count:
+        raise ServiceError(
+            f"data.corpus_bytes: the corpus's {count} blocks of {length} bytes leave no "
+            "training data once each member's own validation and test blocks are held "
+            "out (vary: split). Raise data.corpus_bytes, or leave split out of vary."
+        )
+    chosen = np.random.default_rng(seed).permutation(count)
+    return np.sort(chosen[:n_val]), np.sort(chosen[n_val : n_val + n_test])
+
+
+def resplit(corpus, seed):
+    """`corpus` split again with split seed `seed` (`vary: split`).
+
+    The corpus's bytes (its train, validation and test splits, joined in
+    that order) are cut into `blocks`; `held_out_blocks(corpus, seed)` are
+    the validation and the test split, each its blocks joined in corpus
+    order, and every other byte (the remaining blocks, and the tail past
+    the last whole block) is the training split, joined likewise. The
+    splits' sizes depend on the corpus alone, so members on different
+    splits still stack. An evaluation window's (`windows`) inputs lie in
+    one block; the last window of a block takes its last target from the
+    split's next block: a byte of the same split either way, so no
+    validation or test window holds a training byte.
+
+    Example:
+
+    >>> c = Corpus("toy", np.arange(200, dtype=np.uint8), np.arange(40, dtype=np.uint8),
+    ...            np.arange(40, dtype=np.uint8), (1, 1, 1), "", "", context=4)
+    >>> a, b = resplit(c, 1), resplit(c, 2)
+    >>> (len(a.validation), len(a.test), len(a.train)) == (len(b.validation), len(b.test), len(b.train))
+    True
+    """
+    length, count = blocks(corpus)
+    joined = np.concatenate([corpus.train, corpus.validation, corpus.test])
+    validation, test = held_out_blocks(corpus, seed)
+    train = np.setdiff1d(np.arange(count), np.concatenate([validation, test]))
+    cut = joined[: count * length].reshape(count, length)
+    return dataclasses.replace(
+        corpus,
+        train=np.concatenate([cut[train].ravel(), joined[count * length :]]),
+        validation=cut[validation].ravel(),
+        test=cut[test].ravel(),
+    )
 
 
 def load(name, data_cfg, root=None):

@@ -1,11 +1,15 @@
 """Training the language model, and the attention entropy of "ReLU's Revival".
 
-Member (activation, seed) is its initial weights
-(`keras.utils.set_random_seed(seed)`, then `model.py`), its training
+Member (activation, seed) is, each source of variance from its own seed
+derived from the member's (`kg_service.config.derived.member_source_seeds`;
+`vary` says which change from seed to seed, as for classification): its
+corpus split (`corpus.resplit` with the split seed: which contiguous
+blocks it validates and tests on), its initial weights
+(`keras.utils.set_random_seed(init seed)`, then `model.py`), its training
 windows (each epoch `training.steps_per_epoch` steps of
-`training.batch_size` windows drawn at random offsets of the training
-split by the member's own `np.random.default_rng(seed)`) and the
-configured optimizer. `train_language_model` trains all seeds of one
+`training.batch_size` windows drawn at random offsets of its training
+split by `np.random.default_rng(order seed)`) and the configured
+optimizer. `train_language_model` trains all seeds of one
 activation as ONE stacked model (`stacked.py`, a member axis on every
 weight): each step feeds member m its own windows, and the loss is the sum
 over members of each member's mean loss, so each member's gradient, and
@@ -31,6 +35,8 @@ from keras import ops
 import keras_gelu
 from keras_gelu.stacking import stack_weights
 from keras_gelu.stacking import unstack_weights
+from kg_service.config.derived import member_source_seeds
+from kg_service.tasks.language.corpus import resplit
 from kg_service.tasks.language.entropy import normalised_head_entropy
 from kg_service.tasks.language.entropy import top_quarter_shares
 from kg_service.tasks.language.stacked import StackedSelfAttention
@@ -325,12 +331,13 @@ def train_language_model(task, corpus, config, activation, seeds, report):
         return train_one_by_one(task, corpus, config, activation, seeds, report)
     start = time.perf_counter()
     training = config.training
-    steps = _steps(corpus, training)
+    sources, corpora = member_sources(config, corpus, seeds)
+    steps = _steps(corpora[0], training)  # every member's training split: one size
     members = len(seeds)
     with dtype_policy(config.device.mixed_precision):
         plain = []
-        for seed in seeds:
-            keras.utils.set_random_seed(seed)
+        for seed, source in zip(seeds, sources):
+            keras.utils.set_random_seed(source["init"])
             plain.append(task.build_model(
                 config.model, activation, corpus, name=f"{activation}_seed{seed}"))
         stacked = stack_language_model(plain[0], members)
@@ -343,11 +350,10 @@ def train_language_model(task, corpus, config, activation, seeds, report):
         jit_compile=True if config.device.xla else "auto",
         steps_per_execution=steps,
     )
-    histories = _fit_stacked(stacked, plain, corpus, config, seeds, steps, report)
-    test_x, test_y = corpus.windows("test")
-    test_loss, test_accuracy = _evaluate(
-        stacked, _tile(test_x, members), _tile(test_y, members), training.batch_size
-    )
+    histories = _fit_stacked(stacked, plain, corpora, config,
+                             [s["order"] for s in sources], steps, report)
+    test_x, test_y = _per_member([c.windows("test") for c in corpora])
+    test_loss, test_accuracy = _evaluate(stacked, test_x, test_y, training.batch_size)
     unstack_weights(stacked, plain)
     seconds = (time.perf_counter() - start) / members
     for model in plain:
@@ -364,24 +370,34 @@ def _token_accuracy(y_true, y_pred):
     return ops.cast(ops.equal(predicted, y_true), "float32")
 
 
-def _tile(x, members):
-    """`(n, t)` -> `(n, M, t)`: every member sees the same windows."""
-    return np.ascontiguousarray(np.broadcast_to(x[:, None], (len(x), members) + x.shape[1:]))
+def member_sources(config, corpus, seeds):
+    """Each member's source seeds (`member_source_seeds`) and corpus: its
+    own split (`resplit`) where `vary` has split, else `corpus` itself."""
+    sources = [member_source_seeds(config, seed) for seed in seeds]
+    corpora = [resplit(corpus, s["split"]) if "split" in config.vary else corpus
+               for s in sources]
+    return sources, corpora
 
 
-def _fit_stacked(stacked, plain, corpus, config, seeds, steps, report):
+def _per_member(windows):
+    """`[(x, y) of member m]`, each `(n, t)` -> `(x, y)`, each `(n, M, t)`."""
+    return tuple(np.ascontiguousarray(np.stack(parts, axis=1)) for parts in zip(*windows))
+
+
+def _fit_stacked(stacked, plain, corpora, config, orders, steps, report):
     """Trains the stacked model epoch by epoch; returns each member's history."""
     training = config.training
-    members = len(seeds)
-    val_x, val_y = corpus.windows("validation", limit=config.data.eval_windows)
-    val_x, val_y = _tile(val_x, members), _tile(val_y, members)
+    members = len(orders)
+    val_x, val_y = _per_member(
+        [c.windows("validation", limit=config.data.eval_windows) for c in corpora])
     probe, probe_x = stacked_attention_probe(stacked), val_x[:ENTROPY_BATCH]
-    rngs = [np.random.default_rng(seed) for seed in seeds]
-    histories = [{} for _ in seeds]
+    rngs = [np.random.default_rng(order) for order in orders]
+    histories = [{} for _ in orders]
     alive = np.ones(members, dtype=bool)  # members whose loss is still finite
     count = steps * training.batch_size
     for epoch in range(1, training.epochs + 1):
-        windows = [_random_windows(corpus.train, corpus.context, count, rng) for rng in rngs]
+        windows = [_random_windows(c.train, c.context, count, rng)
+                   for c, rng in zip(corpora, rngs)]
         x = np.stack([w[0] for w in windows], axis=1)
         y = np.stack([w[1] for w in windows], axis=1)
         tic = time.perf_counter()
@@ -432,30 +448,32 @@ def train_one_by_one(task, corpus, config, activation, seeds, report):
     side. "tokens_per_second" is the member's own.
     """
     training = config.training
-    val_x, val_y = corpus.windows("validation", limit=config.data.eval_windows)
-    test_x, test_y = corpus.windows("test")
-    steps = _steps(corpus, training)
     results = []
-    for seed in seeds:
+    for seed, source, own in zip(seeds, *member_sources(config, corpus, seeds)):
+        val_x, val_y = own.windows("validation", limit=config.data.eval_windows)
+        test_x, test_y = own.windows("test")
+        steps = _steps(own, training)
         start = time.perf_counter()
         with dtype_policy(config.device.mixed_precision):
-            keras.utils.set_random_seed(seed)
+            keras.utils.set_random_seed(source["init"])
             model = task.build_model(
                 config.model, activation, corpus, name=f"{activation}_seed{seed}"
             )
         _compile_plain(model, config, steps)
-        history = _fit_member(model, corpus, training, seed, steps, (val_x, val_y), report)
+        history = _fit_member(model, own, training, source["order"], steps, (val_x, val_y),
+                              report)
         test_loss, test_accuracy = _evaluate(model, test_x, test_y, training.batch_size)
         results.append(_member_result(activation, seed, model, history, test_loss,
                                       test_accuracy, training, time.perf_counter() - start))
     return results
 
 
-def _fit_member(model, corpus, training, seed, steps, validation, report):
-    """Trains one member epoch by epoch; returns its history (see above)."""
+def _fit_member(model, corpus, training, order, steps, validation, report):
+    """Trains one member epoch by epoch, its windows drawn by
+    `default_rng(order)`; returns its history (see above)."""
     val_x, val_y = validation
     probe, probe_x = attention_probe(model), val_x[:ENTROPY_BATCH]
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(order)
     history = {}
     for epoch in range(1, training.epochs + 1):
         x, y = _random_windows(corpus.train, corpus.context, steps * training.batch_size, rng)
