@@ -137,7 +137,7 @@ def render_markdown(
     lines += ["## Per seed", ""]
     lines += _per_seed_tables(summary, results)
     lines += ["", "## How to read this", ""]
-    lines += _how_to_read(summary, dataset)
+    lines += _how_to_read(summary, dataset, config)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -211,7 +211,9 @@ def _data_line(config, dataset):
                      f"{len(getattr(dataset, 'y_val', []))}/{len(dataset.y_test)}, "
                      f"{dataset.input_dim} features, {n_classes} classes")
     if data is not None:
-        parts.append(f"split seed {data.seed} (the same for every member)")
+        parts.append(f"each member's own split from data seed {data.seed} (vary: split; "
+                     "these sizes for every member)" if "split" in config.vary
+                     else f"split seed {data.seed} (the same for every member)")
     return ("- Data: " + "; ".join(parts) + ". The test split is used only for the final "
             "numbers, never for training or selection.")
 
@@ -351,12 +353,11 @@ def _per_seed_tables(summary, results):
     return lines
 
 
-def _how_to_read(summary, dataset):
+def _how_to_read(summary, dataset, config=None):
     n = min((a.n for a in summary.activations), default=0)
     shown = wording.shown(summary.metric.name)
     lines = [
-        "- One seed is one training run: the seed sets the initial weights and the "
-        "batch order; the data split is the same for every run. Activations are "
+        f"- One seed is one training run: {_seed_sets(config)}. Activations are "
         "compared seed by seed (paired), which removes the seed-to-seed variation "
         "they share.",
         f"- The {summary.confidence:.0%} interval of Δ is where the true mean "
@@ -389,7 +390,28 @@ def _how_to_read(summary, dataset):
     lines.append(f"- The winner is the {best} mean {shown.label}; when its lead over "
                  "a runner-up that is not the baseline is tested, that p-value is "
                  "unadjusted and optimistic, since the pair was chosen after looking.")
-    lines.append("- Seeds vary initialisation only, so the intervals do not cover "
-                 "the variation from drawing a different data set.")
+    split = config is None or "split" in config.vary
+    lines.append("- The intervals cover what the seeds vary"
+                 + (", the data split included, but not the variation from drawing a "
+                    "new data set." if split else
+                    "; the data split is fixed, so they cover neither another split "
+                    "nor another data set."))
     return lines
+
+
+_SOURCE_WORDS = {"init": "the initial weights", "order": "the batch order",
+                 "split": "the train / validation / test split"}
+
+
+def _seed_sets(config):
+    """What one member's seed decides, by the sweep's `vary`."""
+    vary = config.vary if config is not None else tuple(_SOURCE_WORDS)
+    varied = [_SOURCE_WORDS[v] for v in _SOURCE_WORDS if v in vary]
+    fixed = [_SOURCE_WORDS[v] for v in _SOURCE_WORDS if v not in vary]
+    text = "its seed sets " + ", ".join(varied[:-1]) + (" and " if len(varied) > 1 else "") + varied[-1]
+    text += " (each from its own derived seed)" if len(varied) > 1 else ""
+    if fixed:
+        text += "; " + " and ".join(fixed) + (" is" if len(fixed) == 1 else " are") + \
+            " the same for every run"
+    return text
 

@@ -1,5 +1,6 @@
 """kg_service.analysis.report: the files it writes and what the Markdown says."""
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -480,3 +481,22 @@ def test_a_real_sweeps_report_has_mcnemar_and_curves_and_the_rebuilt_one_the_sam
         summary["comparisons"]["gelu"]["accuracy"]["mean_diff"], abs=1e-9)
     assert {c["measure"] for c in summary["curves"]["comparisons"]} == {
         "loss_auc", "epochs_to_loss"}
+
+
+@pytest.mark.parametrize("vary", [("init", "order", "split"), ("init", "order")])
+def test_the_report_says_what_each_seed_varies_and_what_the_intervals_cover(vary):
+    """The "how to read" and data lines follow the sweep's `vary` (issue 19):
+    a fixed split is said to be fixed, a varied one to be each member's own."""
+    config = dataclasses.replace(Config(), vary=vary)
+    md = report.render_markdown(comparisons.summarize(golden_results(), "relu"),
+                                golden_results(), title="vary", config=config)
+    if "split" in vary:
+        assert ("its seed sets the initial weights, the batch order and the train / "
+                "validation / test split") in md
+        assert "each member's own split from data seed 0" in md
+        assert "the data split included, but not the variation from drawing a new data set" in md
+    else:
+        assert ("its seed sets the initial weights and the batch order (each from its own "
+                "derived seed); the train / validation / test split is the same for every run") in md
+        assert "split seed 0 (the same for every member)" in md
+        assert "the data split is fixed, so they cover neither another split" in md
