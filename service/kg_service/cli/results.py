@@ -170,8 +170,42 @@ def read_runs(uri, tag):
             commit=parent.data.tags.get("git_commit", ""),
             started=datetime.datetime.fromtimestamp(
                 parent.info.start_time / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            tuned=_tuned(parent.data.tags, s.config), cost=_cost(uri, s.experiment),
         ))
     return runs, stored
+
+
+def _tuned(tags, config):
+    """{activation: chosen value} from a tuned sweep's `tuning.<activation>.
+    <parameter>` tags (sweep/tuning.py), in the config's activation order."""
+    tuning = config.get("tuning")
+    if not tuning:
+        return {}
+    chosen = {a: tags.get(f"tuning.{a}.{tuning['parameter']}")
+              for a in config.get("activations", ())}
+    return {a: v for a, v in chosen.items() if v is not None}
+
+
+def _cost(uri, experiment):
+    """The sweep's wall and CPU time as docs/make_results.sh recorded them
+    (/usr/bin/time, in times/<experiment>.txt beside a sqlite store), or ""."""
+    if not uri.startswith("sqlite:///"):
+        return ""
+    path = pathlib.Path(uri[len("sqlite:///"):]).parent / "times" / f"{experiment}.txt"
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return ""
+    timing = next((line for line in lines if " user " in line and " sys " in line), "")
+    load = next((line for line in lines if line.startswith("load average")), "")
+    try:
+        words = timing.split()
+        wall = float(words[words.index("wall") + 1])
+        cpu = float(words[words.index("user") + 1]) + float(words[words.index("sys") + 1])
+    except (ValueError, IndexError):
+        return ""
+    return (f"its process: {wall:.0f} s wall, {cpu:.0f} s CPU (user + sys)"
+            + (f", {load}" if load else ""))
 
 
 def build_page(uri, command):

@@ -1,5 +1,5 @@
-"""docs/results.md's math and words (analysis/results_page.py), on fixed
-numbers: ranks and Spearman's rho against scipy, rank probabilities
+"""docs/results.md's math and words (analysis/results_math.py,
+results_sections.py, results_revival.py), on fixed numbers: ranks and Spearman's rho against scipy, rank probabilities
 against plain numpy resampling, the normalised attention entropy against
 a direct numpy computation, and the page's verdicts on runs whose answer
 is known. No store, no training (the page from a real store:
@@ -13,7 +13,10 @@ from scipy import stats as st
 
 from kg_service.analysis import papers
 from kg_service.analysis import resampling
+from kg_service.analysis import results_math as rmath
 from kg_service.analysis import results_page as rp
+from kg_service.analysis import results_revival as rrev
+from kg_service.analysis import results_sections as rsec
 from kg_service.analysis import stats
 from kg_service.analysis import study as study_lib
 from kg_service.tasks.language import entropy
@@ -25,7 +28,7 @@ PAPER = [papers.GLU_65K[a][0] for a in NAMES]
 
 
 def test_ranks_and_spearman_are_scipys_in_the_tables_order():
-    agree = rp.rank_agreement(NAMES, OURS, PAPER)
+    agree = rmath.rank_agreement(NAMES, OURS, PAPER)
     ref = st.spearmanr(OURS, PAPER)
     assert agree.rho == pytest.approx(ref.statistic, rel=1e-12)
     assert agree.p_value == pytest.approx(ref.pvalue, rel=1e-12)
@@ -37,17 +40,17 @@ def test_ranks_and_spearman_are_scipys_in_the_tables_order():
     # In the table's order, item by item: GEGLU first in both, ReLU 6th vs 8th.
     assert dict(zip(NAMES, agree.differences))["geglu"] == 0
     assert dict(zip(NAMES, agree.differences))["relu"] == 6 - 8
-    assert rp.agreement_words(agree).startswith("agrees")
+    assert rsec.agreement_words(agree).startswith("agrees")
 
 
 def test_a_reversed_ranking_is_not_called_agreement():
-    agree = rp.rank_agreement(NAMES, [-x for x in OURS], PAPER)
+    agree = rmath.rank_agreement(NAMES, [-x for x in OURS], PAPER)
     assert agree.rho < 0
-    assert not rp.agreement_words(agree).startswith("agrees")
+    assert not rsec.agreement_words(agree).startswith("agrees")
 
 
 def test_higher_is_better_ranks_the_largest_first():
-    assert rp.ranks([0.91, 0.95, 0.93], higher_is_better=True).tolist() == [3.0, 1.0, 2.0]
+    assert rmath.ranks([0.91, 0.95, 0.93], higher_is_better=True).tolist() == [3.0, 1.0, 2.0]
 
 
 # Seeds' values without ties (a resample's means never tie), geglu ahead.
@@ -57,7 +60,7 @@ TABLE = {a: {s: float(m + _rng.normal(0, 0.015)) for s in range(4)}
 
 
 def test_paired_p_first_is_resampling_rank_first():
-    probs = rp.rank_probabilities(TABLE, paired=True, resamples=4000, seed=3)
+    probs = rmath.rank_probabilities(TABLE, paired=True, resamples=4000, seed=3)
     first = resampling.rank_first(TABLE, higher_is_better=False, resamples=4000, seed=3)
     for a in TABLE:
         assert probs[a][0] == pytest.approx(first[a], abs=1e-12)
@@ -67,7 +70,7 @@ def test_paired_p_first_is_resampling_rank_first():
 
 def test_independent_rank_probabilities_match_a_plain_numpy_loop():
     resamples, seed = 2000, 5
-    probs = rp.rank_probabilities(TABLE, paired=False, resamples=resamples, seed=seed)
+    probs = rmath.rank_probabilities(TABLE, paired=False, resamples=resamples, seed=seed)
     rng = np.random.default_rng(seed)
     means = np.stack([
         np.array(list(TABLE[a].values()))[rng.integers(0, 4, size=(resamples, 4))].mean(axis=1)
@@ -80,8 +83,8 @@ def test_independent_rank_probabilities_match_a_plain_numpy_loop():
 
 
 def test_rank_probabilities_need_two_seeds_and_two_activations():
-    assert rp.rank_probabilities({"a": {0: 1.0, 1: 2.0}}) == {}
-    assert rp.rank_probabilities({"a": {0: 1.0}, "b": {0: 2.0}}) == {}
+    assert rmath.rank_probabilities({"a": {0: 1.0, 1: 2.0}}) == {}
+    assert rmath.rank_probabilities({"a": {0: 1.0}, "b": {0: 2.0}}) == {}
 
 
 def _causal(rng, t, heads=2, batch=3, sharp=1.0):
@@ -149,32 +152,32 @@ def _study(runs):
 
 def test_entropy_claim_is_reproduced_only_when_the_numbers_say_so():
     runs = [_run("ln", True, 0.60, 0.60), _run("noln", False, 0.90, 0.70)]
-    lines = rp.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs))
+    lines = rrev.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs))
     assert "Entropy: **reproduced**" in "\n".join(lines)
     same = [_run("ln", True, 0.80, 0.80), _run("noln", False, 0.80, 0.81)]
-    lines = rp.revival_verdicts({r.layer_norm: r for r in same}, _study(same))
+    lines = rrev.revival_verdicts({r.layer_norm: r for r in same}, _study(same))
     assert "Entropy: **not reproduced**" in "\n".join(lines)
 
 
 def test_slope_verdict_reads_the_longest_normalisation_free_run():
     runs = [_run("ln", True, 0.6, 0.6), _run("noln", False, 0.6, 0.6)]
     long = _run("long", False, 0.6, 0.6, slope=0.001, epochs=24)
-    assert rp.slope_verdict(runs, [long]).startswith("reproduced")
-    assert rp.slope_verdict(runs, []).startswith("not reproduced")
+    assert rrev.slope_verdict(runs, [long]).startswith("reproduced")
+    assert rrev.slope_verdict(runs, []).startswith("not reproduced")
 
 
 def test_welch_is_scipys_unequal_variance_test():
     a, b = [0.61, 0.63, 0.60, 0.64], [0.70, 0.75, 0.69]
-    d, p = rp.welch(a, b)
+    d, p = rmath.welch(a, b)
     assert d == pytest.approx(np.mean(b) - np.mean(a))
     assert p == pytest.approx(st.ttest_ind(b, a, equal_var=False).pvalue)
 
 
 def test_overload_without_relief_is_not_the_papers_claim():
-    assert rp.claim_word([(0.15, 1e-4), (0.2, 1e-3)]) == "reproduced"
-    assert rp.claim_word([(-0.0001, 0.3), (-0.04, 0.31)], negative=True) == (
+    assert rrev.claim_word([(0.15, 1e-4), (0.2, 1e-3)]) == "reproduced"
+    assert rrev.claim_word([(-0.0001, 0.3), (-0.04, 0.31)], negative=True) == (
         "in direction only, not significant")
-    assert rp.claim_word([(0.01, 0.3)], negative=True) == "not reproduced"
+    assert rrev.claim_word([(0.01, 0.3)], negative=True) == "not reproduced"
     runs = [_run("ln", True, 0.60, 0.60), _run("noln", False, 0.90, 0.90)]
-    text = "\n".join(rp.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs)))
+    text = "\n".join(rrev.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs)))
     assert "Entropy: **not reproduced** (overload: reproduced; ReLU's relief: not" in text

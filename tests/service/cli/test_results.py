@@ -1,9 +1,12 @@
 """`kg results` on a real sqlite MLflow store (issue 19 item 3).
 
 One tiny moons sweep tagged `study: glu-variants` (three of the page's
-FFNs, 2 seeds, one epoch: about 10 s on an idle machine) is trained in-process; the page is
+FFNs, 2 seeds, one epoch, its learning rate tuned over 2 values x 1 seed:
+about 10 s on an idle machine) is trained in-process; the page is
 rendered from the store alone and its GLU table is checked against the
-member runs as MLflow's own client reads them, and scipy's Spearman.
+member runs as MLflow's own client reads them (not the tuning members),
+and scipy's Spearman; the chosen learning rates against the sweep run's
+tags.
 Bad input (no store, no study of the page, a bad PATH) exits 2 with one
 paragraph.
 """
@@ -32,6 +35,7 @@ training: {{epochs: 1, batch_size: 32}}
 tracking: {{uri: "{uri}"}}
 registry: {{enabled: false}}
 export: {{enabled: false}}
+tuning: {{parameter: training.learning_rate, values: [0.001, 0.05], seeds: 1}}
 """
 
 
@@ -77,6 +81,14 @@ def test_the_page_is_rendered_from_the_store_with_computed_ranks(store):
     assert re.search(r"at commit [0-9a-f]{7}", page)
     assert "No finished sweep tagged `study: revival`" in page
     assert "No finished sweep tagged `study: digits`" in page
+    # Tuned: each activation's chosen value as its sweep run's tags say, and
+    # the tuning members (their own seeds) kept out of the table above.
+    (sweep,) = client.search_runs([exp.experiment_id], "tags.`kg.role` = 'sweep'")
+    chosen = ", ".join(f"{a} {sweep.data.tags[f'tuning.{a}.training.learning_rate']}"
+                       for a in ("relu", "gelu", "geglu"))
+    assert f"chosen: {chosen}; each seed varies init, order, split" in page
+    tuning = client.search_runs([exp.experiment_id], "tags.`kg.role` = 'tuning'")
+    assert len(tuning) == 6 and all(int(r.data.tags["seed"]) >= 2**31 for r in tuning)
 
 
 def test_no_store_exits_2_without_creating_one(tmp_path):
