@@ -181,3 +181,24 @@ def test_overload_without_relief_is_not_the_papers_claim():
     runs = [_run("ln", True, 0.60, 0.60), _run("noln", False, 0.90, 0.90)]
     text = "\n".join(rrev.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs)))
     assert "Entropy: **not reproduced** (overload: reproduced; ReLU's relief: not" in text
+
+
+def test_each_sweep_says_what_it_tuned_and_what_its_seeds_varied():
+    tuning = {"parameter": "training.learning_rate", "values": [0.001, 0.003], "seeds": 1,
+              "select_by": "val_loss"}
+    lm = rp.StoredRun(
+        experiment="glu", run_id="g", study="glu-variants", baseline="relu",
+        config={"data": {"dataset": "python_code"}, "tuning": tuning,
+                "training": {"learning_rate": 0.001}},
+        members={}, seconds=1.0, tuned={"relu": "0.003", "geglu": "0.001"})
+    digits = rp.StoredRun(
+        experiment="digits", run_id="d", study="digits", baseline="relu",
+        config={"data": {"dataset": "digits"}, "vary": ["init", "split"], "tuning": None,
+                "training": {"learning_rate": 0.002}},
+        members={}, seconds=1.0)
+    tuned, fixed = rsec.setup_lines([lm, digits])
+    assert "grid [0.001, 0.003], 1 tuning seed per value" in tuned
+    assert "by val_loss" in tuned and "chosen: relu 0.003, geglu 0.001;" in tuned
+    assert "does not read `vary` on main" in tuned
+    assert fixed == ("`digits`: not tuned: learning rate 0.002 for every activation; each "
+                     "seed varies init, split (`vary`), each from its own derived seed.")

@@ -122,3 +122,18 @@ def test_run_with_a_tracking_uri_exits_2_before_training(tmp_path):
     assert result.exit_code == 2
     assert "--run fills a --store folder" in result.output
     assert not (tmp_path / "x.db").exists()
+
+
+def test_a_sweeps_cost_is_read_from_the_times_make_results_wrote(tmp_path):
+    from kg_service.cli import results as cli_results
+
+    (tmp_path / "times").mkdir()
+    (tmp_path / "times" / "glu-variants.txt").write_text(
+        "glu-variants: wall 1500.50 s, user 1100.25 s, sys 40.50 s, max RSS 1 KB\n"
+        "load average at the end: 9.1 8.2 7.3\n")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert cli_results._cost(uri, "glu-variants") == (
+        "its process: 1500 s wall, 1141 s CPU (user + sys), load average at the end: "
+        "9.1 8.2 7.3")
+    assert cli_results._cost(uri, "digits") == ""  # no file: nothing said
+    assert cli_results._cost("http://127.0.0.1:5000", "glu-variants") == ""
