@@ -98,8 +98,10 @@ def comparison_lines(study):
                              alpha=study.alpha, family=study.family_size)
         n = plan.decide
         plans.append(f"{c.activation} ({c.sweep}, {wording.shown(c.metric.name).label}) "
-                     + (f"~{n}" if n is not None else "no finite count"))
-    lines += ["", f"Seeds to decide each comparison (better/worse at the observed d_z or "
+                     + (f"~{n}" if n is not None else "no finite count")
+                     + f" (ran {len(c.paired.diffs)})")
+    lines += ["", f"Seeds to decide each comparison, beside the paired seeds it ran "
+              f"(better/worse at the observed d_z or "
               f"equivalent within the margin, power 0.8, alpha {study.alpha:g}/"
               f"{study.family_size}: `analysis.planning`, as `kg plan`): "
               + "; ".join(plans) + "."]

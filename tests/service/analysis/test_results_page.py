@@ -202,3 +202,11 @@ def test_each_sweep_says_what_it_tuned_and_what_its_seeds_varied():
     assert "does not read `vary` on main" in tuned
     assert fixed == ("`digits`: not tuned: learning rate 0.002 for every activation; each "
                      "seed varies init, split (`vary`), each from its own derived seed.")
+
+
+def test_each_seed_plan_stands_beside_the_seeds_it_ran():
+    runs = [_run("ln", True, 0.60, 0.60), _run("noln", False, 0.90, 0.70)]
+    text = "\n".join(rsec.comparison_lines(_study(runs)))
+    plans = text.split("Seeds to decide each comparison")[1]
+    # 2 sweeps x 2 activations against gelu, each on the 3 seeds _run made.
+    assert plans.count("(ran 3)") == 4
