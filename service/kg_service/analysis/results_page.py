@@ -31,6 +31,7 @@ STUDIES = (
     ("glu-variants", "Shazeer 2020, GLU variants in the transformer feed-forward"),
     ("revival", "Jha & Reagen 2024, \"ReLU's Revival\" (normalization-free LMs)"),
 )
+DIGITS_STUDY = "digits"  # its members' loss curves and test predictions are read too
 SLOPE_STUDY = "revival-slope"  # the learnable slope trained longer (optional)
 
 
@@ -59,6 +60,9 @@ class StoredRun:
     # <parameter>` tags, sweep/tuning.py); {} when it was not tuned.
     tuned: dict = dataclasses.field(default_factory=dict)
     cost: str = ""  # its process's wall and CPU time, when the store folder has them
+    # (activation, seed) -> the member's per-test-example correctness (0/1
+    # array; classification members keep it), for McNemar's test.
+    examples: dict = dataclasses.field(default_factory=dict)
 
     def values(self, metric):
         """{activation: {seed: value}} of one metric, members that have it."""

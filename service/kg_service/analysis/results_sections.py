@@ -4,6 +4,7 @@ from `results_page.StoredRun`s and an `analysis.study.Study`.
 """
 
 import math
+import types
 
 import numpy as np
 
@@ -11,6 +12,7 @@ from kg_service.analysis import papers
 from kg_service.analysis import planning
 from kg_service.analysis import study_report
 from kg_service.analysis import tables
+from kg_service.analysis import variance_report
 from kg_service.analysis import wording
 from kg_service.analysis.results_math import mean_sd
 from kg_service.analysis.results_math import median_first
@@ -166,7 +168,30 @@ def digits_section(runs, study):
             f"{run.baseline}: {wording.OUTCOME_WORDS.get(c.outcome, c.outcome)} "
             f"(study Holm p {fmt_p(c.p_holm)})." if c else "")
     lines += ["", "**Verdict.** " + verdict + held]
-    return lines
+    return lines + variance_lines(run)
+
+
+def variance_lines(run):
+    """The sweep report's per-example (McNemar) and training-loss-curve
+    sections (`analysis.variance_report`), from the members' stored test
+    predictions and loss histories; [] when the store kept neither."""
+    members = []
+    for activation, seeds in run.members.items():
+        for seed in seeds:
+            members.append(types.SimpleNamespace(
+                activation=activation, seed=seed, ok=True,
+                history={"loss": run.histories.get((activation, seed, "loss"), [])},
+                test_correct=run.examples.get((activation, seed))))
+    analysis = run.config.get("analysis", {})
+    summary = types.SimpleNamespace(baseline=run.baseline, alpha=analysis.get("alpha", 0.05),
+                                    confidence=1 - analysis.get("alpha", 0.05))
+    config = types.SimpleNamespace(
+        vary=tuple(run.config.get("vary") or ()),
+        training=types.SimpleNamespace(
+            loss_threshold=run.config.get("training", {}).get("loss_threshold")))
+    lines = variance_report.markdown_sections(summary, members, config)
+    return [line.replace("## ", "### ", 1) if line.startswith("## ") else line
+            for line in lines]
 
 
 def glu_section(runs, study):

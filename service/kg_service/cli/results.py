@@ -17,6 +17,7 @@ import os
 import pathlib
 import shlex
 import subprocess
+import tempfile
 
 import click
 
@@ -152,6 +153,7 @@ def read_runs(uri, tag):
         parent = client.get_run(s.run_id)
         members = {}
         histories = {}
+        examples = {}
         # The members as `kg report --study` reads them (earliest run each).
         for (activation, seed), run in studies._members(client, parent).items():
             if run.info.status == "FAILED" or "failure.reason" in run.data.tags:
@@ -159,20 +161,45 @@ def read_runs(uri, tag):
             members.setdefault(activation, {})[seed] = dict(run.data.metrics)
             for key in SLOPE_METRICS:
                 if key in run.data.metrics and tag == results_page.SLOPE_STUDY:
-                    histories[(activation, seed, key)] = [
-                        m.value for m in sorted(client.get_metric_history(run.info.run_id, key),
-                                                key=lambda m: m.step)]
+                    histories[(activation, seed, key)] = _history(client, run, key)
+            if tag == results_page.DIGITS_STUDY:  # the curves and McNemar's test
+                histories[(activation, seed, "loss")] = _history(client, run, "loss")
+                correct = _test_correct(client, run)
+                if correct is not None:
+                    examples[(activation, seed)] = correct
         end = parent.info.end_time or parent.info.start_time
         runs.append(results_page.StoredRun(
             experiment=s.experiment, run_id=s.run_id, study=tag, baseline=s.baseline,
             config=s.config, members=members, seconds=(end - parent.info.start_time) / 1000,
-            histories=histories, failed=s.failed,
+            histories=histories, examples=examples, failed=s.failed,
             commit=parent.data.tags.get("git_commit", ""),
             started=datetime.datetime.fromtimestamp(
                 parent.info.start_time / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             tuned=_tuned(parent.data.tags, s.config), cost=_cost(uri, s.experiment),
         ))
     return runs, stored
+
+
+def _history(client, run, key):
+    """A member's per-epoch values of one metric, in step order."""
+    return [m.value for m in sorted(client.get_metric_history(run.info.run_id, key),
+                                    key=lambda m: m.step)]
+
+
+def _test_correct(client, run):
+    """A classification member's per-test-example correctness (the array
+    its run keeps beside its model), or None where it kept none."""
+    import numpy as np
+
+    from kg_service.tracking import mlflow_store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.download_artifacts(
+                run.info.run_id, f"member/{mlflow_store.MEMBER_TEST_CORRECT}", tmp)
+        except Exception:  # MLflow raises its own kinds for a missing artifact
+            return None
+        return np.load(path)
 
 
 def _tuned(tags, config):

@@ -210,3 +210,33 @@ def test_each_seed_plan_stands_beside_the_seeds_it_ran():
     plans = text.split("Seeds to decide each comparison")[1]
     # 2 sweeps x 2 activations against gelu, each on the 3 seeds _run made.
     assert plans.count("(ran 3)") == 4
+
+
+def test_the_digits_section_shows_mcnemar_and_the_curves_from_stored_members():
+    rng = np.random.default_rng(3)
+    members, histories, examples = {}, {}, {}
+    for a, shift in (("relu", 0.0), ("gelu", -0.1)):
+        members[a] = {}
+        for s in range(3):
+            curve = [2.0 + shift - 0.3 * e + 0.01 * s for e in range(5)]
+            members[a][s] = {"loss": curve[-1], "test_accuracy": 0.9 + 0.01 * s,
+                             "test_loss": 0.3 - shift}
+            histories[(a, s, "loss")] = curve
+            examples[(a, s)] = (rng.random(40) < (0.8 if a == "gelu" else 0.7)).astype(int)
+    run = rp.StoredRun(
+        experiment="digits", run_id="d", study="digits", baseline="relu",
+        config={"vary": ["init", "order", "split"], "training": {"epochs": 5},
+                "analysis": {"alpha": 0.05}},
+        members=members, seconds=1.0, histories=histories, examples=examples)
+    text = "\n".join(rsec.variance_lines(run))
+    assert "### Per-example tests (McNemar, test split)" in text
+    assert "### Training-loss curves" in text
+    b = sum(int(((examples[("gelu", s)] == 1) & (examples[("relu", s)] == 0)).sum())
+            for s in range(3))
+    c = sum(int(((examples[("gelu", s)] == 0) & (examples[("relu", s)] == 1)).sum())
+            for s in range(3))
+    assert f"| gelu vs relu | 3 | 120 | {b} | {c} |" in text
+    # Nothing kept (a language model's members): no such sections.
+    bare = rp.StoredRun(experiment="x", run_id="x", study="digits", baseline="relu",
+                        config={}, members={"relu": {0: {}}, "gelu": {0: {}}}, seconds=1.0)
+    assert rsec.variance_lines(bare) == []
