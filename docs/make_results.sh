@@ -75,7 +75,9 @@ slope() {  # the learnable slope, out of weight decay, 3x the halves' 4 epochs, 
     --set baseline=learnable_leaky_relu --set training.epochs=12
 }
 glu_shard() {  # the shipped 3 seeds, 4 epochs (the config's 6 cut); one of 4 shards
-  train glu-variants --config configs/glu-variants.yaml --set training.epochs=4 --shard "$1/4"
+  # (its times in times/glu-variants.shard<N>.txt; `kg results` adds them up)
+  train glu-variants.shard$1 --config configs/glu-variants.yaml --set training.epochs=4 \
+    --shard "$1/4"
 }
 glu_1() { glu_shard 1; }
 glu_2() { glu_shard 2; }

@@ -145,6 +145,7 @@ def read_runs(uri, tag):
     from kg_service.analysis import results_page
     from kg_service.tracking import client as mlflow_client
     from kg_service.tracking import studies
+    from kg_service.tracking.store import SWEEP_ID_TAG
 
     stored = studies.read_study(uri, tag)
     client = mlflow_client.import_mlflow().MlflowClient(uri, registry_uri=uri)
@@ -175,7 +176,8 @@ def read_runs(uri, tag):
             commit=parent.data.tags.get("git_commit", ""),
             started=datetime.datetime.fromtimestamp(
                 parent.info.start_time / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            tuned=_tuned(parent.data.tags, s.config), cost=_cost(uri, s.experiment),
+            tuned=_tuned(parent.data.tags, s.config),
+            cost=_cost(uri, s.experiment, sharded=SWEEP_ID_TAG in parent.data.tags),
         ))
     return runs, stored
 
@@ -213,26 +215,43 @@ def _tuned(tags, config):
     return {a: v for a, v in chosen.items() if v is not None}
 
 
-def _cost(uri, experiment):
+def _cost(uri, experiment, sharded=False):
     """The sweep's wall and CPU time as docs/make_results.sh recorded them
-    (/usr/bin/time, in times/<experiment>.txt beside a sqlite store), or ""."""
+    (/usr/bin/time, in times/<experiment>.txt beside a sqlite store; a
+    sharded sweep's in times/<experiment>.shard<N>.txt, one per shard
+    process, added up), or "" where they are not there."""
     if not uri.startswith("sqlite:///"):
         return ""
-    path = pathlib.Path(uri[len("sqlite:///"):]).parent / "times" / f"{experiment}.txt"
+    folder = pathlib.Path(uri[len("sqlite:///"):]).parent / "times"
+    paths = (sorted(folder.glob(f"{experiment}.shard*.txt")) if sharded
+             else [folder / f"{experiment}.txt"])
+    timed = [t for t in (_timed(path) for path in paths) if t is not None]
+    if not timed:
+        return ""
+    if not sharded:
+        wall, cpu, load = timed[0]
+        return (f"its process: {wall:.0f} s wall, {cpu:.0f} s CPU (user + sys)"
+                + (f", {load}" if load else ""))
+    return (f"its {len(timed)} shard processes side by side: {max(t[0] for t in timed):.0f} s "
+            f"wall (the longest), {sum(t[1] for t in timed):.0f} s CPU in all (user + sys)")
+
+
+def _timed(path):
+    """(wall s, user + sys s, "load average at the end: ...") of one
+    /usr/bin/time file that make_results.sh wrote, or None."""
     try:
         lines = path.read_text().splitlines()
     except OSError:
-        return ""
+        return None
     timing = next((line for line in lines if " user " in line and " sys " in line), "")
     load = next((line for line in lines if line.startswith("load average")), "")
     try:
-        words = timing.split()
+        words = timing.replace(",", "").split()
         wall = float(words[words.index("wall") + 1])
         cpu = float(words[words.index("user") + 1]) + float(words[words.index("sys") + 1])
     except (ValueError, IndexError):
-        return ""
-    return (f"its process: {wall:.0f} s wall, {cpu:.0f} s CPU (user + sys)"
-            + (f", {load}" if load else ""))
+        return None
+    return wall, cpu, load
 
 
 def build_page(uri, command):

@@ -136,4 +136,13 @@ def test_a_sweeps_cost_is_read_from_the_times_make_results_wrote(tmp_path):
         "its process: 1500 s wall, 1141 s CPU (user + sys), load average at the end: "
         "9.1 8.2 7.3")
     assert cli_results._cost(uri, "digits") == ""  # no file: nothing said
+    # A sharded sweep: one file per shard process, added up; the unsharded
+    # name is not read for it (every shard would have written it in turn).
+    assert cli_results._cost(uri, "glu-variants", sharded=True) == ""
+    for n, (wall, user) in enumerate([(100.0, 80.0), (120.0, 90.5)], 1):
+        (tmp_path / "times" / f"glu-variants.shard{n}.txt").write_text(
+            f"glu-variants.shard{n}: wall {wall} s, user {user} s, sys 1.0 s, max RSS 1 KB\n")
+    assert cli_results._cost(uri, "glu-variants", sharded=True) == (
+        "its 2 shard processes side by side: 120 s wall (the longest), 172 s CPU in all "
+        "(user + sys)")
     assert cli_results._cost("http://127.0.0.1:5000", "glu-variants") == ""
