@@ -18,6 +18,7 @@ from kg_service.analysis import variance_report
 from kg_service.analysis import wording
 from kg_service.analysis.figures import FIGURES
 from kg_service.analysis.figures import draw_figures
+from kg_service.config import catalog
 from kg_service.config import loading as config_lib
 from kg_service.errors import ServiceError
 from kg_service.tasks import base as tasks
@@ -210,7 +211,12 @@ def _data_line(config, dataset):
                      f"{len(getattr(dataset, 'y_val', []))}/{len(dataset.y_test)}, "
                      f"{dataset.input_dim} features, {n_classes} classes")
     if data is not None:
-        parts.append(f"split seed {data.seed} (the same for every member)")
+        if "split" in config.vary and catalog.task(data.dataset).sample_splits:
+            # `config.derived.source_seeds`: each member's split from its own seed.
+            parts.append(f"split varied by seed (each member's own, derived from data "
+                         f"seed {data.seed} and its seed)")
+        else:
+            parts.append(f"split seed {data.seed} (the same for every member)")
     return ("- Data: " + "; ".join(parts) + ". The test split is used only for the final "
             "numbers, never for training or selection.")
 
