@@ -73,7 +73,7 @@ def setup_lines(runs):
             tuned = (f"`{parameter}` tuned per activation on validation ({grid}, "
                      f"{tuning['seeds']} tuning seed{'s' if tuning['seeds'] != 1 else ''} "
                      f"per value apart from the comparison's, by {tuning['select_by']}; "
-                     f"docs/tuning.md), chosen: {chosen}")
+                     f"docs/tuning.md), chosen: {chosen}" + _edge_words(tuning, r.tuned))
         else:
             lr = r.config.get("training", {}).get("learning_rate")
             tuned = f"not tuned: learning rate {lr:g} for every activation"
@@ -84,8 +84,31 @@ def setup_lines(runs):
         else:
             varied = ("each seed varies " + ", ".join(r.config.get("vary") or ())
                       + " (`vary`), each from its own derived seed")
-        out.append(f"`{r.experiment}`: {tuned}; {varied}.")
+        out.append(f"`{r.experiment}`: {_length_words(r.config)}; {tuned}; {varied}.")
     return out
+
+
+def _length_words(config):
+    """How long each member trained (the sweep's own settings, which
+    docs/make_results.sh may have cut from the config file's)."""
+    training = config.get("training", {})
+    steps = training.get("steps_per_epoch")
+    return (f"{training.get('epochs')} epochs" + (f" of {steps} steps" if steps else "")
+            + f", batch {training.get('batch_size')}")
+
+
+def _edge_words(tuning, tuned):
+    """A warning when chosen values sit on the grid's edge: the best value
+    may lie outside the grid."""
+    values = tuning.get("values")
+    if not values or len(values) < 2:
+        return ""
+    edge = [a for a, v in tuned.items() if float(v) in (min(values), max(values))]
+    if not edge:
+        return ""
+    who = "every activation's" if len(edge) == len(tuned) else ", ".join(edge) + "'s"
+    return (f" ({who} on the grid's edge: a wider grid might choose a value "
+            "outside it)")
 
 
 def comparison_lines(study):

@@ -189,19 +189,28 @@ def test_each_sweep_says_what_it_tuned_and_what_its_seeds_varied():
     lm = rp.StoredRun(
         experiment="glu", run_id="g", study="glu-variants", baseline="relu",
         config={"data": {"dataset": "python_code"}, "tuning": tuning,
-                "training": {"learning_rate": 0.001}},
+                "training": {"learning_rate": 0.001, "epochs": 2, "steps_per_epoch": 50,
+                             "batch_size": 32}},
         members={}, seconds=1.0, tuned={"relu": "0.003", "geglu": "0.001"})
     digits = rp.StoredRun(
         experiment="digits", run_id="d", study="digits", baseline="relu",
         config={"data": {"dataset": "digits"}, "vary": ["init", "split"], "tuning": None,
-                "training": {"learning_rate": 0.002}},
+                "training": {"learning_rate": 0.002, "epochs": 50, "batch_size": 128}},
         members={}, seconds=1.0)
     tuned, fixed = rsec.setup_lines([lm, digits])
     assert "grid [0.001, 0.003], 1 tuning seed per value" in tuned
-    assert "by val_loss" in tuned and "chosen: relu 0.003, geglu 0.001;" in tuned
+    assert tuned.startswith("`glu`: 2 epochs of 50 steps, batch 32; ")
+    assert "by val_loss" in tuned and "chosen: relu 0.003, geglu 0.001 (" in tuned
+    # Both chosen values are the grid's ends: said, since the best may lie outside.
+    assert "(every activation's on the grid's edge" in tuned
     assert "does not read `vary` on main" in tuned
-    assert fixed == ("`digits`: not tuned: learning rate 0.002 for every activation; each "
-                     "seed varies init, split (`vary`), each from its own derived seed.")
+    assert fixed == ("`digits`: 50 epochs, batch 128; not tuned: learning rate 0.002 for "
+                     "every activation; each seed varies init, split (`vary`), each from "
+                     "its own derived seed.")
+    inner = {**tuning, "values": [0.001, 0.002, 0.003]}
+    assert rsec._edge_words(inner, {"relu": "0.002", "gelu": "0.003"}) == (
+        " (gelu's on the grid's edge: a wider grid might choose a value outside it)")
+    assert rsec._edge_words(inner, {"relu": "0.002"}) == ""
 
 
 def test_each_seed_plan_stands_beside_the_seeds_it_ran():
