@@ -25,6 +25,13 @@
 # main: its corpus split is fixed (data seed 0), the seed sets init and
 # batch order together. Each part's wall and CPU time (user+sys, from
 # /usr/bin/time) go to $STORE/times/<name>.txt.
+#
+# Measured: `/usr/bin/time kg results --run` into a fresh store, commit
+# 64a4f9d, 2026-12-01, load average 17-31 on the shared 2 cores: 1547 s
+# wall, 1232 s user + 68 s sys for every part together; per part (wall /
+# user+sys): digits 1152 / 125 s, GLU's 4 shards 1409 (longest) / 616 s,
+# Revival LayerNorm 1537 / 244 s, no LayerNorm 1482 / 205 s, slope
+# 1065 / 103 s (each part's line on docs/results.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STORE=${1:-results-store}
