@@ -85,7 +85,8 @@ def slope_lines(runs, slope_runs):
         for b in (0, 1):
             v = run.values(f"leaky_slope.block{b}").get("learnable_leaky_relu", {})
             seeds = sorted(v)
-            cells.append(f"{mean_pm([v[s] for s in seeds])} ({', '.join(f'{v[s]:+.3f}' for s in seeds)})"
+            per_seed = ", ".join(f"{v[s]:+.3f}" for s in seeds)
+            cells.append(f"{mean_pm([v[s] for s in seeds])} ({per_seed})"
                          if v else "–")
         lines.append(f"| `{run.experiment}` | {run.config['training']['epochs']} | "
                      + " | ".join(cells) + " |")

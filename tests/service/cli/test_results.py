@@ -1,14 +1,13 @@
 """`kg results` on a real sqlite MLflow store (issue 19 item 3).
 
-One tiny moons sweep tagged `study: glu-variants` (three of the page's
-FFNs, 2 seeds, one epoch, its learning rate "tuned" over a 1-value grid x
-1 seed, the least that logs tuning members: about 10 s on an idle machine) is trained in-process; the page is
-rendered from the store alone and its GLU table is checked against the
-member runs as MLflow's own client reads them (not the tuning members),
-and scipy's Spearman; the chosen learning rates against the sweep run's
-tags.
-Bad input (no store, no study of the page, a bad PATH) exits 2 with one
-paragraph.
+One tiny moons sweep tagged `study: glu-variants` (three of the page's FFNs,
+2 seeds, one epoch, its learning rate "tuned" over a 1-value grid x 1 seed,
+the least that logs tuning members: about 10 s on an idle machine) is
+trained in-process; the page is rendered from the store alone and its GLU
+table is checked against the member runs as MLflow's own client reads them
+(not the tuning members), and scipy's Spearman; the chosen learning rates
+against the sweep run's tags. Bad input (no store, no study of the page, a
+bad PATH) exits 2 with one paragraph.
 """
 
 import re
