@@ -7,17 +7,31 @@
 #   bash docs/make_results.sh results-store glu   # only some parts, no page:
 #       revival_ln revival_noln slope glu digits (revival = both halves;
 #       train_all = every part, as `kg results --run` calls it)
+#   KG_TRAIN_EXTRA=--smoke bash docs/make_results.sh /tmp/s   # the whole
+#       chain at the least cost (each sweep's --smoke), to check it first
 #
-# The parts run side by side (one process each, the GLU sweep as 4 shards
-# of one sweep): on a busy shared CPU each process gets its share, so
-# side by side they finish in about the time of the longest, not the sum.
-# Each sweep is a shipped config (its `study:` tag is how `kg results`
-# finds it) with the seeds the page uses: the most the ~30 min budget per
-# study allowed on the shared 2-core CPU, stated beside each (the seed
-# plans of the last page asked for 4 (GEGLU, GELU vs ReLU) to 91 (Swish)
-# seeds for the GLU variants and 5 to 13 for Revival). Fixed learning
-# rate: per-activation tuning is issue 19 item 1, not on main when this
-# page was made.
+# The parts run side by side (one process each): on a busy shared CPU each
+# process gets its share, so side by side they finish in about the time of
+# the longest, not the sum. Each sweep is a shipped config (its `study:` tag
+# is how `kg results` finds it) with the seeds the page uses: the most the
+# ~30 min budget per study allowed on the shared 2-core CPU, stated beside
+# each, and below the seed plans `kg plan` asks for (the page prints them).
+# Every comparison is tuned (docs/tuning.md): each activation's learning
+# rate is chosen by validation loss on tuning seeds of its own before the
+# comparison's seeds train at it, except the GLU sweep: a tuned sweep
+# cannot be sharded on main and as one process it does not fit 30 min, so
+# it runs as 4 untuned shards (below). digits varies init, order and split
+# (`seeds.vary`'s default); the language model does not read `vary` on
+# main: its corpus split is fixed (data seed 0), the seed sets init and
+# batch order together. Each part's wall and CPU time (user+sys, from
+# /usr/bin/time) go to $STORE/times/<name>.txt.
+#
+# Measured: `/usr/bin/time kg results --run` into a fresh store, commit
+# 64a4f9d, 2026-12-01, load average 17-31 on the shared 2 cores: 1547 s
+# wall, 1232 s user + 68 s sys for every part together; per part (wall /
+# user+sys): digits 1152 / 125 s, GLU's 4 shards 1409 (longest) / 616 s,
+# Revival LayerNorm 1537 / 244 s, no LayerNorm 1482 / 205 s, slope
+# 1065 / 103 s (each part's line on docs/results.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STORE=${1:-results-store}
@@ -30,8 +44,18 @@ export KERAS_BACKEND=${KERAS_BACKEND:-tensorflow} TF_CPP_MIN_LOG_LEVEL=${TF_CPP_
 train() {  # name, then kg-train arguments
   local name=$1; shift
   echo "== $name: kg-train $*"
-  "$BIN/kg-train" "$@" --tracking-uri "$URI" --output-dir "$STORE/reports/$name"
+  mkdir -p "$STORE/times"
+  /usr/bin/time -f "$name: wall %e s, user %U s, sys %S s, max RSS %M KB" \
+    -o "$STORE/times/$name.txt" \
+    "$BIN/kg-train" "$@" ${KG_TRAIN_EXTRA:-} --tracking-uri "$URI" --output-dir "$STORE/reports/$name"
+  echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$STORE/times/$name.txt"
 }
+
+# Per-activation learning rate for the language-model studies: two values
+# around AdamW's 1e-3, one tuning seed each (the budget: each value is one
+# more stacked training per activation).
+LM_TUNING='tuning={parameter: training.learning_rate, values: [0.001, 0.003], seeds: 1, select_by: val_loss}'
+
 
 side_by_side() {  # runs each named part in the background, fails if any failed
   local pids=() failed=0
@@ -40,30 +64,40 @@ side_by_side() {  # runs each named part in the background, fails if any failed
   return $failed
 }
 
-revival_ln() {  # 5 seeds per half (the plan: 5 for noLN ReLU, 8-13 with LayerNorm)
-  train revival-layernorm --config configs/revival.yaml --set seeds=5
+revival_ln() {  # 3 seeds per half (the last page's plans: 5 to 14), tuned, 2 epochs
+  # (the config's 8 cut to 2: at load ~20 a process gets ~10 % of a core, and
+  # the tuning stage costs as much again as the comparison)
+  train revival-layernorm --config configs/revival.yaml --set seeds=3 --set "$LM_TUNING" \
+    --set training.epochs=2
 }
 revival_noln() {
-  train revival-no-layernorm --config configs/revival.yaml --set seeds=5 \
-    --set model.layer_norm=false --set experiment=revival-no-layernorm
+  train revival-no-layernorm --config configs/revival.yaml --set seeds=3 --set "$LM_TUNING" \
+    --set training.epochs=2 --set model.layer_norm=false --set experiment=revival-no-layernorm
 }
 revival() { revival_ln; revival_noln; }
-slope() {  # the learnable slope, out of weight decay, 3x longer, no LayerNorm
+slope() {  # the learnable slope, out of weight decay, 3x the halves' 2 epochs, no LayerNorm;
+  # one activation, no comparison: untuned, at the config's 1e-3
   train revival-slope-long --config configs/revival.yaml --set seeds=3 \
     --set model.layer_norm=false --set experiment=revival-slope-long \
     --set study=revival-slope --set "activations=[learnable_leaky_relu]" \
-    --set baseline=learnable_leaky_relu --set training.epochs=24
+    --set baseline=learnable_leaky_relu --set training.epochs=6
 }
-glu_shard() {  # the shipped 3 seeds; one of 4 shards of one sweep
-  train glu-variants --config configs/glu-variants.yaml --shard "$1/4"
+glu_shard() {  # the shipped 3 seeds, 4 epochs (the config's 6 cut); one of 4 shards
+  # (its times in times/glu-variants.shard<N>.txt; `kg results` adds them up)
+  train glu-variants.shard$1 --config configs/glu-variants.yaml --set training.epochs=4 \
+    --shard "$1/4"
 }
 glu_1() { glu_shard 1; }
 glu_2() { glu_shard 2; }
 glu_3() { glu_shard 3; }
 glu_4() { glu_shard 4; }
+# NOT tuned: a tuned sweep cannot be sharded on main, and as one process its
+# 16 tuning + 8 comparison trainings took ~3 min each on the shared CPU
+# (load 15-25), far past 30 min; 4 untuned shards at the config's 1e-3.
 glu() { side_by_side glu_1 glu_2 glu_3 glu_4; }
-digits() {  # 5 seeds, as the paper's 5 runs
-  train digits-gelu-paper --config configs/digits.yaml
+digits() {  # 5 seeds, as the paper's 5 runs; the shipped tuning block (2 seeds per
+  # value) on 2 of its 3 values (0.0003 left out for time)
+  train digits-gelu-paper --config configs/digits.yaml --set "tuning.values=[0.001, 0.003]"
 }
 
 train_all() { side_by_side revival_ln revival_noln slope glu digits; }

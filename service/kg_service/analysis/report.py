@@ -211,9 +211,13 @@ def _data_line(config, dataset):
                      f"{len(getattr(dataset, 'y_val', []))}/{len(dataset.y_test)}, "
                      f"{dataset.input_dim} features, {n_classes} classes")
     if data is not None:
-        parts.append(f"each member's own split from data seed {data.seed} (vary: split; "
-                     "these sizes for every member)" if "split" in config.vary
-                     else f"split seed {data.seed} (the same for every member)")
+        if "split" in config.vary:
+            # `config.derived.source_seeds`: each member's split from its own seed
+            # (a corpus: which blocks it holds out; sizes the same for all).
+            parts.append(f"split varied by seed (each member's own, derived from data "
+                         f"seed {data.seed} and its seed)")
+        else:
+            parts.append(f"split seed {data.seed} (the same for every member)")
     return ("- Data: " + "; ".join(parts) + ". The test split is used only for the final "
             "numbers, never for training or selection.")
 

@@ -17,6 +17,7 @@ import os
 import pathlib
 import shlex
 import subprocess
+import tempfile
 
 import click
 
@@ -43,8 +44,8 @@ SLOPE_METRICS = ("leaky_slope.block0", "leaky_slope.block1")
     "--run",
     "fill",
     is_flag=True,
-    help="First train every study into the store (docs/make_results.sh; about "
-    "an hour on a 2-core CPU), then write the page.",
+    help="First train every study into the store (docs/make_results.sh; 26 min "
+    "of wall time on the shared 2-core CPU at load 17-31), then write the page.",
 )
 @click.option("--command", "shown_command", metavar="TEXT", hidden=True,
               help="The command the page says made it (docs/make_results.sh sets it).")
@@ -138,6 +139,7 @@ def read_runs(uri, tag):
     from kg_service.analysis import results_page
     from kg_service.tracking import client as mlflow_client
     from kg_service.tracking import studies
+    from kg_service.tracking.store import SWEEP_ID_TAG
 
     stored = studies.read_study(uri, tag)
     client = mlflow_client.import_mlflow().MlflowClient(uri, registry_uri=uri)
@@ -146,6 +148,7 @@ def read_runs(uri, tag):
         parent = client.get_run(s.run_id)
         members = {}
         histories = {}
+        examples = {}
         # The members as `kg report --study` reads them (earliest run each).
         for (activation, seed), run in studies._members(client, parent).items():
             if run.info.status == "FAILED" or "failure.reason" in run.data.tags:
@@ -153,19 +156,96 @@ def read_runs(uri, tag):
             members.setdefault(activation, {})[seed] = dict(run.data.metrics)
             for key in SLOPE_METRICS:
                 if key in run.data.metrics and tag == results_page.SLOPE_STUDY:
-                    histories[(activation, seed, key)] = [
-                        m.value for m in sorted(client.get_metric_history(run.info.run_id, key),
-                                                key=lambda m: m.step)]
+                    histories[(activation, seed, key)] = _history(client, run, key)
+            if tag == results_page.DIGITS_STUDY:  # the curves and McNemar's test
+                histories[(activation, seed, "loss")] = _history(client, run, "loss")
+                correct = _test_correct(client, run)
+                if correct is not None:
+                    examples[(activation, seed)] = correct
         end = parent.info.end_time or parent.info.start_time
         runs.append(results_page.StoredRun(
             experiment=s.experiment, run_id=s.run_id, study=tag, baseline=s.baseline,
             config=s.config, members=members, seconds=(end - parent.info.start_time) / 1000,
-            histories=histories, failed=s.failed,
+            histories=histories, examples=examples, failed=s.failed,
             commit=parent.data.tags.get("git_commit", ""),
             started=datetime.datetime.fromtimestamp(
                 parent.info.start_time / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            tuned=_tuned(parent.data.tags, s.config),
+            cost=_cost(uri, s.experiment, sharded=SWEEP_ID_TAG in parent.data.tags),
         ))
     return runs, stored
+
+
+def _history(client, run, key):
+    """A member's per-epoch values of one metric, in step order."""
+    return [m.value for m in sorted(client.get_metric_history(run.info.run_id, key),
+                                    key=lambda m: m.step)]
+
+
+def _test_correct(client, run):
+    """A classification member's per-test-example correctness (the array
+    its run keeps beside its model), or None where it kept none."""
+    import numpy as np
+
+    from kg_service.tracking import mlflow_store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.download_artifacts(
+                run.info.run_id, f"member/{mlflow_store.MEMBER_TEST_CORRECT}", tmp)
+        except Exception:  # MLflow raises its own kinds for a missing artifact
+            return None
+        return np.load(path)
+
+
+def _tuned(tags, config):
+    """{activation: chosen value} from a tuned sweep's `tuning.<activation>.
+    <parameter>` tags (sweep/tuning.py), in the config's activation order."""
+    tuning = config.get("tuning")
+    if not tuning:
+        return {}
+    chosen = {a: tags.get(f"tuning.{a}.{tuning['parameter']}")
+              for a in config.get("activations", ())}
+    return {a: v for a, v in chosen.items() if v is not None}
+
+
+def _cost(uri, experiment, sharded=False):
+    """The sweep's wall and CPU time as docs/make_results.sh recorded them
+    (/usr/bin/time, in times/<experiment>.txt beside a sqlite store; a
+    sharded sweep's in times/<experiment>.shard<N>.txt, one per shard
+    process, added up), or "" where they are not there."""
+    if not uri.startswith("sqlite:///"):
+        return ""
+    folder = pathlib.Path(uri[len("sqlite:///"):]).parent / "times"
+    paths = (sorted(folder.glob(f"{experiment}.shard*.txt")) if sharded
+             else [folder / f"{experiment}.txt"])
+    timed = [t for t in (_timed(path) for path in paths) if t is not None]
+    if not timed:
+        return ""
+    if not sharded:
+        wall, cpu, load = timed[0]
+        return (f"its process: {wall:.0f} s wall, {cpu:.0f} s CPU (user + sys)"
+                + (f", {load}" if load else ""))
+    return (f"its {len(timed)} shard processes side by side: {max(t[0] for t in timed):.0f} s "
+            f"wall (the longest), {sum(t[1] for t in timed):.0f} s CPU in all (user + sys)")
+
+
+def _timed(path):
+    """(wall s, user + sys s, "load average at the end: ...") of one
+    /usr/bin/time file that make_results.sh wrote, or None."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    timing = next((line for line in lines if " user " in line and " sys " in line), "")
+    load = next((line for line in lines if line.startswith("load average")), "")
+    try:
+        words = timing.replace(",", "").split()
+        wall = float(words[words.index("wall") + 1])
+        cpu = float(words[words.index("user") + 1]) + float(words[words.index("sys") + 1])
+    except (ValueError, IndexError):
+        return None
+    return wall, cpu, load
 
 
 def build_page(uri, command):

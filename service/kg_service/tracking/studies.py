@@ -149,7 +149,9 @@ def _members(client, parent):
     found = {}
     for run in sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id)):
         t = run.data.tags
-        if "seed" not in t or t.get("kg.role") == store.SWEEP_ROLE:
+        # Neither the sweep's run nor its tuning members (their own seeds,
+        # scored on validation before the comparison: not comparison seeds).
+        if "seed" not in t or t.get("kg.role") in (store.SWEEP_ROLE, store.TUNING_ROLE):
             continue
         if run.info.status not in store.MEMBER_DONE and t.get(LOGGED_TAG) != "true":
             continue

@@ -102,7 +102,9 @@ def test_markdown_has_setup_table_verdicts_per_seed_and_caveat(written):
     md = (out / "report.md").read_text()
     assert md.startswith("# moons: relu vs gelu\n")
     assert "adam lr 0.001" in md and "hidden (64, 64)" in md and "2000 samples" in md
-    assert "noise 0.2" in md and "split seed 0" in md and "6 epochs, batch 32" in md
+    assert "noise 0.2" in md and "6 epochs, batch 32" in md
+    # `vary`'s default varies the split: each member's own, not one for all.
+    assert "split varied by seed (each member's own, derived from data seed 0" in md
     assert "validation accuracy ≥ 0.95" in md
     assert "Full configuration" in md and "n_samples: 2000" in md
     assert "Metric: test accuracy, higher is better." in md
@@ -177,6 +179,15 @@ def test_activation_curve_labels_and_values(name, label, x, y):
 
 def test_activation_curve_unknown_name_is_skipped():
     assert evaluate.activation_curve("no_such_activation") is None
+
+
+def test_the_data_line_says_the_split_is_shared_only_when_it_is():
+    fixed = dataclasses.replace(CONFIG, vary=("init", "order"))
+    assert "split seed 0 (the same for every member)" in report._data_line(fixed, None)
+    assert "split varied by seed" in report._data_line(CONFIG, None)
+    # The language model reads no `vary`: one corpus split for every member.
+    lm = Config(data=DataConfig(dataset="python_code"))
+    assert "split seed 0 (the same for every member)" in report._data_line(lm, None)
 
 
 def test_setup_says_what_the_models_take_and_return():
@@ -493,7 +504,7 @@ def test_the_report_says_what_each_seed_varies_and_what_the_intervals_cover(vary
     if "split" in vary:
         assert ("its seed sets the initial weights, the batch order and the train / "
                 "validation / test split") in md
-        assert "each member's own split from data seed 0" in md
+        assert "split varied by seed (each member's own, derived from data seed 0" in md
         assert "the data split included, but not the variation from drawing a new data set" in md
     else:
         assert ("its seed sets the initial weights and the batch order (each from its own "

@@ -1,8 +1,9 @@
-"""docs/results.md's math and words (analysis/results_page.py), on fixed
-numbers: ranks and Spearman's rho against scipy, rank probabilities
-against plain numpy resampling, the normalised attention entropy against
-a direct numpy computation, and the page's verdicts on runs whose answer
-is known. No store, no training (the page from a real store:
+"""docs/results.md's math and words (analysis/results_math.py,
+results_sections.py, results_revival.py), on fixed numbers: ranks and
+Spearman's rho against scipy, rank probabilities against plain numpy
+resampling, the normalised attention entropy against a direct numpy
+computation, and the page's verdicts on runs whose answer is known. No
+store, no training (the page from a real store:
 tests/service/cli/test_results.py)."""
 
 import math
@@ -13,7 +14,10 @@ from scipy import stats as st
 
 from kg_service.analysis import papers
 from kg_service.analysis import resampling
+from kg_service.analysis import results_math as rmath
 from kg_service.analysis import results_page as rp
+from kg_service.analysis import results_revival as rrev
+from kg_service.analysis import results_sections as rsec
 from kg_service.analysis import stats
 from kg_service.analysis import study as study_lib
 from kg_service.tasks.language import entropy
@@ -25,7 +29,7 @@ PAPER = [papers.GLU_65K[a][0] for a in NAMES]
 
 
 def test_ranks_and_spearman_are_scipys_in_the_tables_order():
-    agree = rp.rank_agreement(NAMES, OURS, PAPER)
+    agree = rmath.rank_agreement(NAMES, OURS, PAPER)
     ref = st.spearmanr(OURS, PAPER)
     assert agree.rho == pytest.approx(ref.statistic, rel=1e-12)
     assert agree.p_value == pytest.approx(ref.pvalue, rel=1e-12)
@@ -37,17 +41,17 @@ def test_ranks_and_spearman_are_scipys_in_the_tables_order():
     # In the table's order, item by item: GEGLU first in both, ReLU 6th vs 8th.
     assert dict(zip(NAMES, agree.differences))["geglu"] == 0
     assert dict(zip(NAMES, agree.differences))["relu"] == 6 - 8
-    assert rp.agreement_words(agree).startswith("agrees")
+    assert rsec.agreement_words(agree).startswith("agrees")
 
 
 def test_a_reversed_ranking_is_not_called_agreement():
-    agree = rp.rank_agreement(NAMES, [-x for x in OURS], PAPER)
+    agree = rmath.rank_agreement(NAMES, [-x for x in OURS], PAPER)
     assert agree.rho < 0
-    assert not rp.agreement_words(agree).startswith("agrees")
+    assert not rsec.agreement_words(agree).startswith("agrees")
 
 
 def test_higher_is_better_ranks_the_largest_first():
-    assert rp.ranks([0.91, 0.95, 0.93], higher_is_better=True).tolist() == [3.0, 1.0, 2.0]
+    assert rmath.ranks([0.91, 0.95, 0.93], higher_is_better=True).tolist() == [3.0, 1.0, 2.0]
 
 
 # Seeds' values without ties (a resample's means never tie), geglu ahead.
@@ -57,7 +61,7 @@ TABLE = {a: {s: float(m + _rng.normal(0, 0.015)) for s in range(4)}
 
 
 def test_paired_p_first_is_resampling_rank_first():
-    probs = rp.rank_probabilities(TABLE, paired=True, resamples=4000, seed=3)
+    probs = rmath.rank_probabilities(TABLE, paired=True, resamples=4000, seed=3)
     first = resampling.rank_first(TABLE, higher_is_better=False, resamples=4000, seed=3)
     for a in TABLE:
         assert probs[a][0] == pytest.approx(first[a], abs=1e-12)
@@ -67,7 +71,7 @@ def test_paired_p_first_is_resampling_rank_first():
 
 def test_independent_rank_probabilities_match_a_plain_numpy_loop():
     resamples, seed = 2000, 5
-    probs = rp.rank_probabilities(TABLE, paired=False, resamples=resamples, seed=seed)
+    probs = rmath.rank_probabilities(TABLE, paired=False, resamples=resamples, seed=seed)
     rng = np.random.default_rng(seed)
     means = np.stack([
         np.array(list(TABLE[a].values()))[rng.integers(0, 4, size=(resamples, 4))].mean(axis=1)
@@ -80,8 +84,8 @@ def test_independent_rank_probabilities_match_a_plain_numpy_loop():
 
 
 def test_rank_probabilities_need_two_seeds_and_two_activations():
-    assert rp.rank_probabilities({"a": {0: 1.0, 1: 2.0}}) == {}
-    assert rp.rank_probabilities({"a": {0: 1.0}, "b": {0: 2.0}}) == {}
+    assert rmath.rank_probabilities({"a": {0: 1.0, 1: 2.0}}) == {}
+    assert rmath.rank_probabilities({"a": {0: 1.0}, "b": {0: 2.0}}) == {}
 
 
 def _causal(rng, t, heads=2, batch=3, sharp=1.0):
@@ -149,32 +153,100 @@ def _study(runs):
 
 def test_entropy_claim_is_reproduced_only_when_the_numbers_say_so():
     runs = [_run("ln", True, 0.60, 0.60), _run("noln", False, 0.90, 0.70)]
-    lines = rp.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs))
+    lines = rrev.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs))
     assert "Entropy: **reproduced**" in "\n".join(lines)
     same = [_run("ln", True, 0.80, 0.80), _run("noln", False, 0.80, 0.81)]
-    lines = rp.revival_verdicts({r.layer_norm: r for r in same}, _study(same))
+    lines = rrev.revival_verdicts({r.layer_norm: r for r in same}, _study(same))
     assert "Entropy: **not reproduced**" in "\n".join(lines)
 
 
 def test_slope_verdict_reads_the_longest_normalisation_free_run():
     runs = [_run("ln", True, 0.6, 0.6), _run("noln", False, 0.6, 0.6)]
     long = _run("long", False, 0.6, 0.6, slope=0.001, epochs=24)
-    assert rp.slope_verdict(runs, [long]).startswith("reproduced")
-    assert rp.slope_verdict(runs, []).startswith("not reproduced")
+    assert rrev.slope_verdict(runs, [long]).startswith("reproduced")
+    assert rrev.slope_verdict(runs, []).startswith("not reproduced")
 
 
 def test_welch_is_scipys_unequal_variance_test():
     a, b = [0.61, 0.63, 0.60, 0.64], [0.70, 0.75, 0.69]
-    d, p = rp.welch(a, b)
+    d, p = rmath.welch(a, b)
     assert d == pytest.approx(np.mean(b) - np.mean(a))
     assert p == pytest.approx(st.ttest_ind(b, a, equal_var=False).pvalue)
 
 
 def test_overload_without_relief_is_not_the_papers_claim():
-    assert rp.claim_word([(0.15, 1e-4), (0.2, 1e-3)]) == "reproduced"
-    assert rp.claim_word([(-0.0001, 0.3), (-0.04, 0.31)], negative=True) == (
+    assert rrev.claim_word([(0.15, 1e-4), (0.2, 1e-3)]) == "reproduced"
+    assert rrev.claim_word([(-0.0001, 0.3), (-0.04, 0.31)], negative=True) == (
         "in direction only, not significant")
-    assert rp.claim_word([(0.01, 0.3)], negative=True) == "not reproduced"
+    assert rrev.claim_word([(0.01, 0.3)], negative=True) == "not reproduced"
     runs = [_run("ln", True, 0.60, 0.60), _run("noln", False, 0.90, 0.90)]
-    text = "\n".join(rp.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs)))
+    text = "\n".join(rrev.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs)))
     assert "Entropy: **not reproduced** (overload: reproduced; ReLU's relief: not" in text
+
+
+def test_each_sweep_says_what_it_tuned_and_what_its_seeds_varied():
+    tuning = {"parameter": "training.learning_rate", "values": [0.001, 0.003], "seeds": 1,
+              "select_by": "val_loss"}
+    lm = rp.StoredRun(
+        experiment="glu", run_id="g", study="glu-variants", baseline="relu",
+        config={"data": {"dataset": "python_code"}, "tuning": tuning,
+                "training": {"learning_rate": 0.001, "epochs": 2, "steps_per_epoch": 50,
+                             "batch_size": 32}},
+        members={}, seconds=1.0, tuned={"relu": "0.003", "geglu": "0.001"})
+    digits = rp.StoredRun(
+        experiment="digits", run_id="d", study="digits", baseline="relu",
+        config={"data": {"dataset": "digits"}, "vary": ["init", "split"], "tuning": None,
+                "training": {"learning_rate": 0.002, "epochs": 50, "batch_size": 128}},
+        members={}, seconds=1.0)
+    tuned, fixed = rsec.setup_lines([lm, digits])
+    assert "grid [0.001, 0.003], 1 tuning seed per value" in tuned
+    assert tuned.startswith("`glu`: 2 epochs of 50 steps, batch 32; ")
+    assert "by val_loss" in tuned and "chosen: relu 0.003, geglu 0.001 (" in tuned
+    # Both chosen values are the grid's ends: said, since the best may lie outside.
+    assert "(every activation's on the grid's edge" in tuned
+    assert "does not read `vary` on main" in tuned
+    assert fixed == ("`digits`: 50 epochs, batch 128; not tuned: learning rate 0.002 for "
+                     "every activation; each seed varies init, split (`vary`), each from "
+                     "its own derived seed.")
+    inner = {**tuning, "values": [0.001, 0.002, 0.003]}
+    assert rsec._edge_words(inner, {"relu": "0.002", "gelu": "0.003"}) == (
+        " (gelu's on the grid's edge: a wider grid might choose a value outside it)")
+    assert rsec._edge_words(inner, {"relu": "0.002"}) == ""
+
+
+def test_each_seed_plan_stands_beside_the_seeds_it_ran():
+    runs = [_run("ln", True, 0.60, 0.60), _run("noln", False, 0.90, 0.70)]
+    text = "\n".join(rsec.comparison_lines(_study(runs)))
+    plans = text.split("Seeds to decide each comparison")[1]
+    # 2 sweeps x 2 activations against gelu, each on the 3 seeds _run made.
+    assert plans.count("(ran 3)") == 4
+
+
+def test_the_digits_section_shows_mcnemar_and_the_curves_from_stored_members():
+    rng = np.random.default_rng(3)
+    members, histories, examples = {}, {}, {}
+    for a, shift in (("relu", 0.0), ("gelu", -0.1)):
+        members[a] = {}
+        for s in range(3):
+            curve = [2.0 + shift - 0.3 * e + 0.01 * s for e in range(5)]
+            members[a][s] = {"loss": curve[-1], "test_accuracy": 0.9 + 0.01 * s,
+                             "test_loss": 0.3 - shift}
+            histories[(a, s, "loss")] = curve
+            examples[(a, s)] = (rng.random(40) < (0.8 if a == "gelu" else 0.7)).astype(int)
+    run = rp.StoredRun(
+        experiment="digits", run_id="d", study="digits", baseline="relu",
+        config={"vary": ["init", "order", "split"], "training": {"epochs": 5},
+                "analysis": {"alpha": 0.05}},
+        members=members, seconds=1.0, histories=histories, examples=examples)
+    text = "\n".join(rsec.variance_lines(run))
+    assert "### Per-example tests (McNemar, test split)" in text
+    assert "### Training-loss curves" in text
+    b = sum(int(((examples[("gelu", s)] == 1) & (examples[("relu", s)] == 0)).sum())
+            for s in range(3))
+    c = sum(int(((examples[("gelu", s)] == 0) & (examples[("relu", s)] == 1)).sum())
+            for s in range(3))
+    assert f"| gelu vs relu | 3 | 120 | {b} | {c} |" in text
+    # Nothing kept (a language model's members): no such sections.
+    bare = rp.StoredRun(experiment="x", run_id="x", study="digits", baseline="relu",
+                        config={}, members={"relu": {0: {}}, "gelu": {0: {}}}, seconds=1.0)
+    assert rsec.variance_lines(bare) == []

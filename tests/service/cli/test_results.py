@@ -1,11 +1,13 @@
 """`kg results` on a real sqlite MLflow store (issue 19 item 3).
 
-One tiny moons sweep tagged `study: glu-variants` (three of the page's
-FFNs, 2 seeds, one epoch: about 10 s on an idle machine) is trained in-process; the page is
-rendered from the store alone and its GLU table is checked against the
-member runs as MLflow's own client reads them, and scipy's Spearman.
-Bad input (no store, no study of the page, a bad PATH) exits 2 with one
-paragraph.
+One tiny moons sweep tagged `study: glu-variants` (three of the page's FFNs,
+2 seeds, one epoch, its learning rate "tuned" over a 1-value grid x 1 seed,
+the least that logs tuning members: about 10 s on an idle machine) is
+trained in-process; the page is rendered from the store alone and its GLU
+table is checked against the member runs as MLflow's own client reads them
+(not the tuning members), and scipy's Spearman; the chosen learning rates
+against the sweep run's tags. Bad input (no store, no study of the page, a
+bad PATH) exits 2 with one paragraph.
 """
 
 import re
@@ -32,6 +34,7 @@ training: {{epochs: 1, batch_size: 32}}
 tracking: {{uri: "{uri}"}}
 registry: {{enabled: false}}
 export: {{enabled: false}}
+tuning: {{parameter: training.learning_rate, values: [0.05], seeds: 1}}
 """
 
 
@@ -77,6 +80,14 @@ def test_the_page_is_rendered_from_the_store_with_computed_ranks(store):
     assert re.search(r"at commit [0-9a-f]{7}", page)
     assert "No finished sweep tagged `study: revival`" in page
     assert "No finished sweep tagged `study: digits`" in page
+    # Tuned: each activation's chosen value as its sweep run's tags say, and
+    # the tuning members (their own seeds) kept out of the table above.
+    (sweep,) = client.search_runs([exp.experiment_id], "tags.`kg.role` = 'sweep'")
+    chosen = ", ".join(f"{a} {sweep.data.tags[f'tuning.{a}.training.learning_rate']}"
+                       for a in ("relu", "gelu", "geglu"))
+    assert f"chosen: {chosen}; each seed varies init, order, split" in page
+    tuning = client.search_runs([exp.experiment_id], "tags.`kg.role` = 'tuning'")
+    assert len(tuning) == 3 and all(int(r.data.tags["seed"]) >= 2**31 for r in tuning)
 
 
 def test_no_store_exits_2_without_creating_one(tmp_path):
@@ -110,3 +121,27 @@ def test_run_with_a_tracking_uri_exits_2_before_training(tmp_path):
     assert result.exit_code == 2
     assert "--run fills a --store folder" in result.output
     assert not (tmp_path / "x.db").exists()
+
+
+def test_a_sweeps_cost_is_read_from_the_times_make_results_wrote(tmp_path):
+    from kg_service.cli import results as cli_results
+
+    (tmp_path / "times").mkdir()
+    (tmp_path / "times" / "glu-variants.txt").write_text(
+        "glu-variants: wall 1500.50 s, user 1100.25 s, sys 40.50 s, max RSS 1 KB\n"
+        "load average at the end: 9.1 8.2 7.3\n")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert cli_results._cost(uri, "glu-variants") == (
+        "its process: 1500 s wall, 1141 s CPU (user + sys), load average at the end: "
+        "9.1 8.2 7.3")
+    assert cli_results._cost(uri, "digits") == ""  # no file: nothing said
+    # A sharded sweep: one file per shard process, added up; the unsharded
+    # name is not read for it (every shard would have written it in turn).
+    assert cli_results._cost(uri, "glu-variants", sharded=True) == ""
+    for n, (wall, user) in enumerate([(100.0, 80.0), (120.0, 90.5)], 1):
+        (tmp_path / "times" / f"glu-variants.shard{n}.txt").write_text(
+            f"glu-variants.shard{n}: wall {wall} s, user {user} s, sys 1.0 s, max RSS 1 KB\n")
+    assert cli_results._cost(uri, "glu-variants", sharded=True) == (
+        "its 2 shard processes side by side: 120 s wall (the longest), 172 s CPU in all "
+        "(user + sys)")
+    assert cli_results._cost("http://127.0.0.1:5000", "glu-variants") == ""

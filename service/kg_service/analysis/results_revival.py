@@ -1,0 +1,165 @@
+"""docs/results.md's "ReLU's Revival" section: perplexity, attention
+entropy per layer (normalised by log t), the learnable slope, and the
+verdicts on the paper's claims.
+"""
+
+import math
+
+import numpy as np
+
+from kg_service.analysis import papers
+from kg_service.analysis.results_math import entropy_tests
+from kg_service.analysis.results_math import head_shares
+from kg_service.analysis.results_math import layer_entropies
+from kg_service.analysis.results_math import mean_sd
+from kg_service.analysis.results_sections import fmt_p
+from kg_service.analysis.results_sections import mean_pm
+from kg_service.analysis.results_sections import comparison_lines
+
+
+def revival_section(runs, study, slope_runs=()):
+    by_ln = {r.layer_norm: r for r in runs}
+    lines = [
+        "Test loss (nats/byte, mean ± sd over seeds), its perplexity exp(mean loss) and "
+        f"the paper's eval perplexity ({papers.REVIVAL_PAPER}, GPT-2, T=128, per token):",
+        "", "| config | ours: test loss | ours: perplexity | paper: GPT-2 perplexity |",
+        "|---|---|---|---|",
+    ]
+    for ln in (True, False):
+        run = by_ln.get(ln)
+        if run is None:
+            continue
+        loss = run.values("test_loss")
+        for a in run.members:
+            m = mean_sd(loss[a].values())[0]
+            paper = papers.REVIVAL_GPT2_PERPLEXITY.get((ln, a))
+            lines.append(f"| {'LayerNorm' if ln else 'no LayerNorm'} + {a} | "
+                         f"{mean_pm(loss[a].values())} | {math.exp(m):.2f} | "
+                         f"{'–' if paper is None else f'{paper:.3f}'} |")
+    lines += [""] + comparison_lines(study)
+    lines += ["", "### Attention entropy per layer, normalised by log t", ""] + \
+        entropy_lines(by_ln)
+    lines += ["", "### The learnable leaky ReLU's slope", ""] + slope_lines(runs, slope_runs)
+    lines += ["", "**Verdict.**"] + revival_verdicts(by_ln, study, slope_runs)
+    return lines
+
+
+def entropy_lines(by_ln):
+    lines = [
+        "Each query row's attention entropy divided by log t (t = the positions it may "
+        "attend to; row 0 left out), averaged over rows, the 8 fixed validation windows "
+        "and the layer's heads, at the final epoch: 1 is uniform attention. Mean ± sd "
+        "over seeds; \"top quarter\": the share of heads with normalised entropy in "
+        "[0.75, 1], a fixed maximum (the old page's max was each member's highest head, "
+        "which puts at least one head of 8 (12.5 %) in the top quarter whatever happens).",
+        "",
+    ]
+    blocks = max((len(layer_entropies(r, a)) for r in by_ln.values() for a in r.members),
+                 default=0)
+    lines += ["| config | " + " | ".join(f"layer {i}" for i in range(blocks))
+              + " | heads in [0.75, 1] (mean over seeds) | paper: top quarter (max-relative) |",
+              "|---|" + "---|" * (blocks + 2)]
+    for ln in (True, False):
+        run = by_ln.get(ln)
+        if run is None:
+            continue
+        for a in run.members:
+            cells = [mean_pm(v, 3) for v in layer_entropies(run, a)]
+            share, _ = head_shares(run, a)
+            paper = papers.REVIVAL_ENTROPY_QUARTERS.get((ln, a))
+            lines.append(f"| {'LayerNorm' if ln else 'no LayerNorm'} + {a} | "
+                         + " | ".join(cells) + f" | {100 * share:.0f}% | "
+                         + ("–" if paper is None else f"{100 * paper[3]:.0f}%") + " |")
+    return lines
+
+
+def slope_lines(runs, slope_runs):
+    lines = [
+        "The slope starts at 0.01 and is excluded from weight decay "
+        "(training/optimizers.py: `exclude_from_weight_decay`). Final slope per "
+        "block, mean ± sd over seeds (per seed in brackets):", "",
+        "| sweep | epochs | " + "block 0 | block 1 |", "|---|---|---|---|",
+    ]
+    for run in list(runs) + list(slope_runs):
+        cells = []
+        for b in (0, 1):
+            v = run.values(f"leaky_slope.block{b}").get("learnable_leaky_relu", {})
+            seeds = sorted(v)
+            per_seed = ", ".join(f"{v[s]:+.3f}" for s in seeds)
+            cells.append(f"{mean_pm([v[s] for s in seeds])} ({per_seed})"
+                         if v else "–")
+        lines.append(f"| `{run.experiment}` | {run.config['training']['epochs']} | "
+                     + " | ".join(cells) + " |")
+    for run in slope_runs:
+        hist = {k: v for k, v in run.histories.items() if k[2].startswith("leaky_slope")}
+        if hist:
+            epochs = run.config["training"]["epochs"]
+            marks = sorted({max(1, epochs // 3), max(1, 2 * epochs // 3), epochs})
+            lines += ["", f"`{run.experiment}`, mean over seeds of |slope| by epoch:", "",
+                      "| block | " + " | ".join(f"epoch {e}" for e in marks) + " |",
+                      "|---|" + "---|" * len(marks)]
+            for b in (0, 1):
+                series = [v for k, v in hist.items() if k[2] == f"leaky_slope.block{b}"]
+                cells = [f"{np.mean([abs(s[e - 1]) for s in series if len(s) >= e]):.4f}"
+                         for e in marks]
+                lines.append(f"| {b} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def slope_verdict(runs, slope_runs):
+    noln = [r for r in list(runs) + list(slope_runs) if not r.layer_norm]
+    if not noln:
+        return "no normalization-free run with the learnable slope"
+    longest = max(noln, key=lambda r: r.config["training"]["epochs"])
+    finals = [abs(v) for b in (0, 1) for v in
+              longest.values(f"leaky_slope.block{b}").get("learnable_leaky_relu", {}).values()]
+    if not finals:
+        return "no slope logged"
+    m = float(np.mean(finals))
+    towards = m < papers.REVIVAL_INITIAL_SLOPE / 2
+    return (f"{'reproduced' if towards else 'not reproduced'}: after "
+            f"{longest.config['training']['epochs']} epochs without LayerNorm the mean "
+            f"|slope| is {m:.4f} (start {papers.REVIVAL_INITIAL_SLOPE}; the paper: towards 0)")
+
+
+def claim_word(tests, negative=False, alpha=0.05):
+    """A per-layer claim over [(difference, Welch p)]: "reproduced" (the
+    claimed sign, significant, in every layer), "in direction only" (the
+    sign in every layer), else "not reproduced"."""
+    if not tests:
+        return "not tested"
+    signs = all((d < 0) if negative else (d > 0) for d, _ in tests)
+    if signs and all(p < alpha for _, p in tests):
+        return "reproduced"
+    return "in direction only, not significant" if signs else "not reproduced"
+
+
+def revival_verdicts(by_ln, study, slope_runs=()):
+    lines = []
+    ln, noln = by_ln.get(True), by_ln.get(False)
+    if ln is not None and noln is not None:
+        hurt = [a for a in ln.members if a in noln.members
+                and np.mean(list(noln.values("test_loss")[a].values()))
+                > np.mean(list(ln.values("test_loss")[a].values()))]
+        inter = [i for i in study.interactions if i.activation == "relu"
+                 and i.metric.name == "test_loss"]
+        i_text = (f"the ReLU − GELU gap moves {inter[0].test.estimate:+.4f} nats/byte "
+                  f"without LayerNorm (study Holm p {fmt_p(inter[0].p_holm)}, "
+                  f"{'significant' if inter[0].significant else 'not significant'})"
+                  if inter else "no interaction test")
+        lines.append(f"- Perplexity: removing LayerNorm raises the test loss of "
+                     f"{len(hurt)} of {len(ln.members)} activations; {i_text}.")
+        tests = entropy_tests(by_ln)
+        words = {c: claim_word([(d, p) for k, _, d, p in tests if k == c],
+                               negative=(c == "relief")) for c in ("overload", "relief")}
+        whole = ("reproduced" if set(words.values()) == {"reproduced"}
+                 else "not reproduced" if words["relief"] != "reproduced" else "partly")
+        detail = "; ".join(f"{k} layer {i}: {d:+.3f} (Welch p {fmt_p(p)})" for k, i, d, p in tests)
+        lines.append(f"- Entropy: **{whole}** (overload: {words['overload']}; ReLU's relief: "
+                     f"{words['relief']}). The paper's claim: without LayerNorm GELU's "
+                     "attention entropy rises (overload: noLN GELU − LN GELU > 0) and ReLU "
+                     f"relieves it (relief: noLN ReLU − noLN GELU < 0). Ours, per layer: "
+                     f"{detail}.")
+    runs = [r for r in (ln, noln) if r is not None]
+    lines.append(f"- Learnable slope: **{slope_verdict(runs, slope_runs)}**.")
+    return lines
