@@ -78,13 +78,11 @@ def setup_lines(runs):
         else:
             lr = r.config.get("training", {}).get("learning_rate")
             tuned = f"not tuned: learning rate {lr:g} for every activation"
-        if r.config.get("data", {}).get("dataset") == "python_code":
-            varied = ("the language model does not read `vary` on main: the corpus split "
-                      "is fixed (data seed 0) and one seed sets the initial weights and "
-                      "batch order together, so the intervals leave out split variance")
-        else:
-            varied = ("each seed varies " + ", ".join(r.config.get("vary") or ())
-                      + " (`vary`), each from its own derived seed")
+        varied = ("each seed varies " + ", ".join(r.config.get("vary") or ())
+                  + " (`vary`), each from its own derived seed")
+        if (r.config.get("data", {}).get("dataset") == "python_code"
+                and "split" in (r.config.get("vary") or ())):
+            varied += " (the split: which corpus blocks a member holds out)"
         out.append(f"`{r.experiment}`: {_length_words(r.config)}; {tuned}; {varied}.")
     return out
 
