@@ -190,6 +190,7 @@ def test_each_sweep_says_what_it_tuned_and_what_its_seeds_varied():
     lm = rp.StoredRun(
         experiment="glu", run_id="g", study="glu-variants", baseline="relu",
         config={"data": {"dataset": "python_code"}, "tuning": tuning,
+                "vary": ["init", "order", "split"],
                 "training": {"learning_rate": 0.001, "epochs": 2, "steps_per_epoch": 50,
                              "batch_size": 32}},
         members={}, seconds=1.0, tuned={"relu": "0.003", "geglu": "0.001"})
@@ -204,7 +205,8 @@ def test_each_sweep_says_what_it_tuned_and_what_its_seeds_varied():
     assert "by val_loss" in tuned and "chosen: relu 0.003, geglu 0.001 (" in tuned
     # Both chosen values are the grid's ends: said, since the best may lie outside.
     assert "(every activation's on the grid's edge" in tuned
-    assert "does not read `vary` on main" in tuned
+    assert ("each seed varies init, order, split (`vary`), each from its own derived seed "
+            "(the split: which corpus blocks a member holds out)") in tuned
     assert fixed == ("`digits`: 50 epochs, batch 128; not tuned: learning rate 0.002 for "
                      "every activation; each seed varies init, split (`vary`), each from "
                      "its own derived seed.")
