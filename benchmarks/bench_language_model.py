@@ -126,7 +126,7 @@ def sweep(args):
     )
     task = tasks.get(config.data.dataset)
     corpus = task.load(config.data)
-    # name -> (training function, device.xla); "one by one" is the baseline.
+    # name -> (training function, device.xla); the first row is the baseline.
     ways = {"one by one": (language.train_one_by_one, False),
             "stacked": (language.train_language_model, False)}
     if args.xla:  # issue 20 §1, round 3: device.xla (jit_compile=True) for both paths
