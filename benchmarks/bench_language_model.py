@@ -4,9 +4,15 @@ What a Keras user would otherwise pick is keras-hub's `GPT2Backbone`
 (built from its constructor: random weights, no download) with its tied
 output projection, as `GPT2CausalLM` has it. Both are built at the same
 depth, width, heads, FFN width, context and vocabulary, trained with
-`fit` on the same random byte windows, same batch, AdamW, in one process;
+`fit` on the same windows of the python_code corpus (a fresh draw each
+round, the same for every model), same batch, AdamW, in one process;
 runs are interleaved (A B C A B C ...) and each model's median tokens/s is
-compared, so drift of this shared machine hits every model alike.
+compared, so drift of this shared machine hits every model alike. After
+the last round every model has taken the same steps on the same windows,
+and its validation loss is printed beside its speed (issue 20 §2: faster
+at an equal loss). One more row is kg-train's model with a fused
+query-key-value projection (`FusedSelfAttention` below, the same
+weights), to measure whether fusing pays.
 
     KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py
     KERAS_BACKEND=jax .venv/bin/python benchmarks/bench_language_model.py
@@ -21,9 +27,14 @@ against `train_one_by_one` (each seed a model of its own, what kg-train
 did before), the same config, seeds, steps and windows, interleaved
 rounds in one process after one warm-up member of each; it prints each
 round's seconds, the ratio, and how far the two paths' members are apart
-(validation loss after the last epoch), which must be float rounding:
+(validation loss after the last epoch), which must be float rounding.
+With `--xla` both paths are timed a second time with `device.xla` on
+(`jit_compile=True`; on JAX, always compiled, the same as without);
+`--stacked-only` leaves the one-by-one rows out (the stacked model's
+compilation alone, interleaved, in a fraction of the time):
 
-    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py --sweep
+    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py --sweep --xla
+    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py --sweep --xla --stacked-only
     KERAS_BACKEND=jax .venv/bin/python benchmarks/bench_language_model.py --sweep
 
 `--step` profiles one training step of the stacked model (issue 20 §1):
@@ -52,6 +63,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import keras_gelu  # noqa: E402
+from keras import ops  # noqa: E402
 
 
 def gpt2(layers, heads, width, ffn, context, vocabulary):
@@ -114,11 +126,21 @@ def sweep(args):
     )
     task = tasks.get(config.data.dataset)
     corpus = task.load(config.data)
-    ways = {"stacked": language.train_language_model, "one by one": language.train_one_by_one}
+    # name -> (training function, device.xla); the first row is the baseline.
+    ways = {"one by one": (language.train_one_by_one, False),
+            "stacked": (language.train_language_model, False)}
+    if args.xla:  # issue 20 §1, round 3: device.xla (jit_compile=True) for both paths
+        ways["one by one, XLA"] = (language.train_one_by_one, True)
+        ways["stacked, XLA"] = (language.train_language_model, True)
+    if args.stacked_only:  # the stacked model's compilation alone, the cheap rows
+        ways = {way: ways[way] for way in ways if way.startswith("stacked")}
+    first = next(iter(ways))
 
     def run(way, seeds):
+        train, xla = ways[way]
+        cfg = dataclasses.replace(config, device=dataclasses.replace(config.device, xla=xla))
         start = time.perf_counter()
-        results = ways[way](task, corpus, config, args.activation, seeds, lambda e, v: None)
+        results = train(task, corpus, cfg, args.activation, seeds, lambda e, v: None)
         return time.perf_counter() - start, results
 
     for way in ways:  # imports, first traces of the process, JAX's per-shape compiles
@@ -130,27 +152,30 @@ def sweep(args):
             elapsed, results = run(way, config.seeds)
             seconds[way].append(elapsed)
             finals[way] = np.array([r.history["val_loss"][-1] for r in results])
-    stacked, alone = (statistics.median(seconds[w]) for w in ways)
+    median = {way: statistics.median(s) for way, s in seconds.items()}
+    alone = median[first]
     m = config.model
     print(f"backend {keras.backend.backend()}; {args.config} model ({len(m.hidden_units)} "
           f"blocks, d_model {m.d_model}, FFN {list(m.hidden_units)}, {m.heads} heads, context "
           f"{config.data.context}), {args.activation}, {args.members} seeds, {args.epochs} "
           f"epochs x {args.steps} steps x batch {config.training.batch_size}, corpus "
           f"{args.corpus_bytes:,} bytes; load average {os.getloadavg()[0]:.1f}")
-    print("| training of the seeds | seconds per round | median | vs one by one |")
+    print(f"| training of the seeds | seconds per round | median | vs {first} |")
     print("|---|---|---|---|")
-    for way, median in (("one by one", alone), ("stacked", stacked)):
+    for way in ways:
         rounds = ", ".join(f"{s:.1f}" for s in seconds[way])
-        print(f"| {way} | {rounds} | {median:.1f} | {alone / median:.2f}x faster |")
-    gap = np.abs(finals["stacked"] - finals["one by one"]).max()
-    print(f"\nlast validation loss, stacked vs one by one, largest member difference: "
-          f"{gap:.2e} nats (values {np.round(finals['stacked'], 4).tolist()})")
+        print(f"| {way} | {rounds} | {median[way]:.1f} | {alone / median[way]:.2f}x faster |")
+    print()
+    for way in ways:
+        if way == first:
+            continue
+        gap = np.abs(finals[way] - finals[first]).max()
+        print(f"last validation loss, {way} vs {first}, largest member difference: "
+              f"{gap:.2e} nats (values {np.round(finals[way], 4).tolist()})")
 
 
 def step_profile(args):
     """One stacked training step against plain ones; see the docstring."""
-    from keras import ops
-
     import keras_gelu.stacking as stacking
     from keras_gelu.stacking import stack_weights
     from kg_service.tasks.language import stacked as stacked_module
@@ -234,11 +259,15 @@ def main():
                         help="time a stacked sweep of one activation's seeds against one by one")
     parser.add_argument("--step", action="store_true",
                         help="profile one stacked training step against plain ones")
+    parser.add_argument("--stacked-only", action="store_true",
+                        help="--sweep: time only the stacked rows (with --xla: auto vs XLA)")
     parser.add_argument("--config", default="configs/glu-variants.yaml", help="--sweep: its model")
     parser.add_argument("--activation", default="gelu", help="--sweep: the activation")
     parser.add_argument("--members", type=int, default=8, help="--sweep: seeds")
     parser.add_argument("--epochs", type=int, default=2, help="--sweep: epochs")
-    parser.add_argument("--corpus-bytes", type=int, default=300_000, help="--sweep: corpus")
+    parser.add_argument("--corpus-bytes", type=int, default=300_000, help="python_code corpus size")
+    parser.add_argument("--eval-windows", type=int, default=64,
+                        help="validation windows for the loss after the timed steps")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--width", type=int, default=128)
@@ -251,7 +280,8 @@ def main():
     parser.add_argument("--kernels", action="store_true",
                         help="add the exact-GELU model traced with keras_gelu.xla_fusion(False)")
     parser.add_argument("--xla", action="store_true",
-                        help="jit_compile=True (what device.xla sets; 'auto' is off on CPU)")
+                        help="jit_compile=True (what device.xla sets; 'auto' is off on CPU); "
+                             "--sweep: add both paths with device.xla on")
     args = parser.parse_args()
     if args.sweep:
         args.repeats = args.repeats or 2
@@ -260,16 +290,127 @@ def main():
         args.repeats = args.repeats or 3
         return step_profile(args)
     args.repeats = args.repeats or 5
-    dims = (args.layers, args.heads, args.width, args.ffn, args.context, 256)
+    return versus_gpt2(args)
+
+class FusedSelfAttention(keras.layers.MultiHeadAttention):
+    """Keras' `MultiHeadAttention`, its causal self-attention with one fused
+    query-key-value projection (issue 20 §2: measured here, not adopted).
+
+    The weights are MultiHeadAttention's own, the same variables, shapes,
+    names and order (query, key and value kernels `(d, H, K)` with biases
+    `(H, K)`, output kernel `(H, K, d)` and bias `(d,)`), so a saved model,
+    the stacked model (`stacked.py`), the attention-entropy probe and
+    anything that reads MultiHeadAttention's weights read these unchanged.
+    Only `layer(x, x, use_causal_mask=True)` without dropout, masks or
+    scores is computed differently: the three kernels side by side,
+    `x @ [Wq | Wk | Wv]`, one matmul instead of three, then the same
+    `ops.dot_product_attention(..., is_causal=True)` call and the output
+    projection as one matmul. Every other call (the probe's
+    `return_attention_scores=True`, dropout in training, a mask) is
+    MultiHeadAttention's. The table's validation-loss column shows it
+    trains as the model with separate projections (the same weights).
+    """
+
+    def call(self, query, value, key=None, attention_mask=None,
+             return_attention_scores=False, training=None, use_causal_mask=False, **kwargs):
+        fused = (
+            use_causal_mask
+            and value is query
+            and (key is None or key is query)
+            and attention_mask is None
+            and not return_attention_scores
+            and not kwargs
+            and self._dropout == 0
+            and not getattr(self, "_use_gate", False)
+            and getattr(self, "_sliding_window", None) is None
+            and len(query.shape) == 3
+            and getattr(query, "_keras_mask", None) is None
+        )
+        if not fused:
+            return super().call(
+                query, value, key=key, attention_mask=attention_mask,
+                return_attention_scores=return_attention_scores, training=training,
+                use_causal_mask=use_causal_mask, **kwargs,
+            )
+        return self._fused_causal(query)
+
+    def _fused_causal(self, x):
+        projections = (self._query_dense, self._key_dense, self._value_dense)
+        d = x.shape[-1]
+        widths = [self._num_heads * self._key_dim] * 2 + [self._num_heads * self._value_dim]
+        kernel = ops.concatenate(
+            [ops.reshape(p.kernel, (d, w)) for p, w in zip(projections, widths)], axis=-1
+        )
+        shape = ops.shape(x)
+        # 2-D matmuls, (batch * t, d) @ (d, n): TensorFlow runs a 3-D @ 2-D
+        # matmul as a broadcast batched one (1.8x this layer's step time).
+        y = ops.matmul(ops.reshape(x, (-1, d)), ops.cast(kernel, x.dtype))
+        if self._use_bias:
+            bias = ops.concatenate([ops.reshape(p.bias, (w,)) for p, w in zip(projections, widths)])
+            y = y + ops.cast(bias, y.dtype)
+        q, k, v = ops.split(y, [widths[0], widths[0] + widths[1]], axis=-1)
+        rows = (shape[0], shape[1], self._num_heads)
+        out = ops.dot_product_attention(
+            ops.reshape(q, rows + (self._key_dim,)),
+            ops.reshape(k, rows + (self._key_dim,)),
+            ops.reshape(v, rows + (self._value_dim,)),
+            scale=self._inverse_sqrt_key_dim,
+            is_causal=True,
+            flash_attention=self._flash_attention,
+        )
+        out = ops.reshape(out, (-1, widths[2]))
+        output = self._output_dense
+        y = ops.matmul(out, ops.cast(ops.reshape(output.kernel, (widths[2], d)), out.dtype))
+        if self._use_bias:
+            y = y + ops.cast(output.bias, y.dtype)
+        return ops.reshape(y, (shape[0], shape[1], d))
+
+
+def fused_qkv(model):
+    """`model` with every attention layer a `FusedSelfAttention` (the same
+    weights, copied): the fused query-key-value projection, measured."""
+
+    def clone(layer):
+        cls = FusedSelfAttention if type(layer) is keras.layers.MultiHeadAttention else type(layer)
+        return cls.from_config(layer.get_config())
+
+    fused = keras.models.clone_model(model, clone_function=clone)
+    fused.set_weights(model.get_weights())
+    return fused
+
+
+def corpus_windows(args):
+    """The python_code corpus at `--context`: a draw of training windows
+    per round (the same for every model) and the validation windows."""
+    import dataclasses
+
+    from kg_service.config.loading import load_config
+    from kg_service.tasks import base as tasks
+    from kg_service.tasks.language.train import _random_windows
+
+    config = load_config(args.config)
+    data = dataclasses.replace(config.data, corpus_bytes=args.corpus_bytes, context=args.context)
+    corpus = tasks.get(data.dataset).load(data)
     rng = np.random.default_rng(0)
-    data = rng.integers(0, 256, size=(args.steps * args.batch, args.context + 1), dtype=np.int32)
-    x, y = data[:, :-1], data[:, 1:]
+    count = args.steps * args.batch
+    rounds = [_random_windows(corpus.train, args.context, count, rng)
+              for _ in range(args.repeats + 1)]
+    return rounds, corpus.windows("validation", limit=args.eval_windows)
+
+
+def versus_gpt2(args):
+    """kg-train's LM against GPT2Backbone: tokens/s and the validation loss
+    after the same steps on the same windows; see the module docstring."""
+    dims = (args.layers, args.heads, args.width, args.ffn, args.context, 256)
+    rounds, (val_x, val_y) = corpus_windows(args)
     models = {
         "keras-hub GPT2Backbone (gelu tanh)": gpt2(*dims),
         "kg-train LM, gelu_tanh": kg_model("gelu_tanh", *dims),
-        "kg-train LM, gelu (exact)": kg_model("gelu", *dims),
-        "kg-train LM, relu": kg_model("relu", *dims),
     }
+    fused = "kg-train LM, gelu_tanh, fused QKV"
+    models[fused] = fused_qkv(models["kg-train LM, gelu_tanh"])
+    models["kg-train LM, gelu (exact)"] = kg_model("gelu", *dims)
+    models["kg-train LM, relu"] = kg_model("relu", *dims)
     unfused = "kg-train LM, gelu (exact), formula op by op"
     if args.kernels:  # issue 20 §3: the GELU kernel's share of the step
         models[unfused] = kg_model("gelu", *dims)
@@ -277,34 +418,41 @@ def main():
         compiled(model, args.steps, True if args.xla else "auto")
         # The fused kernel is chosen when the step is traced: at this fit.
         with keras_gelu.xla_fusion(name != unfused):
-            tokens_per_second(model, x, y, args.batch)  # compile and warm up
+            tokens_per_second(model, *rounds[0], args.batch)  # compile and warm up
     rates = {name: [] for name in models}
-    for _ in range(args.repeats):
+    for x, y in rounds[1:]:
         for name, model in models.items():
             rates[name].append(tokens_per_second(model, x, y, args.batch))
     median = {name: statistics.median(r) for name, r in rates.items()}
-    base = median["keras-hub GPT2Backbone (gelu tanh)"]
+    loss = {name: m.evaluate(val_x, val_y, batch_size=args.batch, verbose=0)
+            for name, m in models.items()}
+    base = "keras-hub GPT2Backbone (gelu tanh)"
     params = {name: m.count_params() for name, m in models.items()}
     print(f"backend {keras.backend.backend()}; {args.layers} layers x {args.heads} heads, "
           f"width {args.width}, FFN {args.ffn}, context {args.context}, vocabulary 256, "
           f"batch {args.batch}, AdamW, fit, jit_compile {'True' if args.xla else 'auto'}, "
-          f"{args.steps} steps per timed run, median of "
-          f"{args.repeats} interleaved runs")
-    print("| model | parameters | tokens/s | vs GPT2Backbone |")
-    print("|---|---|---|---|")
+          f"{args.steps} steps per timed run, median of {args.repeats} interleaved runs; "
+          f"python_code corpus {args.corpus_bytes:,} bytes, validation loss on "
+          f"{len(val_x)} windows after {(args.repeats + 1) * args.steps} steps each; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print("| model | parameters | tokens/s | vs GPT2Backbone | validation loss (nats) |")
+    print("|---|---|---|---|---|")
     for name in models:
-        print(f"| {name} | {params[name]:,} | {median[name]:,.0f} | {median[name] / base:.2f}x |")
-    step_ratio = [r / g for g, r in zip(rates["kg-train LM, gelu (exact)"],
-                                        rates["kg-train LM, relu"])]
+        print(f"| {name} | {params[name]:,} | {median[name]:,.0f} | "
+              f"{median[name] / median[base]:.2f}x | {loss[name]:.4f} |")
+
+    def step_ratio(slow, fast):  # time ratio slow / fast, median of the rounds' pairs
+        return statistics.median(f / s for s, f in zip(rates[slow], rates[fast]))
+
     print(f"\nGELU (exact) / ReLU training-step time, median of paired runs: "
-          f"{statistics.median(step_ratio):.3f}x")
-    tanh_ratio = [r / g for g, r in zip(rates["kg-train LM, gelu_tanh"], rates["kg-train LM, relu"])]
+          f"{step_ratio('kg-train LM, gelu (exact)', 'kg-train LM, relu'):.3f}x")
     print(f"GELU (tanh) / ReLU training-step time, median of paired runs: "
-          f"{statistics.median(tanh_ratio):.3f}x")
+          f"{step_ratio('kg-train LM, gelu_tanh', 'kg-train LM, relu'):.3f}x")
+    print(f"fused QKV / separate Q, K, V (gelu_tanh) training-step time, median of paired "
+          f"runs: {step_ratio(fused, 'kg-train LM, gelu_tanh'):.3f}x")
     if args.kernels:
-        ratio = [r / g for g, r in zip(rates[unfused], rates["kg-train LM, relu"])]
         print(f"GELU (exact, formula op by op, no nested XLA kernel) / ReLU training-step "
-              f"time, median of paired runs: {statistics.median(ratio):.3f}x")
+              f"time, median of paired runs: {step_ratio(unfused, 'kg-train LM, relu'):.3f}x")
 
 
 if __name__ == "__main__":

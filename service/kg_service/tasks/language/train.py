@@ -215,6 +215,13 @@ def language_metrics(loss):
     return {"perplexity": math.exp(min(loss, 700.0)), "bits_per_byte": loss / math.log(2)}
 
 
+def _timed_epoch(model, x, y, batch_size):
+    """One epoch of `fit` on the windows in order: its logs and wall seconds."""
+    tic = time.perf_counter()
+    logs = model.fit(x, y, batch_size=batch_size, epochs=1, shuffle=False, verbose=0).history
+    return logs, time.perf_counter() - tic
+
+
 def _steps(corpus, training):
     return training.steps_per_epoch or max(
         1, (len(corpus.train) - 1) // (corpus.context * training.batch_size)
@@ -400,11 +407,7 @@ def _fit_stacked(stacked, plain, corpora, config, orders, steps, report):
                    for c, rng in zip(corpora, rngs)]
         x = np.stack([w[0] for w in windows], axis=1)
         y = np.stack([w[1] for w in windows], axis=1)
-        tic = time.perf_counter()
-        logs = stacked.fit(
-            x, y, batch_size=training.batch_size, epochs=1, shuffle=False, verbose=0
-        ).history
-        seconds = time.perf_counter() - tic
+        logs, seconds = _timed_epoch(stacked, x, y, training.batch_size)
         val_loss, val_accuracy = _evaluate(stacked, val_x, val_y, training.batch_size)
         scores = probe(probe_x)
         unstack_weights(stacked, plain)  # for the slopes, read from the plain layers
@@ -477,11 +480,7 @@ def _fit_member(model, corpus, training, order, steps, validation, report):
     history = {}
     for epoch in range(1, training.epochs + 1):
         x, y = _random_windows(corpus.train, corpus.context, steps * training.batch_size, rng)
-        tic = time.perf_counter()
-        logs = model.fit(
-            x, y, batch_size=training.batch_size, epochs=1, shuffle=False, verbose=0
-        ).history
-        seconds = time.perf_counter() - tic
+        logs, seconds = _timed_epoch(model, x, y, training.batch_size)
         val_loss, val_accuracy = _evaluate(model, val_x, val_y, training.batch_size)
         _record_epoch(
             history, {"loss": logs["loss"][-1], "accuracy": logs["accuracy"][-1]}, val_loss,
