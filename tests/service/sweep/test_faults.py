@@ -210,7 +210,8 @@ def test_resume_refuses_a_changed_config_or_a_finished_sweep(tmp_path, monkeypat
 
 def _kg_train_here(*args):
     """`kg-train ARGS --quiet` in this process; the root logger it
-    configures is put back afterwards."""
+    configures and the environment variables it sets are put back
+    afterwards, so that later tests of this worker meet neither."""
     import logging
 
     from click.testing import CliRunner
@@ -219,11 +220,14 @@ def _kg_train_here(*args):
 
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    environ = dict(os.environ)
     try:
         return CliRunner().invoke(kg_train.main, [*args, "--quiet"], prog_name="kg-train")
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
+        os.environ.clear()
+        os.environ.update(environ)
 
 
 def test_two_sweeps_started_at_once_on_one_new_sqlite_store_both_finish(tmp_path):
