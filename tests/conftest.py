@@ -21,9 +21,8 @@ our own): pytest-xdist 3.8 puts an `xdist_group` mark's name into the test
 id through an attribute pytest 9 no longer reads, so with pytest 9 each
 test went to either worker and a module-scoped fixture was built on both
 (measured, issue 17). Each item still gets its `xdist_group` mark.
-Groups that hold a slow test are handed out first: those with measured
-seconds (SECONDS) longest first, then the most slow tests first; the quick
-ones last, so that the two workers finish together.
+Groups that hold a slow test are handed out first, the most slow tests
+first; the quick ones last, so that the two workers finish together.
 """
 
 import collections
@@ -121,37 +120,6 @@ PER_TEST = {
 }
 
 
-# Measured seconds of the longest groups (a module, or a PER_TEST test),
-# from the fresh-clone `.ci/run` of 8b99a57 (docs/benchmarks.md, the suite;
-# a module's figure is the sum of its tests among the 25 slowest). These
-# groups are handed out first, longest first, so that no long group starts
-# late and leaves the other worker idle at the end (issue 17). A key that
-# names no group any more orders nothing; refresh the figures from a
-# KG_TEST_TIMELINE run (benchmarks/suite_timeline.py).
-SECONDS = {
-    "service/stack/test_stack.py::test_the_stack_trains_registers_serves_and_comes_back_from_restarts": 162,
-    "service/sweep/test_shards.py": 81,
-    "service/test_smoke_configs.py::test_smoke_runs_the_config_end_to_end[glu-variants]": 76,
-    "service/sweep/test_faults.py::test_sigterm_and_kill_9_stop_keep_members_and_each_resume_carries_on": 75,
-    "service/serving/test_kg.py": 56,
-    "service/sweep/test_end_to_end.py": 55,
-    "service/sweep/test_faults.py::test_resume_after_kill_9_during_registration_finishes_without_retraining": 54,
-    "service/tracking/test_store_outage.py::test_a_server_down_past_the_window_stops_keeps_the_members_and_resume_finishes": 46,
-    "service/tracking/test_store_outage.py::test_a_server_stopped_mid_sweep_and_back_within_the_window_loses_and_doubles_nothing": 46,
-    "service/sweep/test_faults.py::test_two_sweeps_started_at_once_on_one_new_sqlite_store_both_finish": 40,
-    "service/test_smoke_configs.py::test_smoke_runs_the_config_end_to_end[revival]": 38,
-    "service/tracking/test_shared_server.py": 33,
-    "service/test_smoke_configs.py::test_smoke_runs_the_config_end_to_end[moons-glu]": 33,
-    "service/test_smoke_configs.py::test_smoke_runs_the_config_end_to_end[digits]": 28,
-    "service/test_smoke_configs.py::test_smoke_runs_the_config_end_to_end[digits-dropout]": 28,
-    "service/serving/test_saved_model_cli.py": 28,
-    "service/tracking/test_store_outage.py::test_a_locked_sqlite_store_is_retried_until_the_lock_goes": 27,
-    "service/analysis/test_report.py": 26,
-    "service/test_smoke_configs.py::test_smoke_runs_the_config_end_to_end[tiny]": 23,
-    "service/test_smoke_configs.py::test_smoke_runs_the_config_end_to_end[moons]": 23,
-}  # fmt: skip
-
-
 def _matches(nodeid, keys):
     """Whether `nodeid` is a module in `keys`, or a test whose name starts
     with a `module::name` key."""
@@ -182,8 +150,7 @@ def pytest_collection_modifyitems(items):
 
 
 def _slow_groups_first(items):
-    """`items`, each group kept together and in order: first the groups
-    with measured seconds (SECONDS), longest first, then the slow tests
+    """`items`, each group kept together and in order: first the slow tests
     that are groups of their own (PER_TEST), then the groups with the most
     slow tests, the groups without one last. A worker takes its next group
     while it still has two tests to run, so a long group handed out last
@@ -196,8 +163,7 @@ def _slow_groups_first(items):
 
     def order(item):
         group = xdist_group_of(item.nodeid)
-        seconds = SECONDS.get(group[len(TESTS):], 0)
-        return (not slow[group], -seconds, group != item.nodeid, -slow[group], first[group])
+        return (not slow[group], group != item.nodeid, -slow[group], first[group])
 
     return sorted(items, key=order)
 
