@@ -238,3 +238,25 @@ def _counted(function, name, write):
         return function(*args, **kwargs)
 
     return counted
+
+
+# --- The workers' timeline (issue 17) ---------------------------------------
+# `KG_TEST_TIMELINE=/tmp/t.tsv pytest -n 2 ...` appends one line per test:
+# worker, xdist group, start and end (seconds since the epoch, setup and
+# teardown included), nodeid. benchmarks/suite_timeline.py reads it: each
+# worker's busy time, its idle end, each group's seconds. Off unless set.
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    path = os.environ.get("KG_TEST_TIMELINE")
+    if not path:
+        yield
+        return
+    import time
+
+    start = time.time()
+    yield
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(path, "a") as log:
+        log.write(f"{worker}\t{xdist_group_of(item.nodeid)}\t{start:.3f}\t{time.time():.3f}\t{item.nodeid}\n")

@@ -37,7 +37,8 @@ def test_each_module_runs_on_one_worker_and_builds_its_fixture_once(tmp_path):
         [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-n", "2", "--dist",
          "loadgroup", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
         cwd=REPO, capture_output=True, text=True, timeout=300,
-        env={"PATH": "/usr/bin:/bin", "PROBE_LOG": str(log), "PYTHONPATH": str(REPO)},
+        env={"PATH": "/usr/bin:/bin", "PROBE_LOG": str(log), "PYTHONPATH": str(REPO),
+             "KG_TEST_TIMELINE": str(tmp_path / "timeline.tsv")},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = [line.split() for line in log.read_text().splitlines()]
@@ -49,3 +50,9 @@ def test_each_module_runs_on_one_worker_and_builds_its_fixture_once(tmp_path):
         if verb == "ran":
             workers[module].update(worker)
     assert {m: len(w) for m, w in workers.items()} == {"test_first": 1, "test_second": 1}
+    # KG_TEST_TIMELINE: one line per test, on the worker that ran it, in its group.
+    rows = [line.split("\t") for line in (tmp_path / "timeline.tsv").read_text().splitlines()]
+    assert len(rows) == 8
+    for worker, group, start, end, nodeid in rows:
+        assert group == nodeid.split("::")[0] and float(start) <= float(end)
+        assert {worker} == workers[pathlib.Path(group).stem]

@@ -18,9 +18,8 @@ from click.testing import CliRunner
 from scipy import stats as st
 
 from kg_service.analysis import papers
-from kg_service.cli import train as kg_train
 from kg_service.cli.main import main as kg
-from kg_service.config import loading
+from tests.service import toy_store
 
 SWEEP = """\
 experiment: toy-glu
@@ -41,11 +40,8 @@ tuning: {{parameter: training.learning_rate, values: [0.05], seeds: 1}}
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("results")
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    path = tmp / "toy.yaml"
-    path.write_text(SWEEP.format(out=tmp / "out", uri=uri))
-    assert kg_train.run(loading.load_config(path), quiet=True, echo=lambda _: None) == 0
-    return tmp, uri
+    toy_store.train(tmp, "toy", SWEEP)
+    return tmp, toy_store.uri(tmp)
 
 
 def kg_results(*args):

@@ -181,35 +181,53 @@ def test_sigterm_and_kill_9_stop_keep_members_and_each_resume_carries_on(tmp_pat
     assert len(list((tmp_path / "exports").rglob("saved_model.pb"))) == 4
 
 
-def test_resume_refuses_a_changed_config_or_a_finished_sweep(tmp_path):
+def test_resume_refuses_a_changed_config_or_a_finished_sweep(tmp_path, monkeypatch):
+    """kg-train's command in this process (click's runner: its exit code,
+    its stdout and stderr apart): a one-member sweep, then three refused
+    resumes of it, each exit 2 with one paragraph. A fresh kg-train
+    process per step paid TensorFlow's and MLflow's start-up four times
+    (issue 17); the real process's refusal is cli/test_cli.py's."""
     shutil.copy(GOLDEN / "config.yaml", tmp_path / "config.yaml")
+    monkeypatch.chdir(tmp_path)  # the config's output_dir and export.dir are relative
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     base = ["--config", "config.yaml", "--tracking-uri", uri, "--set", "seeds=1",
             "--set", "activations=[relu]", "--set", "training.epochs=1"]
-    done = subprocess.run(
-        [os.path.join(servers.VENV_BIN, "kg-train"), *base, "--quiet"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = _kg_train_here(*base)
+    assert done.exit_code == 0, done.stderr[-3000:]
     run_id = re.search(r"Sweep run (\w+)", done.stdout).group(1)
-    again = subprocess.run(
-        [os.path.join(servers.VENV_BIN, "kg-train"), *base, "--resume", run_id, "--quiet"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
-    )
-    assert again.returncode == 2 and "finished already" in again.stderr
-    changed = subprocess.run(
-        [os.path.join(servers.VENV_BIN, "kg-train"), *base, "--set", "training.learning_rate=0.5",
-         "--resume", run_id, "--quiet"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
-    )
-    assert changed.returncode == 2
+    again = _kg_train_here(*base, "--resume", run_id)
+    assert again.exit_code == 2 and "finished already" in again.stderr
+    changed = _kg_train_here(*base, "--set", "training.learning_rate=0.5", "--resume", run_id)
+    assert changed.exit_code == 2
     assert "training.learning_rate: was 0.01, now 0.5" in changed.stderr
-    missing = subprocess.run(
-        [os.path.join(servers.VENV_BIN, "kg-train"), *base, "--resume", "0123abc", "--quiet"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
-    )
-    assert missing.returncode == 2 and "no such run" in missing.stderr
-    assert "Traceback" not in missing.stderr + changed.stderr + again.stderr
+    missing = _kg_train_here(*base, "--resume", "0123abc")
+    assert missing.exit_code == 2 and "no such run" in missing.stderr
+    for refused in (again, changed, missing):
+        assert refused.exception is None or isinstance(refused.exception, SystemExit)
+        assert "Traceback" not in refused.output
+
+
+def _kg_train_here(*args):
+    """`kg-train ARGS --quiet` in this process; the root logger it
+    configures and the environment variables it sets are put back
+    afterwards, so that later tests of this worker meet neither."""
+    import logging
+
+    from click.testing import CliRunner
+
+    from kg_service.cli import train as kg_train
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    environ = dict(os.environ)
+    try:
+        return CliRunner().invoke(kg_train.main, [*args, "--quiet"], prog_name="kg-train")
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        os.environ.clear()
+        os.environ.update(environ)
 
 
 def test_two_sweeps_started_at_once_on_one_new_sqlite_store_both_finish(tmp_path):

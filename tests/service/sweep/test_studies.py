@@ -15,9 +15,8 @@ from click.testing import CliRunner
 from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 
-from kg_service.cli import train as kg_train
 from kg_service.cli.report import report
-from kg_service.config import loading
+from tests.service import toy_store
 
 HALF = """\
 experiment: {experiment}
@@ -38,13 +37,9 @@ export: {{enabled: false}}
 def store(tmp_path_factory):
     """A sqlite store with study "toy": two tiny sweeps (about 10 s each)."""
     tmp = tmp_path_factory.mktemp("study")
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
     for experiment, width in (("toy-wide", 8), ("toy-narrow", 3)):
-        path = tmp / f"{experiment}.yaml"
-        path.write_text(HALF.format(experiment=experiment, width=width, out=tmp / "out",
-                                    uri=uri))
-        assert kg_train.run(loading.load_config(path), quiet=True, echo=lambda _: None) == 0
-    return tmp, uri
+        toy_store.train(tmp, experiment, HALF, experiment=experiment, width=width)
+    return tmp, toy_store.uri(tmp)
 
 
 def kg_report(*args):
