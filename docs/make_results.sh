@@ -27,11 +27,13 @@
 # time (user+sys, from /usr/bin/time) go to $STORE/times/<name>.txt.
 #
 # Measured: `/usr/bin/time kg results --run` into a fresh store, commit
-# 64a4f9d, 2026-12-01, load average 17-31 on the shared 2 cores: 1547 s
-# wall, 1232 s user + 68 s sys for every part together; per part (wall /
-# user+sys): digits 1152 / 125 s, GLU's 4 shards 1409 (longest) / 616 s,
-# Revival LayerNorm 1537 / 244 s, no LayerNorm 1482 / 205 s, slope
-# 1065 / 103 s (each part's line on docs/results.md).
+# 8bda39c, 2026-12-01 20:33-20:55 UTC, load average 7-17 on the shared 2
+# cores (other engineers' tests beside it): 1335 s wall, 1922 s user + 94 s
+# sys for every part together; per part (wall / user+sys): digits 825 /
+# 160 s, GLU's 4 tuned shards 1323 (longest) / 1178 s, Revival LayerNorm
+# 1327 / 312 s, no LayerNorm 1230 / 257 s, slope 595 / 102 s (each part's
+# line on docs/results.md). The run before (commit 64a4f9d, GLU untuned,
+# 2-value grids, load 17-31): 1547 s wall, 1300 s CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STORE=${1:-results-store}

@@ -44,8 +44,9 @@ SLOPE_METRICS = ("leaky_slope.block0", "leaky_slope.block1")
     "--run",
     "fill",
     is_flag=True,
-    help="First train every study into the store (docs/make_results.sh; 26 min "
-    "of wall time on the shared 2-core CPU at load 17-31), then write the page.",
+    help="First train every study into the store (docs/make_results.sh; 22 min "
+    "of wall time, 34 min of CPU, on the shared 2-core CPU at load 7-17), then "
+    "write the page.",
 )
 @click.option("--command", "shown_command", metavar="TEXT", hidden=True,
               help="The command the page says made it (docs/make_results.sh sets it).")
