@@ -102,9 +102,24 @@ class Tracker(store.TrackingStore):
         if found is None and not create:
             raise NoExperiment(experiment, [e.name for e in self.client.search_experiments()])
         self.experiment_id = (
-            found.experiment_id if found else self.client.create_experiment(experiment)
+            found.experiment_id if found else self._create_experiment(experiment)
         )
         return self.client.get_experiment(self.experiment_id).artifact_location
+
+    def _create_experiment(self, experiment):
+        """Creates `experiment`, or joins it where another job created it
+        between our lookup and our create: two shards or sweeps started at
+        once on a new server store (the sqlite lock covers a file store only;
+        a server answers the second create with RESOURCE_ALREADY_EXISTS)."""
+        try:
+            return self.client.create_experiment(experiment)
+        except self.mlflow.exceptions.MlflowException as error:
+            if error.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            found = self.client.get_experiment_by_name(experiment)
+            if found is None:
+                raise
+            return found.experiment_id
 
     # --- A sweep's parent run. -------------------------------------------
 

@@ -185,9 +185,11 @@ def test_the_data_line_says_the_split_is_shared_only_when_it_is():
     fixed = dataclasses.replace(CONFIG, vary=("init", "order"))
     assert "split seed 0 (the same for every member)" in report._data_line(fixed, None)
     assert "split varied by seed" in report._data_line(CONFIG, None)
-    # The language model reads no `vary`: one corpus split for every member.
+    # The language model varies its split too (which corpus blocks it holds out).
     lm = Config(data=DataConfig(dataset="python_code"))
-    assert "split seed 0 (the same for every member)" in report._data_line(lm, None)
+    assert "split varied by seed" in report._data_line(lm, None)
+    lm_fixed = dataclasses.replace(lm, vary=("init", "order"))
+    assert "split seed 0 (the same for every member)" in report._data_line(lm_fixed, None)
 
 
 def test_setup_says_what_the_models_take_and_return():

@@ -271,6 +271,12 @@ def tuned_sweep(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("tuned")
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.chdir(tmp_path)
+        # The store is ./mlflow.db: a MLFLOW_TRACKING_URI left by an earlier
+        # module of this worker (MLflow's set_tracking_uri exports it) would
+        # send the sweep to that module's server, stopped by now (a module
+        # fixture starts before the per-test guard in tests/service/conftest.py).
+        monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        monkeypatch.delenv("MLFLOW_REGISTRY_URI", raising=False)
         path = tmp_path / "sweep.yaml"
         path.write_text(TINY)
         # Absolute: the module's other test reads the report from elsewhere.
