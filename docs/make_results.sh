@@ -26,8 +26,8 @@
 # split is which corpus blocks a member holds out). Each part's wall and CPU
 # time (user+sys, from /usr/bin/time) go to $STORE/times/<name>.txt.
 #
-# Measured: `/usr/bin/time kg results --run` into a fresh store, commit
-# 8bda39c, 2026-12-01 20:33-20:55 UTC, load average 7-17 on the shared 2
+# Measured: `/usr/bin/time kg results --run` into a fresh store, sweeps at
+# commit 85db798 (page rendered at 8bda39c), 2026-12-01 20:33-20:55 UTC, load average 7-17 on the shared 2
 # cores (other engineers' tests beside it): 1335 s wall, 1922 s user + 94 s
 # sys for every part together; per part (wall / user+sys): digits 825 /
 # 160 s, GLU's 4 tuned shards 1323 (longest) / 1178 s, Revival LayerNorm
