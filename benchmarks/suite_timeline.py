@@ -19,8 +19,12 @@ def read(path):
     rows = []
     with open(path) as log:
         for line in log:
-            worker, group, start, end, nodeid = line.rstrip("\n").split("\t", 4)
-            rows.append((worker, group, float(start), float(end), nodeid))
+            fields = line.rstrip("\n").split("\t")
+            worker, group, start, end = fields[:4]
+            # CPU seconds (the worker's own, its reaped children's): absent
+            # in timelines written before they were recorded.
+            own, children = (fields[4], fields[5]) if len(fields) >= 7 else (0, 0)
+            rows.append((worker, group, float(start), float(end), fields[-1], float(own), float(children)))
     return rows
 
 
@@ -28,6 +32,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("timeline")
     parser.add_argument("--top", type=int, default=15, help="how many groups to list")
+    parser.add_argument("--by-cpu", action="store_true", help="also list the groups using the most CPU")
     args = parser.parse_args()
     rows = read(args.timeline)
     begin = min(r[2] for r in rows)
@@ -43,20 +48,35 @@ def main():
         first, last = min(r[2] for r in items), max(r[3] for r in items)
         print(f"| {worker} | {len(items)} | {busy:.0f} | {first - begin:.0f} | {last - begin:.0f} | "
               f"{end - last:.0f} |")
-    groups = collections.defaultdict(lambda: [0.0, None, None, 0])
-    for worker, group, start, stop, _ in rows:
+    own_total = sum(r[5] for r in rows)
+    children_total = sum(r[6] for r in rows)
+    print(f"CPU seconds: the workers' own {own_total:.0f}, their child processes' {children_total:.0f}")
+    groups = collections.defaultdict(lambda: [0.0, None, None, 0, 0.0, 0.0])
+    for worker, group, start, stop, _, own, children in rows:
         g = groups[group]
         g[0] += stop - start
         g[1] = worker
         g[2] = start if g[2] is None else min(g[2], start)
         g[3] += 1
+        g[4] += own
+        g[5] += children
     print(f"\nthe {args.top} longest groups:")
-    print("| group | tests | s | worker | started at s |")
-    print("|---|---|---|---|---|")
-    for group, (seconds, worker, start, count) in sorted(groups.items(), key=lambda kv: -kv[1][0])[
-        : args.top
-    ]:
-        print(f"| {group} | {count} | {seconds:.0f} | {worker} | {start - begin:.0f} |")
+    print("| group | tests | s | CPU s, worker | CPU s, child processes | worker | started at s |")
+    print("|---|---|---|---|---|---|---|")
+    for group, (seconds, worker, start, count, own, children) in sorted(
+        groups.items(), key=lambda kv: -kv[1][0]
+    )[: args.top]:
+        print(f"| {group} | {count} | {seconds:.0f} | {own:.0f} | {children:.0f} | {worker} | {start - begin:.0f} |")
+    if args.by_cpu:
+        print(f"\nthe {args.top} groups using the most CPU (worker + child processes):")
+        print("| group | tests | CPU s | s | child processes' share |")
+        print("|---|---|---|---|---|")
+        for group, (seconds, _, _, count, own, children) in sorted(
+            groups.items(), key=lambda kv: -(kv[1][4] + kv[1][5])
+        )[: args.top]:
+            total = own + children
+            share = children / total if total else 0
+            print(f"| {group} | {count} | {total:.0f} | {seconds:.0f} | {share:.0%} |")
 
 
 if __name__ == "__main__":

@@ -243,7 +243,9 @@ def _counted(function, name, write):
 # --- The workers' timeline (issue 17) ---------------------------------------
 # `KG_TEST_TIMELINE=/tmp/t.tsv pytest -n 2 ...` appends one line per test:
 # worker, xdist group, start and end (seconds since the epoch, setup and
-# teardown included), nodeid. benchmarks/suite_timeline.py reads it: each
+# teardown included), the CPU seconds of the worker itself and of the
+# child processes it reaped meanwhile (a server stopped at a module's end
+# counts at that test), nodeid. benchmarks/suite_timeline.py reads it: each
 # worker's busy time, its idle end, each group's seconds. Off unless set.
 
 
@@ -253,10 +255,21 @@ def pytest_runtest_protocol(item, nextitem):
     if not path:
         yield
         return
+    import resource
     import time
 
+    def cpu(who):
+        usage = resource.getrusage(who)
+        return usage.ru_utime + usage.ru_stime
+
     start = time.time()
+    own, children = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
     yield
+    own = cpu(resource.RUSAGE_SELF) - own
+    children = cpu(resource.RUSAGE_CHILDREN) - children
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with open(path, "a") as log:
-        log.write(f"{worker}\t{xdist_group_of(item.nodeid)}\t{start:.3f}\t{time.time():.3f}\t{item.nodeid}\n")
+        log.write(
+            f"{worker}\t{xdist_group_of(item.nodeid)}\t{start:.3f}\t{time.time():.3f}\t"
+            f"{own:.2f}\t{children:.2f}\t{item.nodeid}\n"
+        )

@@ -53,6 +53,7 @@ def test_each_module_runs_on_one_worker_and_builds_its_fixture_once(tmp_path):
     # KG_TEST_TIMELINE: one line per test, on the worker that ran it, in its group.
     rows = [line.split("\t") for line in (tmp_path / "timeline.tsv").read_text().splitlines()]
     assert len(rows) == 8
-    for worker, group, start, end, nodeid in rows:
+    for worker, group, start, end, own_cpu, children_cpu, nodeid in rows:
         assert group == nodeid.split("::")[0] and float(start) <= float(end)
+        assert float(own_cpu) >= 0 and float(children_cpu) >= 0
         assert {worker} == workers[pathlib.Path(group).stem]
