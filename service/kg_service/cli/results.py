@@ -188,12 +188,12 @@ def _test_correct(client, run):
     its run keeps beside its model), or None where it kept none."""
     import numpy as np
 
-    from kg_service.tracking import mlflow_store
+    from kg_service.tracking import member_runs
 
     with tempfile.TemporaryDirectory() as tmp:
         try:
             path = client.download_artifacts(
-                run.info.run_id, f"member/{mlflow_store.MEMBER_TEST_CORRECT}", tmp)
+                run.info.run_id, f"member/{member_runs.MEMBER_TEST_CORRECT}", tmp)
         except Exception:  # MLflow raises its own kinds for a missing artifact
             return None
         return np.load(path)

@@ -16,7 +16,7 @@ from kg_service.errors import ServiceError
 from kg_service.tracking import client as mlflow_client
 from kg_service.tracking import destinations
 from kg_service.tracking import store
-from kg_service.tracking.mlflow_store import LOGGED_TAG
+from kg_service.tracking.member_runs import LOGGED_TAG
 
 STUDY_TAG = "kg.study"
 METRIC_TAG = "kg.metric"

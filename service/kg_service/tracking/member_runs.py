@@ -1,0 +1,111 @@
+"""A sweep member's MLflow run: the files logged beside it, the query that
+finds a sweep's members, and the `MemberResult` a member's run holds.
+
+`mlflow_store.Tracker` writes and reads members through these; `kg results`
+reads a member's test correctness by `MEMBER_TEST_CORRECT`.
+"""
+
+import os
+import tempfile
+
+import numpy as np
+
+from kg_service.results import MemberResult
+from kg_service.tracking import store
+
+MEMBER_MODEL = "model.keras"  # each member's trained model, artifact member/
+MEMBER_TEST_CORRECT = "test_correct.npy"  # its per-test-example correctness, beside it
+# Set on a member's run once everything of it is logged: a run that a kill
+# during registration left RUNNING (registration reopens it to log the
+# served model) still counts as trained, and --resume finishes it.
+LOGGED_TAG = "kg.member_logged"
+
+
+def log_files(client, run_id, result):
+    """The trained member itself, and which test examples it got right,
+    as the run's `member/` artifact: a resumed (or sharded) sweep rebuilds
+    its results, the per-example McNemar test included, without
+    retraining. Nothing is logged for a member that has neither."""
+    if result.model is None and result.test_correct is None:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        if result.model is not None:
+            result.model.save(os.path.join(tmp, MEMBER_MODEL))
+        if result.test_correct is not None:
+            np.save(os.path.join(tmp, MEMBER_TEST_CORRECT), np.asarray(result.test_correct))
+        client.log_artifacts(run_id, tmp, "member")
+
+
+def find(client, experiment_id, sweep_run_id):
+    """`{(activation, seed): run}` of the sweep's finished or diverged
+    members: by the `kg.sweep_id` tag for a sharded sweep (its jobs'
+    members), else as the parent run's children. Should a member be
+    there twice, the earliest run counts."""
+    sweep_id = client.get_run(sweep_run_id).data.tags.get(store.SWEEP_ID_TAG)
+    query = (
+        f"tags.`{store.SWEEP_ID_TAG}` = '{sweep_id}'"
+        if sweep_id
+        else f"tags.mlflow.parentRunId = '{sweep_run_id}'"
+    )
+    runs = client.search_runs([experiment_id], filter_string=query, max_results=10000)
+    found = {}
+    for run in sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id)):
+        tags = run.data.tags
+        logged = tags.get(LOGGED_TAG) == "true"
+        if run.info.status not in store.MEMBER_DONE and not logged:
+            continue
+        if "seed" not in tags:
+            continue
+        if run.info.status == store.RUNNING:  # killed while registering
+            status = store.FAILED if "failure.reason" in tags else store.FINISHED
+            client.set_terminated(run.info.run_id, status)
+        found.setdefault((tags["activation"], int(tags["seed"])), run)
+    return found
+
+
+def read(client, key, run):
+    """The `MemberResult` a member's run holds, its model loaded."""
+    # Keras (TensorFlow: seconds) only once a model is loaded: a store
+    # or experiment that is wrong fails before it (measured: kg report
+    # on a missing experiment, 8 s against 19 s with these at the top).
+    import keras
+
+    import keras_gelu  # noqa: F401 -- registers its layers for loading
+    from kg_service.tasks.language import lm_layers  # noqa: F401 -- a language model's own layers
+
+    tags, metrics = run.data.tags, run.data.metrics
+    history, final = {}, {}
+    for name in sorted(metrics):
+        points = sorted(client.get_metric_history(run.info.run_id, name), key=lambda m: m.step)
+        if points and points[-1].step >= 1:  # a per-epoch series
+            history[name] = [m.value for m in points]
+        elif name not in store.MEMBER_FINALS:
+            final[name] = metrics[name]  # a task's own, e.g. test_perplexity
+    model = test_correct = None
+    if tags.get("kg.role") != store.TUNING_ROLE:  # a tuning member keeps its scores only
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = client.download_artifacts(run.info.run_id, "member", tmp)
+            # compile=False: the report and the registry need the weights
+            # only; restoring the optimizer printed Keras' "Skipping variable
+            # loading for optimizer" once per member.
+            model = keras.saving.load_model(os.path.join(folder, MEMBER_MODEL), compile=False)
+            kept = os.path.join(folder, MEMBER_TEST_CORRECT)
+            if os.path.exists(kept):  # members logged before it was kept have none
+                test_correct = np.load(kept)
+    epoch = tags.get("failure.epoch")
+    return MemberResult(
+        activation=key[0],
+        seed=key[1],
+        history=history,
+        test_loss=metrics["test_loss"],
+        test_accuracy=metrics["test_accuracy"],
+        epochs_to_threshold=(
+            int(metrics["epochs_to_threshold"]) if "epochs_to_threshold" in metrics else None
+        ),
+        model=model,
+        train_seconds=metrics.get("train_seconds", 0.0),
+        failure=tags.get("failure.reason"),
+        failed_epoch=int(epoch) if epoch else None,
+        final=final,
+        test_correct=test_correct,
+    )
