@@ -36,6 +36,8 @@ SLOW = [
     # The `saved` fixture loads the models in a fresh process per backend.
     "keras_gelu/test_serialization.py::test_keras_file_loads_",
     "keras_gelu/test_serialization.py::test_loaded_outputs_are_not_trivially_equal",
+    "keras_gelu/test_serialization.py::test_name_table_file_loads_alone_without_keras",
+    "keras_gelu/test_serialization.py::test_saved_model_loads_after_import_keras_gelu_in_either_order",
     "service/analysis/test_report.py::test_a_fixed_sweep_reads_as_pinned_in_the_golden_files",
     "service/analysis/test_report.py::test_kg_report_prints_no_optimizer_loading_warning",
     "service/analysis/test_report.py::test_kg_report_shows_the_configuration_the_sweep_ran",

@@ -6,9 +6,6 @@ itself.
 """
 
 import math
-import pathlib
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -63,54 +60,9 @@ def test_names_cover_exactly_the_tested_activations():
     assert keras_gelu.names("layer") == ["learnable_leaky_relu"]
 
 
-# kg-train validates configs against the name table without paying for
-# Keras (issue 16): the table's file loads alone and imports nothing.
-TABLE_ALONE = """
-import importlib.util, sys
-spec = importlib.util.find_spec("keras_gelu")  # finds, does not import
-folder = spec.submodule_search_locations[0]
-spec = importlib.util.spec_from_file_location("name_table", folder + "/name_table.py")
-table = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(table)
-assert "keras" not in sys.modules and "keras_gelu" not in sys.modules
-import keras_gelu
-assert keras_gelu.names() == table.names()
-print("gelu", "GEGLU")
-"""
-
-# A model saved with keras_gelu objects loads after `import keras_gelu`,
-# whichever of keras and keras_gelu is imported first (issue 16: a lazy
-# package face broke the first order).
-LOADS = """
-import {first}, {second}
-import sys
-model = keras.saving.load_model(sys.argv[1])
-print(model.layers[0].activation.__name__, type(model.layers[1]).__name__)
-"""
-
-
-def _run(code, *args):
-    root = pathlib.Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, "-c", code, *map(str, args)],
-        cwd=root, capture_output=True, text=True, timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.split()
-
-
-def test_name_table_file_loads_alone_without_keras():
-    assert _run(TABLE_ALONE) == ["gelu", "GEGLU"]
-
-
-@pytest.mark.parametrize("first, second", [("keras_gelu", "keras"), ("keras", "keras_gelu")])
-def test_saved_model_loads_after_import_keras_gelu_in_either_order(tmp_path, first, second):
-    model = keras.Sequential(
-        [keras.Input((4,)), keras.layers.Dense(4, activation=keras_gelu.gelu), keras_gelu.GEGLU()]
-    )
-    path = tmp_path / "model.keras"
-    model.save(path)
-    assert _run(LOADS.format(first=first, second=second), path) == ["gelu", "GEGLU"]
+# The name table's file loading alone, without Keras, and a saved model
+# loading after either import order need fresh processes: they ride in the
+# ones test_serialization.py starts anyway (fresh_loads.py, issue 17).
 
 
 @pytest.mark.parametrize("name", sorted(ELEMENTWISE))

@@ -8,8 +8,6 @@ must reproduce the outputs bit for bit, the other two to ~1e-6.
 
 import inspect
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -18,6 +16,7 @@ from keras import ops
 
 import keras_gelu
 from tests.keras_gelu import custom_models
+from tests.keras_gelu import fresh_loads
 from tests.keras_gelu import layer_harness
 from tests.keras_gelu import references as ref
 
@@ -34,7 +33,6 @@ PUBLIC_LAYERS = (
 )
 
 BACKENDS = ("tensorflow", "jax", "torch")
-HERE = os.path.dirname(os.path.abspath(__file__))
 X = np.random.default_rng(5).normal(size=(3, 5, 8)).astype(np.float32)
 
 # Every public function, as a Dense activation (label, function).
@@ -287,41 +285,15 @@ def test_dense_activation_config_round_trip_keeps_the_function(label, fn):
 
 # --- .keras files in fresh processes. -----------------------------------------
 
-LOADER = """
-import os, sys
-import numpy as np
-import keras, keras_gelu
-
-directory = sys.argv[1]
-x = np.load(os.path.join(directory, "inputs.npy"))
-results = {}
-for name in ("functional", "sequential"):
-    model = keras.saving.load_model(os.path.join(directory, name + ".keras"))
-    results[name] = keras.ops.convert_to_numpy(model(x, training=False))
-import custom_models  # a subclassed model needs its class importable
-model = keras.saving.load_model(os.path.join(directory, "subclassed.keras"))
-results["subclassed"] = keras.ops.convert_to_numpy(model(x, training=False))
-name = "loaded_" + keras.backend.backend() + ".npz"
-np.savez(os.path.join(directory, name), **results)
-"""
-
-
-def _subprocess_env(backend):
-    root = os.path.dirname(
-        os.path.dirname(os.path.abspath(keras_gelu.__file__))
-    )
-    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
-    env["PYTHONPATH"] = os.pathsep.join(
-        [root, HERE] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
-    )
-    return env
-
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    """Saves the three models, loads them in a fresh process per backend.
+    """Saves the three models, loads them in a fresh process per backend
+    (fresh_loads.py: those processes also check the name table alone and
+    both import orders).
 
-    Returns ({model name: outputs here}, {backend: {name: outputs there}}).
+    Returns ({model name: outputs here}, {backend: ({name: outputs
+    there}, facts)}), or the process's output where loading failed.
     """
     keras.utils.set_random_seed(42)
     directory = tmp_path_factory.mktemp("keras_files")
@@ -335,36 +307,16 @@ def saved(tmp_path_factory):
         expected[name] = outputs_of(model)
         model.save(str(directory / f"{name}.keras"))
     np.save(directory / "inputs.npy", X)
-    # The three loaders run at once: most of their time is imports.
-    processes = {
-        backend: subprocess.Popen(
-            [sys.executable, "-c", LOADER, str(directory)],
-            env=_subprocess_env(backend),
-            cwd=str(directory),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for backend in BACKENDS
-    }
-    loaded = {}
-    for backend, process in processes.items():
-        output, _ = process.communicate(timeout=600)
-        if process.returncode == 0:
-            with np.load(directory / f"loaded_{backend}.npz") as data:
-                loaded[backend] = {k: data[k] for k in data.files}
-        else:
-            loaded[backend] = output[-3000:]
-    return expected, loaded
+    return expected, fresh_loads.load_everywhere(directory, BACKENDS, ref.BACKEND)
 
 
-def _loaded(saved, backend):
+def _loaded(saved, backend, facts=False):
     expected, loaded = saved
     result = loaded[backend]
     assert isinstance(
-        result, dict
+        result, tuple
     ), f"loading under {backend} failed:\n{result}"
-    return expected, result
+    return result[1] if facts else (expected, result[0])
 
 
 MODELS = ["functional", "sequential", "subclassed"]
@@ -409,6 +361,32 @@ def test_loaded_outputs_are_not_trivially_equal(saved):
     assert np.std(expected["functional"]) > 0.1
     fresh = build_functional()
     assert not np.allclose(outputs_of(fresh), expected["functional"])
+
+
+def test_name_table_file_loads_alone_without_keras(saved):
+    # kg-train validates configs against the name table without paying for
+    # Keras (issue 16): the table's file loads alone and imports nothing.
+    # Checked in this backend's fresh process, before it imports keras_gelu.
+    facts = _loaded(saved, ref.BACKEND, facts=True)
+    assert facts["first"] == "keras_gelu"
+    assert facts["imported_with_the_table"] == []
+    assert facts["table_names"] == facts["names"] == keras_gelu.names()
+
+
+@pytest.mark.parametrize("first", ["keras_gelu", "keras"])
+def test_saved_model_loads_after_import_keras_gelu_in_either_order(saved, first):
+    # Issue 16: a lazy package face broke the keras_gelu-first order. This
+    # backend's process imports keras_gelu first, the other two keras first;
+    # every file loaded with the outputs above (the tests above), here the
+    # Sequential's first layers by name.
+    backends = [b for b in BACKENDS if _loaded(saved, b, facts=True)["first"] == first]
+    assert backends == ([ref.BACKEND] if first == "keras_gelu" else
+                        [b for b in BACKENDS if b != ref.BACKEND])
+    model = build_sequential()
+    names = [model.layers[0].activation.__name__, type(model.layers[1]).__name__]
+    assert names == ["gelu_tanh", "GEGLU"]
+    for backend in backends:
+        assert _loaded(saved, backend, facts=True)["sequential_layers"] == names
 
 
 # --- SavedModel export (TensorFlow). ------------------------------------------

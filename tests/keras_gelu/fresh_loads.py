@@ -1,0 +1,111 @@
+"""Saved .keras files loaded in fresh processes, one per backend.
+
+test_serialization.py saves its models once and hands the folder to
+`load_everywhere`: one fresh interpreter per backend loads every file and
+writes back the outputs. A fresh interpreter costs an import of Keras and
+a backend (3-7 CPU s here) and each backend's suite starts three, so the
+other checks that need a fresh interpreter ride in these (issue 17):
+
+- the suite's own backend loads keras_gelu/name_table.py alone first,
+  with nothing imported (kg-train validates configs against it without
+  paying for Keras, issue 16), then imports keras_gelu before keras;
+- the other backends import keras before keras_gelu;
+
+so every suite loads its files after either import order (issue 16: a
+lazy package face broke the keras_gelu-first one).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+import keras_gelu
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FILES = ("functional", "sequential", "subclassed")
+
+LOADER = """
+import importlib.util, json, os, sys
+
+directory, first = sys.argv[1], sys.argv[2]
+facts = {"first": first}
+if first == "keras_gelu":
+    spec = importlib.util.find_spec("keras_gelu")  # finds, does not import
+    folder = spec.submodule_search_locations[0]
+    spec = importlib.util.spec_from_file_location("name_table", folder + "/name_table.py")
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    facts["imported_with_the_table"] = sorted(
+        m for m in sys.modules if m.split(".")[0] in ("keras", "keras_gelu")
+    )
+    facts["table_names"] = table.names()
+    import keras_gelu, keras
+else:
+    import keras, keras_gelu
+facts["names"] = keras_gelu.names()
+
+import numpy as np
+x = np.load(os.path.join(directory, "inputs.npy"))
+results = {}
+for name in ("functional", "sequential"):
+    model = keras.saving.load_model(os.path.join(directory, name + ".keras"))
+    results[name] = keras.ops.convert_to_numpy(model(x, training=False))
+    if name == "sequential":
+        facts["sequential_layers"] = [
+            model.layers[0].activation.__name__, type(model.layers[1]).__name__
+        ]
+import custom_models  # a subclassed model needs its class importable
+model = keras.saving.load_model(os.path.join(directory, "subclassed.keras"))
+results["subclassed"] = keras.ops.convert_to_numpy(model(x, training=False))
+name = "loaded_" + keras.backend.backend()
+np.savez(os.path.join(directory, name + ".npz"), **results)
+with open(os.path.join(directory, name + ".json"), "w") as f:
+    json.dump(facts, f)
+"""
+
+
+def subprocess_env(backend):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(keras_gelu.__file__)))
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+    env["PYTHONPATH"] = os.pathsep.join(
+        [root, HERE] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    )
+    return env
+
+
+def load_everywhere(directory, backends, own_backend):
+    """Loads FILES (and inputs.npy) from `directory` in one fresh process
+    per backend, all at once (most of their time is imports).
+
+    Returns {backend: ({file: outputs}, facts)}, or the process's last
+    output where it failed. `own_backend`'s process imports keras_gelu
+    first, after loading the name table alone; the others keras first.
+    """
+    processes = {
+        backend: subprocess.Popen(
+            [
+                sys.executable, "-c", LOADER, str(directory),
+                "keras_gelu" if backend == own_backend else "keras",
+            ],
+            env=subprocess_env(backend),
+            cwd=str(directory),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for backend in backends
+    }
+    loaded = {}
+    for backend, process in processes.items():
+        output, _ = process.communicate(timeout=600)
+        if process.returncode != 0:
+            loaded[backend] = output[-3000:]
+            continue
+        with np.load(os.path.join(directory, f"loaded_{backend}.npz")) as data:
+            outputs = {k: data[k] for k in data.files}
+        with open(os.path.join(directory, f"loaded_{backend}.json")) as f:
+            loaded[backend] = (outputs, json.load(f))
+    return loaded
