@@ -1054,7 +1054,8 @@ def _mode_errors(candidates, harness):
     x = np.linspace(-130.0, 130.0, 400_001).astype(np.float32)
     x64 = x.astype(np.float64)
     with np.errstate(over="ignore"):
-        tanh = 0.5 * x64 * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * x64 * (1.0 + 0.044715 * x64**2)))
+        # 0.5 x (1 + tanh(u)) as x sigmoid(2u): float64's 1 + tanh(u) cancels for u << 0.
+        tanh = x64 / (1.0 + np.exp(-2.0 * math.sqrt(2.0 / math.pi) * x64 * (1.0 + 0.044715 * x64**2)))
         sigmoid = x64 / (1.0 + np.exp(-_SIGMOID_SCALE * x64))
     errors = {}
     for name, (fn, _) in list(candidates.items())[1:]:
