@@ -31,7 +31,10 @@ Sections:
      at a time (the exp, the Mills rational, its division), the previous
      kernel (main at c6699d9), a cheaper candidate kernel (not shipped),
      and XLA's erf formula, with each one's largest relative error
-     (`--sections exact_parts`).
+     (`--sections exact_parts`);
+  g. the tanh and sigmoid modes' kernels beside their previous forward
+     forms, with their errors against the float64 formulas
+     (`--sections modes`, issue 20).
 
 Absolute times drift on a shared machine; `--clock process` times the
 process's CPU time instead of the wall clock (steadier under load).
@@ -1022,6 +1025,70 @@ def bench_exact_parts(harness, args, out):
     )
 
 
+# --- g. The tanh and sigmoid modes: this kernel vs the previous one. -------
+
+
+def modes_candidates():
+    """name -> (fn, options): ReLU, each approximate mode's kernel and its
+    previous forward (the formula through `_saturating`, with `_exp` in
+    the sigmoid; main before issue 20's `_exp2` forms), same derivative."""
+    from keras_gelu.activations import formulas as a
+    from keras_gelu.activations import fusion
+
+    return {
+        BASELINE: (ops.relu, {}),
+        "tanh, keras_gelu.gelu_tanh (this kernel: x / (1 + 2**w))": (keras_gelu.gelu_tanh, {}),
+        "tanh, previous kernel (0.5x(1 + tanh u), XLA's tanh)": (
+            fusion.fused("bench_modes_tanh", a._gelu_tanh_saturating, a._gelu_tanh_grad), {}
+        ),
+        "sigmoid, keras_gelu.gelu_sigmoid (this kernel: x / (1 + 2**w))": (keras_gelu.gelu_sigmoid, {}),
+        "sigmoid, previous kernel (x·σ(1.702x), formulas._exp)": (
+            fusion.fused("bench_modes_sigmoid", a._gelu_sigmoid_saturating, a._gelu_sigmoid_grad), {}
+        ),
+    }
+
+
+def _mode_errors(candidates, harness):
+    """Largest |y - formula| over [-130, 130] (400,001 points), and the
+    largest relative error where the float64 formula is >= 1e-30."""
+    x = np.linspace(-130.0, 130.0, 400_001).astype(np.float32)
+    x64 = x.astype(np.float64)
+    with np.errstate(over="ignore"):
+        # 0.5 x (1 + tanh(u)) as x sigmoid(2u): float64's 1 + tanh(u) cancels for u << 0.
+        tanh = x64 / (1.0 + np.exp(-2.0 * math.sqrt(2.0 / math.pi) * x64 * (1.0 + 0.044715 * x64**2)))
+        sigmoid = x64 / (1.0 + np.exp(-_SIGMOID_SCALE * x64))
+    errors = {}
+    for name, (fn, _) in list(candidates.items())[1:]:
+        step = harness.forward(fn, harness.tensor(x))
+        y = np.asarray(ops.convert_to_numpy(harness.sync(step())), np.float64)
+        expected = tanh if name.startswith("tanh") else sigmoid
+        keep = np.abs(expected) >= 1e-30
+        errors[name] = (
+            float(np.max(np.abs(y - expected))),
+            float(np.max(np.abs(y[keep] / expected[keep] - 1.0))),
+        )
+    return errors
+
+
+def bench_modes(harness, args, out):
+    rng = np.random.default_rng(7)
+    x = harness.tensor(rng.standard_normal(args.size).astype("float32"))
+    dy = harness.tensor(rng.standard_normal(args.size).astype("float32"))
+    candidates = modes_candidates()
+    fwd, fwd_bwd, fwd_base, _ = time_elementwise(harness, candidates, x, dy, args)
+    rows = [(n, fwd[n], fwd_bwd[n], (None, None)) for n in candidates]
+    out(f"#### g. tanh and sigmoid modes, this kernel and the previous, {args.size:,} float32 elements ({harness.name})\n")
+    out(_table(rows))
+    errors = _mode_errors(candidates, harness)
+    out(
+        f"\nReLU absolute (median): forward {_ms(_median(fwd_base))}. Against the float64 formula "
+        f"on 400,001 points in [−130, 130], largest absolute error / largest relative error where "
+        f"it is ≥ 1e-30: "
+        + "; ".join(f"{name}: {ab:.1e} / {rel:.1e}" for name, (ab, rel) in errors.items())
+        + ".\n"
+    )
+
+
 # --- CLI. ------------------------------------------------------------------
 
 SECTIONS = {
@@ -1031,6 +1098,7 @@ SECTIONS = {
     "sigmoid": bench_sigmoid_forms,
     "exact_history": bench_exact_history,
     "exact_parts": bench_exact_parts,
+    "modes": bench_modes,
 }
 
 

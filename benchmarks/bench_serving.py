@@ -499,15 +499,25 @@ def pyfunc_stages(tmp, tracking_uri, floor_uri, model_uri, blocks=20, repeat=300
     ).get_concrete_function()
     x = np.zeros((1, keras_model.input_shape[-1]), "float32")
     direct = code.direct_call(graph, x)
+    flat = code._flat_call(graph)
     tensor = tf.constant(x)
+    # kg's predict as it was with the flat call (before the op call), for
+    # the side-by-side ratio.
+    flat_forward = code.Combined(code.padded(lambda v: flat(tf.constant(v)).numpy()))
     stages = {
         "floor: MLflow's pyfunc predict (schema check, the identity model)": lambda: floor.predict(x),
         "model: MLflow's pyfunc predict (schema check, kg's pyfunc)": lambda: model.predict(x),
         "model: kg's predict (checked_input, Combined, padded, the call)": lambda: python_model.predict(None, x),
+        "model: kg's predict with the flat call instead (the pyfunc before the op call)": lambda: (
+            flat_forward(code.checked_input(x, x.shape[1]))
+        ),
         "checked_input": lambda: code.checked_input(x, x.shape[1]),
         "tf.constant(x)": lambda: tf.constant(x),
         "the XLA graph, public call: ConcreteFunction(tensor)": lambda: graph(tensor),
-        "the XLA graph, flat call: direct_call (what the pyfunc uses)": lambda: direct(tensor),
+        "the XLA graph, flat call: ConcreteFunction._call_flat": lambda: flat(tensor),
+        f"the XLA graph, direct_call (what the pyfunc uses: {direct.__qualname__.split('.')[0]})": (
+            lambda: direct(tensor)
+        ),
         "the Keras model called eagerly (no graph)": lambda: keras_model(tensor, training=False),
     }
     for step in stages.values():

@@ -90,6 +90,14 @@ def test_compiled_exact_gelu_gradient_within_1e5_while_phi_is_normal():
         # The sigmoid forms: 1.3e-6 relative with ops.sigmoid (issue 6).
         ("gelu_sigmoid", ref.gelu_sigmoid, ref.gelu_sigmoid_grad, 5e-6),
         ("silu", ref.silu, None, 5e-6),
+        # The tanh mode runs as x * sigmoid(2u) when compiled (issue 20);
+        # its derivative is the tanh formula's (test_activations.py).
+        # The reference as x * sigmoid(2u) too: float64's 1 + tanh(u)
+        # cancels for u << 0 (at x = -7 it has 1 correct digit). 2e-5: the
+        # float32 roundings of u's cubic, 9.5e-6 relative where the output
+        # is ~1e-24 (where 1 + tanh(u) in float32, the formula before, is 0).
+        ("gelu_tanh", lambda x: ref.f64(x) * ref.sigmoid(2.0 * ref.SQRT_2_OVER_PI * (
+            ref.f64(x) + ref.TANH_CUBIC * ref.f64(x) ** 3)), None, 2e-5),
     ],
 )
 def test_compiled_sigmoid_forms_match_float64_with_their_derivative(

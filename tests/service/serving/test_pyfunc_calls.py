@@ -69,7 +69,7 @@ def test_direct_call_answers_as_the_public_call_and_falls_back_without_the_priva
     concrete = function.get_concrete_function()
     probe = np.zeros((1, 2), "float32")
     call = pyfunc.direct_call(concrete, probe)
-    assert call is not concrete  # TensorFlow has the flat call: it is used
+    assert "_executed_call" in call.__qualname__  # TensorFlow has the op call: it is used
     x = np.random.default_rng(1).normal(size=(5, 2)).astype("float32")
     np.testing.assert_array_equal(call(tf.constant(x)).numpy(), concrete(tf.constant(x)).numpy())
     weights.assign([[0.0, 1.0], [1.0, 0.0]])  # the captured variable, read at each call
@@ -83,3 +83,44 @@ def test_direct_call_answers_as_the_public_call_and_falls_back_without_the_priva
 
     public = Public()
     assert pyfunc.direct_call(public, probe) is public
+
+
+def test_direct_call_outlives_the_function_object_and_keeps_each_fallback():
+    import gc
+
+    import tensorflow as tf
+
+    weights = tf.Variable([[1.0, -2.0], [0.5, 3.0]])
+    spec = tf.TensorSpec([None, 2], tf.float32)
+    x = np.random.default_rng(2).normal(size=(4, 2)).astype("float32")
+    expected = x @ weights.numpy()
+    probe = np.zeros((1, 2), "float32")
+    # Nothing but the call holds the concrete function: were it collected,
+    # TensorFlow would drop its op ("... is neither a type of a primitive
+    # operation nor a name of a function registered").
+    call = pyfunc.direct_call(
+        tf.function(lambda v: v @ weights, input_signature=[spec]).get_concrete_function(), probe
+    )
+    gc.collect()
+    np.testing.assert_allclose(call(tf.constant(x)).numpy(), expected, rtol=1e-6)
+
+    # A structured output (a SavedModel signature's dict) comes back as the
+    # public call gives it.
+    concrete = tf.function(lambda v: {"out": v @ weights}, input_signature=[spec]).get_concrete_function()
+    call = pyfunc.direct_call(concrete, probe)
+    assert "_executed_call" in call.__qualname__
+    np.testing.assert_allclose(call(tf.constant(x))["out"].numpy(), expected, rtol=1e-6)
+
+    class Flat:  # `_call_flat` but no `_inference_function`: the flat call
+        captured_inputs = concrete.captured_inputs
+
+        def __call__(self, v):
+            return concrete(v)
+
+        def _call_flat(self, args, captured):
+            return concrete._call_flat(args, captured)
+
+    flat = Flat()
+    call = pyfunc.direct_call(flat, probe)
+    assert "_flat_call" in call.__qualname__
+    np.testing.assert_allclose(call(tf.constant(x))["out"].numpy(), expected, rtol=1e-6)
