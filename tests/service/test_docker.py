@@ -378,6 +378,26 @@ def test_basic_auth_tracking_server_of_compose_admits_only_signed_in_clients(
     assert "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" in anonymous.stderr
 
 
+def test_tracking_server_caches_a_checked_password_and_still_refuses_a_wrong_one(
+    stack_server, dot_env, monkeypatch
+):
+    """mlflow-auth.ini turns on MLflow's credential cache (each check is a
+    scrypt hash, ~0.1 CPU s; the stack's server spent most of its CPU
+    there): read by MLflow's own parser, and a wrong password is still
+    refused right after the right one was accepted."""
+    from mlflow.server.auth.config import read_auth_config
+
+    monkeypatch.setenv("MLFLOW_AUTH_CONFIG_PATH", os.path.join(DOCKER, "mlflow-auth.ini"))
+    config = read_auth_config()
+    assert 0 < config.auth_cache_ttl_seconds <= 60, config
+    assert config.authorization_function == "mlflow.server.auth:authenticate_request_basic_auth"
+    uri, _ = stack_server
+    username, password = admin(dot_env)
+    assert get(uri, PROBE, STACK_HOST, (username, password))[0] == 200
+    assert get(uri, PROBE, STACK_HOST, (username, password + "x"))[0] == 401
+    assert get(uri, PROBE, STACK_HOST, (username, password))[0] == 200
+
+
 def test_without_allowed_hosts_the_preflight_names_the_host_check_and_exits_2(
     compose, dot_env, tmp_path
 ):

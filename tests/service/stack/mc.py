@@ -29,9 +29,6 @@ import os
 import sys
 import urllib.request
 
-import boto3
-import botocore.exceptions
-
 ACCOUNT_ARN = "arn:aws:iam::123456789012:policy/"  # moto's default account
 
 
@@ -60,6 +57,11 @@ def _alias(name):
 
 
 def _client(service, alias):
+    # boto3's import is most of a call's CPU (~0.4 s): only for the
+    # subcommands that call S3 or IAM, not `alias set` or the health
+    # check's `ready`.
+    import boto3
+
     found = _alias(alias)
     return boto3.client(
         service,
@@ -84,6 +86,8 @@ def ready(name):
 
 
 def make_bucket(target, ignore_existing):
+    import botocore.exceptions
+
     alias, bucket = target.split("/", 1)
     try:
         _client("s3", alias).create_bucket(Bucket=bucket)
