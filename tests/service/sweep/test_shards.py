@@ -28,6 +28,7 @@ from kg_service.config.schema import Config
 from kg_service.config.loading import load_config
 from kg_service.errors import ServiceError
 from tests.service import servers
+from tests.service import in_process
 from tests.service.sweep.test_golden import _same
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -158,24 +159,10 @@ def test_sweep_id_is_the_same_for_the_same_config_and_ignores_where_outputs_go()
     assert other.stdout.strip() == shards.sweep_id(config)
 
 
-# --- Real processes: two shards, one sweep. ----------------------------------
+# --- Two shards, one sweep. ---------------------------------------------------
 
 
-def _kg(cwd, program, *args):
-    command = [os.path.join(servers.VENV_BIN, program), *args]
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    return subprocess.Popen(
-        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-
-
-def _finish(process, timeout=600):
-    out, err = process.communicate(timeout=timeout)
-    assert process.returncode == 0, err[-3000:]
-    return out
-
-
-def _kg_report(cwd, *args):
+def _kg_report_process(cwd, *args):
     return subprocess.run(
         [os.path.join(servers.VENV_BIN, "python"), "-m", "kg_service.cli.report", *args],
         cwd=cwd, capture_output=True, text=True, timeout=600,
@@ -189,31 +176,46 @@ def _summary(folder):
 
 
 def test_two_shards_make_the_single_machine_sweep_registered_once_and_kg_report_rebuilds_it(
-    tmp_path, tiny_smoke_sweep
+    tmp_path, monkeypatch, tiny_smoke_sweep
 ):
     """Two shards of the session's single-machine smoke sweep of configs/tiny.yaml
     (tests/service/shared_sweep.py: the same flags, its own store); a
     half sweep cannot be registered (exit 2, nothing claimed); shard 2
     completes it and registers once; restarted, shard 1 trains nothing;
     `kg report` gives the single sweep's statistics, and refuses to
-    register again. (Two shards finishing at once: test_shared_server.)"""
+    register again.
+
+    kg-train and kg report run in this process (click's runner), each
+    shard as a job of its own: what is checked is what they print and
+    leave in the store. Each was a process of its own, paying TensorFlow's
+    and MLflow's start-up eight times (issue 17). Real processes: a
+    mistyped experiment's exit 2 here (kg report); `kg-train --shard` jobs
+    in sweep/test_tuning.py (two at once) and tracking/test_shared_server.py
+    (two shards finishing at once); kg report's rebuild in
+    analysis/test_report.py; the sweep id in another process above."""
+    monkeypatch.chdir(tmp_path)  # the output folders are relative
     uri = f"sqlite:///{tmp_path / 'shards.db'}"
-    common = ["--config", str(TINY), "--smoke", "--set", "export.enabled=false", "--quiet"]
-    first = _finish(_kg(tmp_path, "kg-train", *common, "--tracking-uri", uri,
-                        "--output-dir", "shard1", "--shard", "1/2"))
+    common = ["--config", TINY, "--smoke", "--set", "export.enabled=false",
+              "--tracking-uri", uri]
+
+    def shard(which, output_dir):
+        done = in_process.kg_train(*common, "--output-dir", output_dir, "--shard", which)
+        assert done.exit_code == 0, (done.stderr + str(done.exception))[-3000:]
+        return done.stdout
+
+    first = shard("1/2", "shard1")
     assert "2 of its 2 members to train; the store holds 0 of 4" in first
     assert "the sweep holds 2 of 4 members" in first
 
-    early = _kg_report(tmp_path, "--experiment", "kg-smoke-smoke", "--tracking-uri", uri,
-                       "--register", "-q")
-    assert early.returncode == 2, early.stderr[-3000:]
+    early = in_process.kg_report("--experiment", "kg-smoke-smoke", "--tracking-uri", uri,
+                                 "--register", "-q")
+    assert early.exit_code == 2, early.stderr[-3000:]
     assert "holds 2 of its 4 members; missing: gelu seed 0, gelu seed 1" in early.stderr
-    unknown = _kg_report(tmp_path, "--experiment", "kg-smoke-smok", "--tracking-uri", uri)
+    unknown = _kg_report_process(tmp_path, "--experiment", "kg-smoke-smok", "--tracking-uri", uri)
     assert unknown.returncode == 2 and "Did you mean 'kg-smoke-smoke'?" in unknown.stderr
     assert "Traceback" not in early.stderr + unknown.stderr
 
-    second = _finish(_kg(tmp_path, "kg-train", *common, "--tracking-uri", uri,
-                         "--output-dir", "shard2", "--shard", "2/2"))
+    second = shard("2/2", "shard2")
     assert "Registered models" in second
     expected = _summary(tiny_smoke_sweep.cwd / "sweep")
     _same(expected, _summary(tmp_path / "shard2"))
@@ -232,19 +234,19 @@ def test_two_shards_make_the_single_machine_sweep_registered_once_and_kg_report_
     for name in ("tiny-relu-smoke", "tiny-gelu-smoke"):
         assert len(client.search_model_versions(f"name='{name}'")) == 1
 
-    again = _finish(_kg(tmp_path, "kg-train", *common, "--tracking-uri", uri,
-                        "--output-dir", "again", "--shard", "1/2"))
+    again = shard("1/2", "again")
     assert "0 of its 2 members to train; the store holds 4 of 4" in again
     assert "compared and registered by kg-train --shard 2/2" in again
     assert len(client.search_runs([exp.experiment_id], max_results=100)) == 5
 
-    report = _kg_report(tmp_path, "--experiment", "kg-smoke-smoke", "--tracking-uri",
-                        uri, "--output-dir", "rebuilt", "-q")
-    assert report.returncode == 0, report.stderr[-3000:]
+    report = in_process.kg_report("--experiment", "kg-smoke-smoke", "--tracking-uri", uri,
+                                  "--output-dir", "rebuilt", "-q")
+    assert report.exit_code == 0, (report.stderr + str(report.exception))[-3000:]
     _same(expected, _summary(tmp_path / "rebuilt"))
-    twice = _kg_report(tmp_path, "--experiment", "kg-smoke-smoke", "--tracking-uri",
-                       uri, "--register", "-q")
-    assert twice.returncode == 2 and "registered already" in twice.stderr
+    twice = in_process.kg_report("--experiment", "kg-smoke-smoke", "--tracking-uri", uri,
+                                 "--register", "-q")
+    assert twice.exit_code == 2 and "registered already" in twice.stderr
+    assert "Traceback" not in twice.stderr
     for name in ("tiny-relu-smoke", "tiny-gelu-smoke"):
         assert len(client.search_model_versions(f"name='{name}'")) == 1
 
