@@ -141,7 +141,10 @@ def test_a_batch_of_the_split_or_larger_is_one_batch_of_the_whole_split(
     # which reached into epoch 1 here and failed the sweep (issue 15);
     # model.fit(batch_size >= n) trains on one batch of all n rows.
     assert len(dataset.y_train) == 128
-    config = _config("gelu")
+    # Two members: the batch's edge, not the stacking (three members in
+    # the test above), is what this checks (issue 17: a third member was a
+    # third reference model to train, for nothing this checks).
+    config = _config("gelu", seeds=(0, 1))
     config = dataclasses.replace(
         config,
         training=dataclasses.replace(config.training, batch_size=batch_size),
@@ -152,14 +155,14 @@ def test_a_batch_of_the_split_or_larger_is_one_batch_of_the_whole_split(
 def test_members_equal_models_trained_alone_without_standardization():
     raw = load_dataset(DataConfig(n_samples=200, seed=0, standardize=False))
     assert raw.normalization is None
-    _assert_members_equal_models_trained_alone(raw, _config("gelu"))
+    _assert_members_equal_models_trained_alone(raw, _config("gelu", seeds=(0, 1)))
 
 
 def _assert_members_equal_models_trained_alone(dataset, config):
     (activation,) = config.activations
     results = train_sweep(tasks.get(dataset.name), dataset, config)
     members = [(r.activation, r.seed) for r in results]
-    assert members == [(activation, seed) for seed in (0, 1, 2)]
+    assert members == [(activation, seed) for seed in config.seeds]
     for result in results:
         reference, history = _train_alone(
             dataset, config, activation, result.seed

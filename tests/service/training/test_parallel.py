@@ -156,15 +156,35 @@ TWO_DEVICES = textwrap.dedent("""
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     """)
 
+# The batches the engine cannot split: the two checks' answers (the error,
+# or "ok"), made before anything trains, in `uneven`.
+UNEVEN = textwrap.dedent("""
+    from kg_service.training import parallel as distribution
+    from kg_service.config.schema import DeviceConfig
+    from kg_service.errors import ServiceError
+    uneven = []
+    for batches in (
+        {"training.batch_size": 32, "the last training batch": 25},
+        {"training.batch_size": 25, "the test split": 60},
+    ):
+        try:
+            distribution.check_batches(DeviceConfig(distribution="mirrored"), batches)
+            uneven.append("ok")
+        except ServiceError as error:
+            uneven.append(str(error))
+    """)
+
 # Trains configs/tiny.yaml with each distribution named in argv[3] in turn,
-# in one process; prints each one's replicas, weights and histories.
-TRAIN = TWO_DEVICES + textwrap.dedent("""
+# in one process; prints each one's replicas, weights and histories, and
+# (key "uneven") UNEVEN's answers: one process per backend (issue 17), each
+# pays the backend's start-up once.
+TRAIN = TWO_DEVICES + UNEVEN + textwrap.dedent("""
     from kg_service.tasks import base as tasks
     from kg_service.training import device as device_lib
     from kg_service.training import loop as train
     from kg_service.config.loading import load_config
 
-    out = {}
+    out = {"uneven": uneven}
     for kind in sys.argv[3].split(","):
         config = load_config(sys.argv[2], [f"device.distribution={kind}"])
         task = tasks.get(config.data.dataset)
@@ -232,27 +252,18 @@ def test_mirrored_over_two_cpu_devices_trains_the_weights_of_one(tensorflow_runs
     _assert_same_members(mirrored["members"], one["members"])
 
 
-def test_jax_data_parallel_over_two_host_devices_trains_the_weights_of_one():
+@pytest.fixture(scope="module")
+def jax_runs():
+    """configs/tiny.yaml on one device and data-parallel over two host
+    devices, JAX."""
     pytest.importorskip("jax")
-    runs = _train("jax", ["none", "mirrored"])
+    return _train("jax", ["none", "mirrored"])
+
+
+def test_jax_data_parallel_over_two_host_devices_trains_the_weights_of_one(jax_runs):
+    runs = jax_runs
     assert (runs["none"]["replicas"], runs["mirrored"]["replicas"]) == (1, 2)
     _assert_same_members(runs["mirrored"]["members"], runs["none"]["members"])
-
-
-UNEVEN = TWO_DEVICES + textwrap.dedent("""
-    from kg_service.training import parallel as distribution
-    from kg_service.config.schema import DeviceConfig
-    from kg_service.errors import ServiceError
-    for batches in (
-        {"training.batch_size": 32, "the last training batch": 25},
-        {"training.batch_size": 25, "the test split": 60},
-    ):
-        try:
-            distribution.check_batches(DeviceConfig(distribution="mirrored"), batches)
-            print("ok")
-        except ServiceError as error:
-            print(error)
-    """)
 
 
 @pytest.mark.parametrize(
@@ -279,9 +290,11 @@ UNEVEN = TWO_DEVICES + textwrap.dedent("""
         ]),
     ],
 )
-def test_batches_the_engine_cannot_split_are_refused_before_training(backend, expected):
-    pytest.importorskip("jax" if backend == "jax" else "tensorflow")
-    assert _python(UNEVEN, backend).strip().splitlines() == expected
+def test_batches_the_engine_cannot_split_are_refused_before_training(backend, expected, request):
+    # Checked in the backend's training process (`tensorflow_runs`,
+    # `jax_runs`: two devices), before it trains.
+    runs = request.getfixturevalue(f"{backend}_runs")
+    assert runs["uneven"] == expected
 
 
 def test_multi_worker_trains_in_two_processes_and_only_the_chief_tracks(
