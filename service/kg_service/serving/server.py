@@ -166,6 +166,11 @@ def _wrap_saved_model(saved_model, target):
             python_model=str(code),
             artifacts={"saved_model": str(saved_model)},
             signature=signature,
+            # Explicit, as for the registered models: left to MLflow, it
+            # infers them by loading the model in a subprocess of its own
+            # (~7 CPU s, measured in the suite's `kg predict` tests). A
+            # SavedModel needs TensorFlow and NumPy to be served, not Keras.
+            pip_requirements=[f"tensorflow=={tf.__version__}", f"numpy=={np.__version__}"],
         )
     return str(target)
 

@@ -182,6 +182,22 @@ def test_kg_predict_on_the_savedmodel_folder_matches_the_registered_model(sweep,
     np.testing.assert_allclose(json.loads(result.stdout)["predictions"], local.predict(x), atol=1e-5)
 
 
+def test_the_savedmodel_wrapper_pins_what_serving_it_needs_without_inferring(sweep, tmp_path, local):
+    # Explicit requirements: MLflow infers none, so it starts no process
+    # to load the model (it did, ~7 CPU s per `kg serve`/`kg predict`).
+    import mlflow
+    import tensorflow as tf
+
+    from kg_service.serving import server
+
+    target = server._wrap_saved_model(sweep["saved_model"].resolve(), tmp_path / "model")
+    pinned = (tmp_path / "model" / "requirements.txt").read_text().split()
+    assert f"tensorflow=={tf.__version__}" in pinned and f"numpy=={np.__version__}" in pinned
+    assert any(line.startswith("mlflow") for line in pinned)
+    x = rows(3, seed=5)
+    np.testing.assert_allclose(mlflow.pyfunc.load_model(target).predict(x), local.predict(x), atol=1e-5)
+
+
 # --- kg models. --------------------------------------------------------------------
 
 
