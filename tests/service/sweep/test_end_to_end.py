@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests.service import servers
+from tests.service import in_process
 
 # Small, but trained enough (~96 % test accuracy) that a served model fed
 # the wrong units shows: one fed raw make_moons points while expecting
@@ -73,13 +74,27 @@ def sweep(tmp_path_factory):
     return cwd, result, f"sqlite:///{cwd / 'mlflow.db'}"
 
 
+def kg_train_here(cwd, *args):
+    """`kg-train ARGS --quiet` in this process (click's runner), in `cwd`:
+    for the sweeps whose checks are about the store, the registry and the
+    exports, not the process (issue 17: a kg-train process pays
+    TensorFlow's and MLflow's start-up). The `sweep` fixture and the JAX
+    sweep below stay processes."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)  # the default store, output_dir and export.dir are relative
+        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        return in_process.kg_train(*args)
+
+
 @pytest.fixture(scope="module")
 def digits_sweep(tmp_path_factory):
-    """One small digits sweep (one activation, one seed) in its own store."""
+    """One small digits sweep (one activation, one seed) in its own store,
+    trained in this process."""
     cwd = tmp_path_factory.mktemp("digits")
     (cwd / "digits.yaml").write_text(DIGITS)
-    result = kg_train(cwd, "--config", "digits.yaml")
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = kg_train_here(cwd, "--config", "digits.yaml")
+    assert result.exit_code == 0, (result.output + str(result.exception))[-3000:]
+    assert (cwd / "mlflow.db").exists()
     return cwd, f"sqlite:///{cwd / 'mlflow.db'}"
 
 
@@ -291,8 +306,8 @@ def test_served_model_takes_raw_load_digits_rows_at_the_reported_accuracy(
 
 def test_second_sweep_adds_versions_and_moves_the_alias(sweep):
     cwd, _, uri = sweep
-    result = kg_train(cwd, "--config", "tiny.yaml", "--set", "seeds=[5]", *FEW_EPOCHS)
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = kg_train_here(cwd, "--config", "tiny.yaml", "--set", "seeds=[5]", *FEW_EPOCHS)
+    assert result.exit_code == 0, (result.output + str(result.exception))[-3000:]
     c = client(uri)
     version = c.get_model_version_by_alias("tiny-relu", "champion")
     assert str(version.version) == "2"

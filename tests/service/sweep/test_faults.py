@@ -25,6 +25,7 @@ from kg_service.tasks import base as tasks
 from kg_service.config.schema import Config, DataConfig, ModelConfig, TrainingConfig
 from kg_service.training.loop import train_sweep
 from tests.service import servers
+from tests.service import in_process
 from tests.service.sweep.test_golden import GOLDEN
 from tests.service.sweep.test_golden import _same
 
@@ -131,7 +132,7 @@ def _assert_stopped(tmp_path, status, members_kept):
     return parent.info.run_id
 
 
-def test_sigterm_and_kill_9_stop_keep_members_and_each_resume_carries_on(tmp_path):
+def test_sigterm_and_kill_9_stop_keep_members_and_each_resume_carries_on(tmp_path, monkeypatch):
     """One sweep, stopped three times, each stop where the old separate
     tests stopped a fresh sweep of this config (one sweep: each variant
     trained the same 12 members again, issue 17): SIGTERM while the
@@ -162,18 +163,21 @@ def test_sigterm_and_kill_9_stop_keep_members_and_each_resume_carries_on(tmp_pat
     assert set(re.findall(r"training (\S+) +epoch", stderr)) == {"swiglu", "learnable_leaky_relu"}
     assert f"--resume {run_id}" in stderr
     assert _assert_stopped(tmp_path, "KILLED", 12) == run_id
+    _, members = _sweep_runs(_client(tmp_path), "golden-tiny")
+    trained = {m.info.run_id for m in members}
 
-    resumed = subprocess.run(
-        [os.path.join(servers.VENV_BIN, "kg-train"), *resume, "--quiet"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
-        env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
-    )  # fmt: skip
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    # The last resume in this process (click's runner): it is about the
+    # store, not the process; the three stopped runs above are processes.
+    monkeypatch.chdir(tmp_path)  # the config's output_dir and export.dir are relative
+    resumed = in_process.kg_train(*resume)
+    assert resumed.exit_code == 0, (resumed.stderr + str(resumed.exception))[-3000:]
     assert "resumed, 12 members already done" in resumed.stdout
     assert not re.search(r"training \S+ +epoch", resumed.stderr), resumed.stderr[-3000:]
     client = _client(tmp_path)
     (parent,), members = _sweep_runs(client, "golden-tiny")
     assert parent.info.status == "FINISHED" and len(members) == 12
+    # Nothing trained again: a retrained member replaces its run.
+    assert {m.info.run_id for m in members} == trained
     # The resumed run's report (an export-time kill left the first one).
     summary = max((tmp_path / "kg-output").rglob("summary.json"), key=os.path.getmtime)
     _same(json.loads((GOLDEN / "summary.json").read_text()), json.loads(summary.read_text()))
@@ -193,41 +197,19 @@ def test_resume_refuses_a_changed_config_or_a_finished_sweep(tmp_path, monkeypat
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     base = ["--config", "config.yaml", "--tracking-uri", uri, "--set", "seeds=1",
             "--set", "activations=[relu]", "--set", "training.epochs=1"]
-    done = _kg_train_here(*base)
+    done = in_process.kg_train(*base)
     assert done.exit_code == 0, done.stderr[-3000:]
     run_id = re.search(r"Sweep run (\w+)", done.stdout).group(1)
-    again = _kg_train_here(*base, "--resume", run_id)
+    again = in_process.kg_train(*base, "--resume", run_id)
     assert again.exit_code == 2 and "finished already" in again.stderr
-    changed = _kg_train_here(*base, "--set", "training.learning_rate=0.5", "--resume", run_id)
+    changed = in_process.kg_train(*base, "--set", "training.learning_rate=0.5", "--resume", run_id)
     assert changed.exit_code == 2
     assert "training.learning_rate: was 0.01, now 0.5" in changed.stderr
-    missing = _kg_train_here(*base, "--resume", "0123abc")
+    missing = in_process.kg_train(*base, "--resume", "0123abc")
     assert missing.exit_code == 2 and "no such run" in missing.stderr
     for refused in (again, changed, missing):
         assert refused.exception is None or isinstance(refused.exception, SystemExit)
         assert "Traceback" not in refused.output
-
-
-def _kg_train_here(*args):
-    """`kg-train ARGS --quiet` in this process; the root logger it
-    configures and the environment variables it sets are put back
-    afterwards, so that later tests of this worker meet neither."""
-    import logging
-
-    from click.testing import CliRunner
-
-    from kg_service.cli import train as kg_train
-
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    environ = dict(os.environ)
-    try:
-        return CliRunner().invoke(kg_train.main, [*args, "--quiet"], prog_name="kg-train")
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
-        os.environ.clear()
-        os.environ.update(environ)
 
 
 def test_two_sweeps_started_at_once_on_one_new_sqlite_store_both_finish(tmp_path):
@@ -258,7 +240,9 @@ def test_two_sweeps_started_at_once_on_one_new_sqlite_store_both_finish(tmp_path
             assert client.get_model_version_by_alias(f"{name}-{activation}", "champion")
 
 
-def test_resume_after_kill_9_during_registration_finishes_without_retraining(tmp_path):
+def test_resume_after_kill_9_during_registration_finishes_without_retraining(
+    tmp_path, monkeypatch
+):
     """kill -9 while the champion's model is being logged for registration
     (its member run reopened, RUNNING) and its SavedModel staged. It was
     trained again on --resume, its run replaced, and the .staging-*
@@ -290,12 +274,11 @@ def test_resume_after_kill_9_during_registration_finishes_without_retraining(tmp
     assert len(losses) == 2
     assert list((tmp_path / "exports" / "tiny-gelu").glob(".staging-*"))
 
-    resumed = subprocess.run(
-        [os.path.join(servers.VENV_BIN, "kg-train"), *args, "--resume", parent.info.run_id,
-         "--quiet"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
-    )  # fmt: skip
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    # The resume in this process (click's runner): what it finds in the
+    # store and leaves there; the killed run above is the process.
+    monkeypatch.chdir(tmp_path)  # export.dir is relative
+    resumed = in_process.kg_train(*args, "--resume", parent.info.run_id)
+    assert resumed.exit_code == 0, (resumed.stderr + str(resumed.exception))[-3000:]
     assert "resumed, 1 members already done" in resumed.stdout
     (parent,), members = _sweep_runs(client, "kg-smoke")
     assert parent.info.status == "FINISHED"
