@@ -444,38 +444,58 @@ def test_kg_predict_casts_a_float64_npy_as_the_server_casts_json(sweep, tmp_path
     np.testing.assert_allclose(json.loads(result.stdout)["predictions"], expected, atol=1e-6)
 
 
-def test_kg_serve_with_a_token_file_requires_the_bearer_token(sweep, tmp_path, local):
+@pytest.fixture(scope="module")
+def guarded_workers(sweep, tmp_path_factory):
+    """`kg serve` of the sweep's SavedModel folder with `--workers 2`,
+    `--expose-docs` and a token file (KG_SERVE_TOKEN_FILE, the option's
+    environment variable), started as a user starts it: TensorFlow's log
+    level the model file's default. One server for the token test and the
+    process-group test (issue 17: each started its own); the token guard
+    is the app's, whatever the model, and here every worker holds it. The
+    process-group test stops it; the fixture stops what is left."""
     token = "s3cret-token-for-the-test"
-    (tmp_path / "token").write_text(token + "\n")
+    token_path = tmp_path_factory.mktemp("token") / "token"
+    token_path.write_text(token + "\n")
     port = servers.free_port()
-    log_path = sweep["logs"] / "kg-serve-token.log"
-    env = {**servers.server_env(), "KG_SERVE_TOKEN_FILE": str(tmp_path / "token")}
-    env.pop("MLFLOW_TRACKING_URI", None)
+    log_path = sweep["logs"] / "kg-serve-savedmodel.log"
+    env = {**servers.server_env(), "KG_SERVE_TOKEN_FILE": str(token_path)}
+    for name in ("MLFLOW_TRACKING_URI", "TF_CPP_MIN_LOG_LEVEL"):
+        env.pop(name, None)
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            [KG, "serve", MODEL, "--tracking-uri", sweep["uri"], "--port", str(port), "--expose-docs"],
+            [KG, "serve", str(sweep["saved_model"]), "--port", str(port), "--workers", "2",
+             "--expose-docs"],
             cwd=sweep["cwd"], env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
     try:
         servers.wait_for_http(f"http://127.0.0.1:{port}/ping", process, 300, log_path)
-        x = rows(2)
-        body = json.dumps({"inputs": x.tolist()})
-        json_type = {"Content-Type": "application/json"}
-        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": token}):
-            for method, path in (("POST", "/invocations"), ("GET", "/docs"), ("GET", "/version")):
-                got, answer_headers, answer = request(port, method, path, body, {**json_type, **headers})
-                assert got == 401, (headers, path, answer)
-                assert answer_headers["www-authenticate"].startswith("Bearer"), answer_headers
-                assert json.loads(answer)["error_code"] == "UNAUTHENTICATED"
-        authorized = {**json_type, "Authorization": f"Bearer {token}"}
-        got, _, answer = request(port, "POST", "/invocations", body, authorized)
-        assert got == 200, answer
-        np.testing.assert_allclose(json.loads(answer)["predictions"], local.predict(x), atol=1e-6)
-        for path in ("/ping", "/health"):  # probes need no token
-            assert request(port, "GET", path)[0] == 200
-        assert request(port, "GET", "/docs", None, authorized)[0] == 200  # --expose-docs
+        yield {"port": port, "process": process, "log": log_path, "token": token}
     finally:
         servers.stop(process)
+
+
+def _authorized(server):
+    return {"Content-Type": "application/json", "Authorization": f"Bearer {server['token']}"}
+
+
+def test_kg_serve_with_a_token_file_requires_the_bearer_token(guarded_workers, local):
+    server, port = guarded_workers, guarded_workers["port"]
+    token = server["token"]
+    x = rows(2)
+    body = json.dumps({"inputs": x.tolist()})
+    json_type = {"Content-Type": "application/json"}
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": token}):
+        for method, path in (("POST", "/invocations"), ("GET", "/docs"), ("GET", "/version")):
+            got, answer_headers, answer = request(port, method, path, body, {**json_type, **headers})
+            assert got == 401, (headers, path, answer)
+            assert answer_headers["www-authenticate"].startswith("Bearer"), answer_headers
+            assert json.loads(answer)["error_code"] == "UNAUTHENTICATED"
+    got, _, answer = request(port, "POST", "/invocations", body, _authorized(server))
+    assert got == 200, answer
+    np.testing.assert_allclose(json.loads(answer)["predictions"], local.predict(x), atol=1e-5)
+    for path in ("/ping", "/health"):  # probes need no token
+        assert request(port, "GET", path)[0] == 200
+    assert request(port, "GET", "/docs", None, _authorized(server))[0] == 200  # --expose-docs
 
 
 def test_server_log_has_no_traceback_after_the_bad_requests(server):
@@ -498,37 +518,28 @@ def test_kg_serve_prints_the_url_once_ping_answers(server):
     assert log.index("GET /ping") < log.index(f"at {url} ")
 
 
-def test_kg_serve_of_a_savedmodel_with_workers_stops_its_whole_process_group(sweep, local, monkeypatch):
-    # As a user starts it: TensorFlow's log level is the model file's default.
-    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
-    port = servers.free_port()
-    log_path = sweep["logs"] / "kg-serve-savedmodel.log"
-    with open(log_path, "w") as log:
-        process = kg_process(
-            ["serve", str(sweep["saved_model"]), "--port", str(port), "--workers", "2"],
-            sweep["cwd"], stdout=log,
-        )  # fmt: skip
-    try:
-        servers.wait_for_http(f"http://127.0.0.1:{port}/ping", process, 300, log_path)
-        log = log_path.read_text(errors="replace")
-        assert "CloudPickle" not in log  # a models-from-code wrapper, nothing pickled
-        if not os.path.exists("/proc/driver/nvidia/version"):
-            assert "cuInit" not in log
-        x = rows(3)
-        status, answer = post(port, json.dumps({"inputs": x.tolist()}))
-        assert status == 200, answer
-        np.testing.assert_allclose(json.loads(answer)["predictions"], local.predict(x), atol=1e-5)
-        group = _server_group(process.pid)
-        assert len(_members(group)) >= 3  # uvicorn's supervisor and 2 workers
-        # A group of its own in kg's session: a session of its own made the
-        # scheduler's autogroups delay every wakeup (issue 20 §5).
-        assert group != os.getpgid(process.pid)
-        assert {os.getsid(p) for p in _members(group)} == {os.getsid(process.pid)}
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0
-        assert _members(group) == []
-    finally:
-        servers.stop(process)
+def test_kg_serve_of_a_savedmodel_with_workers_stops_its_whole_process_group(guarded_workers, local):
+    # The server of the token test, which runs first (file order); this
+    # test stops it.
+    port, process, log_path = guarded_workers["port"], guarded_workers["process"], guarded_workers["log"]
+    log = log_path.read_text(errors="replace")
+    assert "CloudPickle" not in log  # a models-from-code wrapper, nothing pickled
+    if not os.path.exists("/proc/driver/nvidia/version"):
+        assert "cuInit" not in log
+    x = rows(3)
+    got, _, answer = request(port, "POST", "/invocations", json.dumps({"inputs": x.tolist()}),
+                             _authorized(guarded_workers))  # fmt: skip
+    assert got == 200, answer
+    np.testing.assert_allclose(json.loads(answer)["predictions"], local.predict(x), atol=1e-5)
+    group = _server_group(process.pid)
+    assert len(_members(group)) >= 3  # uvicorn's supervisor and 2 workers
+    # A group of its own in kg's session: a session of its own made the
+    # scheduler's autogroups delay every wakeup (issue 20 §5).
+    assert group != os.getpgid(process.pid)
+    assert {os.getsid(p) for p in _members(group)} == {os.getsid(process.pid)}
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0
+    assert _members(group) == []
 
 
 def _server_group(kg_pid):
