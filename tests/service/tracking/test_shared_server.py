@@ -1,8 +1,9 @@
 """A team's MLflow server under concurrent load (issue 11 §4).
 
 PostgreSQL and `mlflow server` (artifacts served through it) on
-127.0.0.1; two sweeps and the two shards of a third run at once as real
-kg-train processes. Every run, metric, artifact, logged model and
+127.0.0.1; a sweep and the two shards of another run at once as real
+kg-train processes (three writers; a fourth, a second whole sweep, added
+~15 CPU s and nothing the assertions need, issue 17). Every run, metric, artifact, logged model and
 registry version arrives exactly once: none lost, none duplicated,
 counted through MlflowClient. And the registration claim that lets one
 shard register a sharded sweep is won exactly once when many processes
@@ -49,10 +50,9 @@ def _kg_train(cwd, uri, *args):
     )
 
 
-def test_two_sweeps_and_two_shards_at_once_arrive_exactly_once(server, tmp_path):
+def test_a_sweep_and_two_shards_at_once_arrive_exactly_once(server, tmp_path):
     jobs = {
         "load-a": [[]],
-        "load-b": [[]],
         "load-c": [["--shard", "1/2"], ["--shard", "2/2"]],
     }
     processes = []
@@ -68,7 +68,7 @@ def test_two_sweeps_and_two_shards_at_once_arrive_exactly_once(server, tmp_path)
         assert process.returncode == 0, err[-3000:]
         outs.append(out)
     # The two shards: exactly one registered the sweep.
-    assert sum("Registered models" in out for out in outs[2:]) == 1, outs[2:]
+    assert sum("Registered models" in out for out in outs[1:]) == 1, outs[1:]
 
     from mlflow.entities import ViewType
 
