@@ -3,7 +3,9 @@
 The .keras checks are batched: one functional model holding every public
 function and layer, one Sequential and one subclassed model are saved
 once; one fresh process per backend loads all three. The current backend
-must reproduce the outputs bit for bit, the other two to ~1e-6.
+must reproduce the outputs bit for bit, the other two to ~1e-6. Those
+processes also check that the name table's file loads alone without
+Keras, and both import orders of keras and keras_gelu (fresh_loads.py).
 """
 
 import inspect
