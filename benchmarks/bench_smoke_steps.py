@@ -1,7 +1,8 @@
 """A `--smoke` activation's training at one step per compiled call vs one
 call per epoch (issue 17; kg_service.training.loop.steps_per_execution):
 each activation's seeds trained stacked at smoke sizes, Keras'
-`steps_per_execution` forced to 1 or left at the epoch's steps, the two
+`steps_per_execution` 1 or the epoch's steps (the threshold set to
+force either), the two
 alternating in one process after a warm-up; CPU seconds
 (`time.process_time`, every thread) per activation and their ratio.
 
@@ -10,18 +11,18 @@ Usage:
     KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_smoke_steps.py \\
         configs/glu-variants.yaml gelu,swiglu 2
 """
-import os, sys, time
-import keras
+import os
+import sys
+import time
+
 from kg_service.config import derived
 from kg_service.config.loading import load_config
 from kg_service.tasks import base as tasks
-FORCE = {"one": False}  # one step per call, else the steps of an epoch
-orig = keras.Model.compile
-def compile(self, *a, **k):
-    if FORCE["one"]:
-        k["steps_per_execution"] = 1
-    return orig(self, *a, **k)
-keras.Model.compile = compile
+from kg_service.training import loop
+
+# loop.steps_per_execution reads the threshold at each compile: 1 makes
+# every run one call per epoch, a huge one every run one step per call.
+THRESHOLD = {"steps": 1, "one": 10**9}
 cfg = derived.smoke(load_config(sys.argv[1]))
 acts = sys.argv[2].split(",")
 task = tasks.get(cfg.data.dataset); ds = task.load(cfg.data)
@@ -30,7 +31,7 @@ tot = {"steps": 0.0, "one": 0.0}; load = [os.getloadavg()[0]]
 for r in range(int(sys.argv[3])):
     for a in acts:
         for label in (("steps", "one") if r % 2 == 0 else ("one", "steps")):
-            FORCE["one"] = label == "one"
+            loop.MULTI_STEP_MIN_STEPS = THRESHOLD[label]
             c = time.process_time(); task.train(task, ds, cfg, a, cfg.seeds, lambda *x: None); tot[label] += time.process_time() - c
 load.append(os.getloadavg()[0])
 n = int(sys.argv[3]) * len(acts)
