@@ -78,6 +78,7 @@ SLOW = [
     "service/tasks/test_tasks.py::test_a_sweep_runs_on_another_tracking_store_without_mlflow",
     "service/tasks/test_train.py::test_sweep_runs_on_the_jax_backend",
     "service/tasks/test_train.py::test_mixed_precision_xla_and_dropout_train_and_restore_the_policy",
+    "service/tasks/test_train.py::test_a_short_run_takes_one_step_per_call_and_its_members_still_",
     "service/stack/test_stack.py",  # compose's stack as processes, one test (issue 21)
     "service/test_ci.py",
     "service/test_docker.py::test_without_allowed_hosts_the_preflight",

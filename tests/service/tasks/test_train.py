@@ -26,12 +26,22 @@ from kg_service.tasks.classification.data import resplit
 from kg_service.tasks.classification.models import build_model
 from kg_service.training.device import describe_device
 from kg_service.tasks import base as tasks
+from kg_service.training import loop
 from kg_service.training.loop import train_sweep
 
 HISTORY_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")
 REPO = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 )
+
+
+@pytest.fixture(autouse=True)
+def _one_call_per_epoch(monkeypatch):
+    # These runs are short (6 steps x 3 epochs), so the stacked model would
+    # take one step per call (loop.steps_per_execution); a full sweep makes
+    # one call per epoch, and these tests keep that path pinned down.
+    # test_a_short_run_takes_one_step_per_call_... pins the other one.
+    monkeypatch.setattr(loop, "MULTI_STEP_MIN_STEPS", 1)
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +141,17 @@ def test_each_sweep_member_equals_the_model_trained_alone_with_its_seed(
     _assert_members_equal_models_trained_alone(
         dataset, _config(activation, optimizer=optimizer, **model)
     )
+
+
+def test_a_short_run_takes_one_step_per_call_and_its_members_still_equal_models_trained_alone(
+    dataset, monkeypatch
+):
+    # A --smoke-sized run: one step per call (issue 17: no second trace of
+    # the training step), the same members as stepping alone, partial last
+    # batch and Keras' peek at the first batches included.
+    monkeypatch.setattr(loop, "MULTI_STEP_MIN_STEPS", 10**9)
+    assert loop.steps_per_execution(6, 3) == 1
+    _assert_members_equal_models_trained_alone(dataset, _config("gelu"))
 
 
 @pytest.mark.parametrize("batch_size", [128, 129, 10**12])

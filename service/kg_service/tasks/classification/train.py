@@ -31,6 +31,7 @@ from kg_service.tasks.classification.models import unstack_weights
 from kg_service.training import parallel
 from kg_service.training.device import dtype_policy
 from kg_service.training.loop import member_result
+from kg_service.training.loop import steps_per_execution
 from kg_service.training.optimizers import make_optimizer
 
 HISTORY_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")
@@ -291,12 +292,14 @@ def _fit_stacked(stacked, datasets, config, order_seeds, report):
     # 64-64 GELU, CPU) and on JAX (1.07 vs 2.1 and 1.1 ms/step). Under
     # a tf.distribute strategy Keras 3.15 / TF 2.21 fail a
     # multi-step execution ("You must feed a value for placeholder
-    # tensor" in multi_step_on_iterator): one step per call there.
+    # tensor" in multi_step_on_iterator): one step per call there. A short
+    # run (a --smoke one) calls one step at a time too (loop.steps_per_execution).
     stacked.compile(
         optimizer=make_optimizer(training),
         loss=_members_loss(len(order_seeds)),
         jit_compile=True if config.device.xla else "auto",
-        steps_per_execution=1 if _on_tf_distribute(config) else batches.steps,
+        steps_per_execution=(1 if _on_tf_distribute(config)
+                             else steps_per_execution(batches.steps, training.epochs)),
     )
     stacked.fit(
         batches,

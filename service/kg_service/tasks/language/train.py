@@ -43,6 +43,7 @@ from kg_service.tasks.language.stacked import StackedSelfAttention
 from kg_service.tasks.language.stacked import stack_language_model
 from kg_service.training.device import dtype_policy
 from kg_service.training.loop import member_result
+from kg_service.training.loop import steps_per_execution
 from kg_service.training.optimizers import make_optimizer
 
 # The first validation windows, the same for every member and epoch, that
@@ -355,7 +356,7 @@ def train_language_model(task, corpus, config, activation, seeds, report):
         metrics=[MemberMean(_token_loss, members, name="member_loss"),
                  MemberMean(_token_accuracy, members, name="member_accuracy")],
         jit_compile=True if config.device.xla else "auto",
-        steps_per_execution=steps,
+        steps_per_execution=steps_per_execution(steps, training.epochs),
     )
     histories = _fit_stacked(stacked, plain, corpora, config,
                              [s["order"] for s in sources], steps, report)
