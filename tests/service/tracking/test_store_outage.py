@@ -29,6 +29,7 @@ import time
 import mlflow
 import pytest
 
+from kg_service.tracking import member_runs
 from kg_service.tracking import mlflow_store as tracking
 from kg_service.tracking import retry
 from tests.service import servers
@@ -210,7 +211,7 @@ def test_a_server_down_past_the_window_stops_keeps_the_members_and_resume_finish
     whole_but_running = [
         r.data.tags["activation"] for r in runs
         if r.data.tags["kg.role"] == "member" and r.info.status == "RUNNING"
-        and r.data.tags.get(tracking.LOGGED_TAG) == "true"
+        and r.data.tags.get(member_runs.LOGGED_TAG) == "true"
     ]
     assert len(whole_but_running) <= 1
     assert client.search_registered_models() == []
