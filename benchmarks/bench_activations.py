@@ -825,6 +825,14 @@ def exact_history_candidates():
     return candidates
 
 
+def _time_on_normal_inputs(harness, candidates, args, seed):
+    """`time_elementwise` on standard-normal x and dy of `args.size` (sections e, f, g)."""
+    rng = np.random.default_rng(seed)
+    x = harness.tensor(rng.standard_normal(args.size).astype("float32"))
+    dy = harness.tensor(rng.standard_normal(args.size).astype("float32"))
+    return time_elementwise(harness, candidates, x, dy, args)
+
+
 def _exact_rows(candidates, fwd, fwd_bwd):
     """Table rows of sections e and f: the target on keras_gelu's kernel."""
     return [
@@ -834,11 +842,8 @@ def _exact_rows(candidates, fwd, fwd_bwd):
 
 
 def bench_exact_history(harness, args, out):
-    rng = np.random.default_rng(4)
-    x = harness.tensor(rng.standard_normal(args.size).astype("float32"))
-    dy = harness.tensor(rng.standard_normal(args.size).astype("float32"))
     candidates = exact_history_candidates()
-    fwd, fwd_bwd, fwd_base, _ = time_elementwise(harness, candidates, x, dy, args)
+    fwd, fwd_bwd, fwd_base, _ = _time_on_normal_inputs(harness, candidates, args, seed=4)
     rows = _exact_rows(candidates, fwd, fwd_bwd)
     out(
         f"#### e. Exact mode, its kernels over time beside XLA's formulas, "
@@ -1000,11 +1005,8 @@ def _worst_relative_error(fn, harness):
 
 
 def bench_exact_parts(harness, args, out):
-    rng = np.random.default_rng(5)
-    x = harness.tensor(rng.standard_normal(args.size).astype("float32"))
-    dy = harness.tensor(rng.standard_normal(args.size).astype("float32"))
     candidates = exact_parts_candidates()
-    fwd, fwd_bwd, fwd_base, _ = time_elementwise(harness, candidates, x, dy, args)
+    fwd, fwd_bwd, fwd_base, _ = _time_on_normal_inputs(harness, candidates, args, seed=5)
     rows = _exact_rows(candidates, fwd, fwd_bwd)
     out(
         f"#### f. Exact mode: where the kernel's time goes, {args.size:,} float32 "
@@ -1071,11 +1073,8 @@ def _mode_errors(candidates, harness):
 
 
 def bench_modes(harness, args, out):
-    rng = np.random.default_rng(7)
-    x = harness.tensor(rng.standard_normal(args.size).astype("float32"))
-    dy = harness.tensor(rng.standard_normal(args.size).astype("float32"))
     candidates = modes_candidates()
-    fwd, fwd_bwd, fwd_base, _ = time_elementwise(harness, candidates, x, dy, args)
+    fwd, fwd_bwd, fwd_base, _ = _time_on_normal_inputs(harness, candidates, args, seed=7)
     rows = [(n, fwd[n], fwd_bwd[n], (None, None)) for n in candidates]
     out(f"#### g. tanh and sigmoid modes, this kernel and the previous, {args.size:,} float32 elements ({harness.name})\n")
     out(_table(rows))
