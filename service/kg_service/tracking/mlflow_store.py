@@ -411,7 +411,7 @@ def library_versions():
         "mlflow": mlflow_client.import_mlflow().__version__,
     }
     for name, distributions in OTHER_LIBRARIES.items():
-        version = _installed_version(name, distributions)
+        version = installed_version(name, distributions)
         if version:
             versions[name] = version
     return {f"version.{k}": v for k, v in versions.items()}
@@ -431,9 +431,12 @@ OTHER_LIBRARIES = {
 }  # fmt: skip
 
 
-def _installed_version(name, distributions):
+def installed_version(name, distributions=None):
     """The version of module `name`: its `__version__` if it is loaded,
-    else its distribution's; None if it is not installed."""
+    else its distribution's (`distributions`, default OTHER_LIBRARIES'
+    or `name`); None if it is not installed."""
+    if distributions is None:
+        distributions = OTHER_LIBRARIES.get(name, (name,))
     module = sys.modules.get(name)
     if module is not None:
         return getattr(module, "__version__", None)
