@@ -35,6 +35,7 @@ import numpy as np
 from kg_service.config import derived as config_lib
 from kg_service.errors import ServiceError
 from kg_service.serving import request_checks
+from kg_service.serving import saved_model_proto
 from kg_service.tracking import client as mlflow_client
 
 STOP_GRACE_SECONDS = 10  # after SIGTERM, before SIGKILL
@@ -132,28 +133,36 @@ def _wrap_saved_model(saved_model, target):
     # First: importing it sets TensorFlow's C++ log level (no "failed call
     # to cuInit" ERROR line on a machine without a GPU) before TF loads.
     from kg_service.tasks.classification import pyfunc as mlflow_model  # noqa: F401
-
-    import tensorflow as tf  # only a SavedModel needs it; seconds to import
+    from kg_service.tracking import mlflow_store
 
     mlflow = _mlflow()
-    loaded = tf.saved_model.load(str(saved_model))
-    if "serving_default" not in loaded.signatures:
+    # The signature from saved_model.pb, not tf.saved_model.load: TensorFlow's
+    # import and the model's load cost this process ~7 CPU s, and the
+    # server's workers load the model anyway (issue 17).
+    try:
+        signatures = saved_model_proto.signatures(saved_model)
+    except (OSError, ValueError) as error:
+        raise ServiceError(
+            f"model {saved_model}: saved_model.pb cannot be read: {error}. {MODEL_URI_HELP}"
+        ) from None
+    if "serving_default" not in signatures:
         raise ServiceError(
             f"model {saved_model}: the SavedModel has no serving_default signature "
-            f"(it has {sorted(loaded.signatures) or 'none'}); export it with "
+            f"(it has {sorted(signatures) or 'none'}); export it with "
             f"kg-train or keras' model.export()."
         )
-    function = loaded.signatures["serving_default"]
-    (spec,) = function.structured_input_signature[1].values()
-    (output,) = function.structured_outputs.values()
+    inputs, outputs = signatures["serving_default"]
+    (spec,) = inputs.values()
+    (output,) = outputs.values()
     signature = mlflow.models.ModelSignature(
         inputs=mlflow.types.Schema(
-            [mlflow.types.TensorSpec(np.dtype("float32"), (-1, int(spec.shape[-1])))]
+            [mlflow.types.TensorSpec(np.dtype("float32"), (-1, int(spec[-1])))]
         ),
         outputs=mlflow.types.Schema(
-            [mlflow.types.TensorSpec(np.dtype("float32"), (-1, int(output.shape[-1])))]
+            [mlflow.types.TensorSpec(np.dtype("float32"), (-1, int(output[-1])))]
         ),
     )
+    tensorflow = mlflow_store.installed_version("tensorflow")
     with warnings.catch_warnings():
         # No input example, deliberately (as for the registered models).
         warnings.filterwarnings("ignore", message=".*input example was not provided")
@@ -170,7 +179,7 @@ def _wrap_saved_model(saved_model, target):
             # infers them by loading the model in a subprocess of its own
             # (~7 CPU s, measured in the suite's `kg predict` tests). A
             # SavedModel needs TensorFlow and NumPy to be served, not Keras.
-            pip_requirements=[f"tensorflow=={tf.__version__}", f"numpy=={np.__version__}"],
+            pip_requirements=[f"tensorflow=={tensorflow}", f"numpy=={np.__version__}"],
         )
     return str(target)
 

@@ -198,6 +198,41 @@ def test_the_savedmodel_wrapper_pins_what_serving_it_needs_without_inferring(swe
     np.testing.assert_allclose(mlflow.pyfunc.load_model(target).predict(x), local.predict(x), atol=1e-5)
 
 
+def test_the_savedmodel_signatures_are_read_from_the_file_as_tensorflow_reads_them(sweep):
+    # `kg serve`/`kg predict` of a SavedModel read its signature without
+    # TensorFlow (serving/saved_model_proto.py); TensorFlow's own reading
+    # is the reference.
+    import tensorflow as tf
+
+    from kg_service.serving import saved_model_proto
+
+    loaded = tf.saved_model.load(str(sweep["saved_model"]))
+    expected = {
+        name: ({k: v.shape.as_list() for k, v in f.structured_input_signature[1].items()},
+               {k: v.shape.as_list() for k, v in f.structured_outputs.items()})
+        for name, f in loaded.signatures.items()
+    }  # fmt: skip
+    assert saved_model_proto.signatures(sweep["saved_model"]) == expected
+    assert expected["serving_default"] == ({"features": [None, FEATURES]}, {"output_0": [None, 2]})
+
+
+def test_a_savedmodel_without_serving_default_or_unreadable_exits_2_naming_it(tmp_path):
+    import tensorflow as tf
+
+    module = tf.Module()
+    module.double = tf.function(lambda x: 2 * x, input_signature=[tf.TensorSpec([None, 2])])
+    tf.saved_model.save(module, str(tmp_path / "plain"), signatures={"double": module.double})
+    assert list(tf.saved_model.load(str(tmp_path / "plain")).signatures) == ["double"]
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "saved_model.pb").write_bytes(b"\x0a\xff\xff\xff\x0f")
+    np.save(tmp_path / "x.npy", rows(2))
+    for folder, says in (("plain", "has no serving_default signature (it has ['double'])"),
+                         ("broken", "saved_model.pb cannot be read")):
+        result = run_kg("predict", tmp_path / folder, "--input", tmp_path / "x.npy")
+        assert result.exit_code == 2, result.output
+        assert says in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
 # --- kg models. --------------------------------------------------------------------
 
 

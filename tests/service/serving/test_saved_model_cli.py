@@ -29,6 +29,23 @@ def _cli(*args):
     return out.stdout
 
 
+def _show_all(path):
+    """What `saved_model_cli show --dir PATH --all` prints, by the function
+    that command calls, in this process: TensorFlow is loaded here already,
+    and a process of its own would cost its import again (~7 CPU s, issue
+    17). `run` below stays a process of its own, TensorFlow's tool alone
+    running the SavedModel, as TF Serving does."""
+    import contextlib
+    import io
+
+    from tensorflow.python.tools import saved_model_cli
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        saved_model_cli._show_all(str(path))
+    return printed.getvalue()
+
+
 def test_saved_model_cli_shows_and_runs_the_serving_signature(tmp_path):
     import keras
 
@@ -38,7 +55,7 @@ def test_saved_model_cli_shows_and_runs_the_serving_signature(tmp_path):
     staged = export.stage(model, tmp_path / "exports", "m", x, 1e-5)
     path = export.promote(staged, tmp_path / "exports", 1)
 
-    shown = _cli("show", "--dir", str(path), "--all")
+    shown = _show_all(path)
     assert "signature_def['serving_default']" in shown
     assert re.search(r"inputs\['features'\] tensor_info:\s+dtype: DT_FLOAT\s+shape: \(-1, 2\)", shown)
     assert re.search(r"outputs\['output_0'\] tensor_info:\s+dtype: DT_FLOAT\s+shape: \(-1, 2\)", shown)
