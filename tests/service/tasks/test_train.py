@@ -81,25 +81,66 @@ REFERENCE_OPTIMIZERS = {
 }
 
 
-def _train_alone(dataset, config, activation, seed):
+class _References:
+    """The reference models, one compiled model per architecture and
+    optimizer, reset to each member's initial weights and a new
+    optimizer's state before it trains (issue 17: each compiled model
+    traces its training step, ~1 CPU s; a member's 18 steps take ~0.05).
+
+    The inputs are standardized here, with the member's own training
+    statistics, and the model has no Normalization layer: that layer holds
+    them as constants of the traced step, so one compiled model could not
+    serve members of different splits. It has no weights and draws no
+    random numbers, so the model's initial weights are the same."""
+
+    def __init__(self):
+        self._compiled = {}
+
+    def model(self, config, activation, dataset, seed):
+        """The member's model, compiled, at its initial weights (seed `seed`)."""
+        training = config.training
+        keras.utils.set_random_seed(seed)
+        fresh = build_model(config.model, activation, dataset.input_dim, dataset.n_classes)
+        key = (activation, config.model, training.optimizer, training.learning_rate,
+               dataset.input_dim, dataset.n_classes)
+        if key not in self._compiled:
+            fresh.compile(
+                optimizer=REFERENCE_OPTIMIZERS[training.optimizer](training.learning_rate),
+                loss="sparse_categorical_crossentropy",
+            )
+            fresh.optimizer.build(fresh.trainable_variables)
+            initial = [v.numpy() for v in fresh.optimizer.variables]
+            self._compiled[key] = (fresh, initial)
+        model, initial = self._compiled[key]
+        model.set_weights(fresh.get_weights())
+        for variable, value in zip(model.optimizer.variables, initial):
+            variable.assign(value)
+        assert int(model.optimizer.iterations.numpy()) == 0
+        return model
+
+
+@pytest.fixture(scope="module")
+def references():
+    return _References()
+
+
+def _standardize(dataset, x):
+    """`x` as keras.layers.Normalization(mean, variance) computes it."""
+    if dataset.normalization is None:
+        return x
+    mean = np.asarray(dataset.normalization.mean, "float32")
+    sd = np.sqrt(np.asarray(dataset.normalization.variance, "float32"))
+    return ((x - mean) / np.maximum(sd, keras.config.epsilon())).astype("float32")
+
+
+def _train_alone(dataset, config, activation, seed, references):
     # Member `seed`'s own split, initial weights and batch order (issue 19).
     sources = member_source_seeds(config, seed)
     dataset = resplit(dataset, sources["split"])
     training = config.training
-    keras.utils.set_random_seed(sources["init"])
-    model = build_model(
-        config.model,
-        activation,
-        dataset.input_dim,
-        dataset.n_classes,
-        normalization=dataset.normalization,
-    )
-    model.compile(
-        optimizer=REFERENCE_OPTIMIZERS[training.optimizer](
-            training.learning_rate
-        ),
-        loss="sparse_categorical_crossentropy",
-    )
+    model = references.model(config, activation, dataset, sources["init"])
+    x_train = _standardize(dataset, dataset.x_train)
+    x_val = _standardize(dataset, dataset.x_val)
     rng = np.random.default_rng(sources["order"])
     n = len(dataset.y_train)
     history = {key: [] for key in HISTORY_KEYS}
@@ -107,10 +148,10 @@ def _train_alone(dataset, config, activation, seed):
         order = rng.permutation(n)
         for start in range(0, n, training.batch_size):
             batch = order[start : start + training.batch_size]
-            model.train_on_batch(dataset.x_train[batch], dataset.y_train[batch])
+            model.train_on_batch(x_train[batch], dataset.y_train[batch])
         for prefix, x, y in (
-            ("", dataset.x_train, dataset.y_train),
-            ("val_", dataset.x_val, dataset.y_val),
+            ("", x_train, dataset.y_train),
+            ("val_", x_val, dataset.y_val),
         ):
             probs = keras.ops.convert_to_numpy(model(x)).astype("float64")
             probs /= probs.sum(axis=1, keepdims=True)  # float32 rounding
@@ -136,27 +177,27 @@ def _train_alone(dataset, config, activation, seed):
     ],
 )
 def test_each_sweep_member_equals_the_model_trained_alone_with_its_seed(
-    dataset, activation, optimizer, model
+    dataset, references, activation, optimizer, model
 ):
     _assert_members_equal_models_trained_alone(
-        dataset, _config(activation, optimizer=optimizer, **model)
+        dataset, _config(activation, optimizer=optimizer, **model), references
     )
 
 
 def test_a_short_run_takes_one_step_per_call_and_its_members_still_equal_models_trained_alone(
-    dataset, monkeypatch
+    dataset, references, monkeypatch
 ):
     # A --smoke-sized run: one step per call (issue 17: no second trace of
     # the training step), the same members as stepping alone, partial last
     # batch and Keras' peek at the first batches included.
     monkeypatch.setattr(loop, "MULTI_STEP_MIN_STEPS", 10**9)
     assert loop.steps_per_execution(6, 3) == 1
-    _assert_members_equal_models_trained_alone(dataset, _config("gelu"))
+    _assert_members_equal_models_trained_alone(dataset, _config("gelu"), references)
 
 
 @pytest.mark.parametrize("batch_size", [128, 129, 10**12])
 def test_a_batch_of_the_split_or_larger_is_one_batch_of_the_whole_split(
-    dataset, batch_size
+    dataset, references, batch_size
 ):
     # 128 training rows. Keras peeks at two batches for its tensor spec,
     # which reached into epoch 1 here and failed the sweep (issue 15);
@@ -170,27 +211,29 @@ def test_a_batch_of_the_split_or_larger_is_one_batch_of_the_whole_split(
         config,
         training=dataclasses.replace(config.training, batch_size=batch_size),
     )
-    _assert_members_equal_models_trained_alone(dataset, config)
+    _assert_members_equal_models_trained_alone(dataset, config, references)
 
 
-def test_members_equal_models_trained_alone_without_standardization():
+def test_members_equal_models_trained_alone_without_standardization(references):
     raw = load_dataset(DataConfig(n_samples=200, seed=0, standardize=False))
     assert raw.normalization is None
-    _assert_members_equal_models_trained_alone(raw, _config("gelu", seeds=(0, 1)))
+    _assert_members_equal_models_trained_alone(
+        raw, _config("gelu", seeds=(0, 1)), references
+    )
 
 
-def _assert_members_equal_models_trained_alone(dataset, config):
+def _assert_members_equal_models_trained_alone(dataset, config, references):
     (activation,) = config.activations
     results = train_sweep(tasks.get(dataset.name), dataset, config)
     members = [(r.activation, r.seed) for r in results]
     assert members == [(activation, seed) for seed in config.seeds]
     for result in results:
         reference, history = _train_alone(
-            dataset, config, activation, result.seed
+            dataset, config, activation, result.seed, references
         )
-        for got, want in zip(
-            result.model.get_weights(), reference.get_weights()
-        ):
+        weights = result.model.get_weights()
+        assert len(weights) == len(reference.get_weights())
+        for got, want in zip(weights, reference.get_weights()):
             np.testing.assert_allclose(got, want, atol=1e-4)
         for key in HISTORY_KEYS:
             np.testing.assert_allclose(
@@ -202,14 +245,26 @@ def _assert_members_equal_models_trained_alone(dataset, config):
     )
 
 
-def test_results_carry_full_history_test_metrics_and_plain_models(dataset):
-    config = _config(("relu", "gelu"), seeds=(3, 4), epochs=4)
-    results = train_sweep(tasks.get(dataset.name), dataset, config)
+@pytest.fixture(scope="module")
+def two_activations(dataset):
+    """`(config, results, progress events)` of one sweep of two activations
+    of two seeds, for the tests that only read it (issue 17: each sweep
+    traces a stacked model's steps per activation, seconds of CPU)."""
+    events = []
+    config = _config(("relu", "geglu"), seeds=(3, 4), epochs=4)
+    with pytest.MonkeyPatch.context() as patch:  # as `_one_call_per_epoch`
+        patch.setattr(loop, "MULTI_STEP_MIN_STEPS", 1)
+        results = train_sweep(tasks.get(dataset.name), dataset, config, events.append)
+    return config, results, events
+
+
+def test_results_carry_full_history_test_metrics_and_plain_models(dataset, two_activations):
+    config, results, _ = two_activations
     assert [(r.activation, r.seed) for r in results] == [
         ("relu", 3),
         ("relu", 4),
-        ("gelu", 3),
-        ("gelu", 4),
+        ("geglu", 3),
+        ("geglu", 4),
     ]
     for result in results:
         assert set(result.history) == set(HISTORY_KEYS)
@@ -254,14 +309,12 @@ def test_test_set_plays_no_part_in_training(dataset):
     assert [r.test_loss for r in a] != [r.test_loss for r in b]
 
 
-def test_progress_reports_once_per_epoch_per_activation(dataset):
-    events = []
-    config = _config(("relu", "geglu"), seeds=(0, 1), epochs=2)
-    train_sweep(tasks.get(dataset.name), dataset, config, events.append)
-    assert [
-        (e["activation"], e["epoch"], e["members_done"]) for e in events
-    ] == [("relu", 1, 0), ("relu", 2, 0), ("geglu", 1, 2), ("geglu", 2, 2)]
-    assert all(e["epochs"] == 2 and e["members_total"] == 4 for e in events)
+def test_progress_reports_once_per_epoch_per_activation(two_activations):
+    _, _, events = two_activations
+    assert [(e["activation"], e["epoch"], e["members_done"]) for e in events] == [
+        ("relu", epoch, 0) for epoch in (1, 2, 3, 4)
+    ] + [("geglu", epoch, 2) for epoch in (1, 2, 3, 4)]
+    assert all(e["epochs"] == 4 and e["members_total"] == 4 for e in events)
     assert all(e["group_size"] == 2 for e in events)
     assert all(0.0 <= e["val_accuracy"] <= 1.0 for e in events)
 
