@@ -635,34 +635,6 @@ def test_xla_fusion_context_nests_and_restores_on_error(monkeypatch):
     assert fusion.xla_fusion_enabled()
 
 
-def test_nothing_reads_the_fusion_switch_off_tensorflow(monkeypatch):
-    # The premise of conftest.py's deselection of `unfused` under JAX and
-    # torch: there every function, gradient and layer runs without asking
-    # the switch, so `fused` and `unfused` are one code path. TensorFlow
-    # asks it on every call.
-    from keras_gelu.activations import fusion
-
-    asked = []
-    monkeypatch.setattr(
-        fusion, "xla_fusion_enabled", lambda: asked.append(1) or True
-    )
-    x = np.random.default_rng(6).normal(size=(2, 3, 8)).astype(np.float32)
-    for name in keras_gelu.names():
-        fn = keras_gelu.get(name)
-        call(fn, x)
-        if name != "learnable_leaky_relu":  # a layer; called below
-            ref.grad(fn, x)
-    for layer in (
-        keras_gelu.GEGLU(4, approximate="tanh"),
-        keras_gelu.SwiGLU(4),
-        keras_gelu.FeedForward(8, activation="geglu"),
-        keras_gelu.FeedForward(8, activation="gelu"),
-        keras_gelu.LearnableLeakyReLU(),
-    ):
-        call(layer, x)
-    assert bool(asked) == (ref.BACKEND == "tensorflow")
-
-
 def _xla_compiled_calls(graph_def):
     nodes = list(graph_def.node)
     for function in graph_def.library.function:
