@@ -67,9 +67,28 @@ with open(os.path.join(directory, name + ".json"), "w") as f:
 """
 
 
+# JAX's persistent compilation cache, for the fresh JAX processes alone:
+# each backend's suite starts one, and all three load the same models
+# (same shapes, same ops: the same XLA programs), which JAX compiles op by
+# op. Compiling was half of such a process's CPU: 16-18 CPU s cold, 8 with
+# the programs cached (issue 17). Under the repository's .pytest_cache
+# (git-ignored), so the suites of one `bash .ci/run` share it; keyed by
+# JAX on the program, its version and flags, so a stale entry is never
+# used. A JAX_COMPILATION_CACHE_DIR already set wins.
+JAX_CACHE = {
+    "JAX_COMPILATION_CACHE_DIR": os.path.join(
+        os.path.dirname(os.path.dirname(HERE)), ".pytest_cache", "keras_gelu-jax-compilation"
+    ),
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",  # default 1 s: none here
+    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+}
+
+
 def subprocess_env(backend):
     root = os.path.dirname(os.path.dirname(os.path.abspath(keras_gelu.__file__)))
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+    if backend == "jax" and not env.get("JAX_COMPILATION_CACHE_DIR"):
+        env.update(JAX_CACHE)
     env["PYTHONPATH"] = os.pathsep.join(
         [root, HERE] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
     )
