@@ -144,7 +144,11 @@ def _wait_for_first_member(client, process, experiment_name, timeout=300):
         ):
             return
         time.sleep(0.1)
-    raise AssertionError(f"no member reached the store; kg-train: {process.poll()}")
+    exited = process.poll()
+    if exited is None:  # not left training beside the module's next test
+        process.kill()
+        process.wait()
+    raise AssertionError(f"no member reached the store; kg-train: {exited}")
 
 
 def _assert_the_sweep_is_whole_and_once(client, tmp_path, experiment_name, model_prefix):
