@@ -30,7 +30,12 @@ API = "/api/2.0/mlflow"
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     folder = tmp_path_factory.mktemp("stack")
-    with harness.Stack(folder, harness.generate_dot_env(MODEL_NAME=MODEL)) as stack:
+    # One tracking-server worker (compose's default is two): each worker is
+    # a process that loads the whole server, ~4 CPU s a start, and nothing
+    # here needs a second (MLflow makes the auth database and the admin in
+    # the parent before it spawns workers). Issue 17.
+    variables = harness.generate_dot_env(MODEL_NAME=MODEL, MLFLOW_WORKERS="1")
+    with harness.Stack(folder, variables) as stack:
         yield stack
         # Where the time goes (pytest -s shows it).
         print("".join(f"\n  {what}: {seconds:.1f} s" for what, seconds in stack.timings))
@@ -166,5 +171,7 @@ def test_the_stack_trains_registers_serves_and_comes_back_from_restarts(stack):
         if line.service != "trainer" and "entrypoint" in service:
             written = [*service["entrypoint"], *service.get("command", [])]
             assert list(line.compose_argv) == [harness.interpolate(p, variables) for p in written]
+    (tracking,) = {line.argv for line in stack.started if line.service == "mlflow"}
+    assert "--workers=1" in tracking, tracking
     (served,) = {line.argv for line in stack.started if line.service == "model-server"}
     assert f"models:/{MODEL}@champion" in served and "--host=127.0.0.1" in served

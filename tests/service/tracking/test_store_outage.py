@@ -11,6 +11,11 @@
   the exact resume command; once the server is back, that command logs
   the kept members without training them again and finishes the sweep
   with the numbers of an uninterrupted one.
+
+The two outage tests share one module-scoped server (issue 17: a fresh
+`mlflow server` over a new sqlite store is ~8 CPU s): each stops and starts
+it, and leaves it running as it found it; their sweeps are two experiments
+with their own registered models, so neither sees the other's runs.
 """
 
 import collections
@@ -20,7 +25,6 @@ import os
 import random
 import re
 import shlex
-import shutil
 import sqlite3
 import subprocess
 import threading
@@ -92,42 +96,66 @@ def test_a_request_the_store_refuses_is_raised_at_once(tmp_path, caplog):
 # --- A real server, stopped mid-sweep. ---------------------------------------
 
 
-@pytest.fixture
-def server(tmp_path):
-    """A restartable `mlflow server` over a sqlite file in tmp_path."""
-    artifacts = tmp_path / "server-artifacts"
-    artifacts.mkdir()
-    server = servers.MlflowServer(f"sqlite:///{tmp_path / 'server.db'}", str(artifacts))
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory):
+    """A restartable `mlflow server` over a sqlite file, for the module."""
+    folder = tmp_path_factory.mktemp("outage-server")
+    (folder / "server-artifacts").mkdir()
+    server = servers.MlflowServer(f"sqlite:///{folder / 'server.db'}", str(folder / "server-artifacts"))
     server.start()
     yield server
     server.stop()
 
 
-def _backend(tmp_path):
+@pytest.fixture
+def server(shared_server):
+    """The module's server, running (started again here if a failed test
+    left it stopped)."""
+    if shared_server.process is None:
+        shared_server.start()
+    return shared_server
+
+
+def _golden_config(tmp_path, experiment, model_prefix):
+    """GOLDEN's config.yaml in tmp_path as experiment `experiment`, its
+    models `{model_prefix}-{activation}`: the sweep's numbers are GOLDEN's."""
+    text = (GOLDEN / "config.yaml").read_text()
+    for old, new in [("experiment: golden-tiny\n", f"experiment: {experiment}\n"),
+                     ('model_name: "golden-{activation}"', f'model_name: "{model_prefix}-{{activation}}"')]:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    (tmp_path / "config.yaml").write_text(text)
+
+
+def _backend(server):
     """The server's own database, read directly: it answers while the
     server is stopped."""
-    uri = f"sqlite:///{tmp_path / 'server.db'}"
+    uri = server.backend_store_uri
     return mlflow.MlflowClient(uri, registry_uri=uri)
 
 
-def _wait_for_first_member(client, process, timeout=300):
+def _wait_for_first_member(client, process, experiment_name, timeout=300):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and process.poll() is None:
-        experiment = client.get_experiment_by_name("golden-tiny")
+        experiment = client.get_experiment_by_name(experiment_name)
         if experiment and client.search_runs(
             [experiment.experiment_id],
             "tags.`kg.role` = 'member' and attributes.status = 'FINISHED'",
         ):
             return
         time.sleep(0.1)
-    raise AssertionError(f"no member reached the store; kg-train: {process.poll()}")
+    exited = process.poll()
+    if exited is None:  # not left training beside the module's next test
+        process.kill()
+        process.wait()
+    raise AssertionError(f"no member reached the store; kg-train: {exited}")
 
 
-def _assert_the_sweep_is_whole_and_once(client, tmp_path):
+def _assert_the_sweep_is_whole_and_once(client, tmp_path, experiment_name, model_prefix):
     """One finished sweep run; each of the 12 members once, each metric
     once per epoch; one registry version per activation; the numbers of
     the uninterrupted golden sweep."""
-    experiment = client.get_experiment_by_name("golden-tiny")
+    experiment = client.get_experiment_by_name(experiment_name)
     runs = client.search_runs([experiment.experiment_id], max_results=1000)
     (parent,) = [r for r in runs if r.data.tags.get("kg.role") == "sweep"]
     assert parent.info.status == "FINISHED"
@@ -141,9 +169,9 @@ def _assert_the_sweep_is_whole_and_once(client, tmp_path):
             steps = [m.step for m in client.get_metric_history(run.info.run_id, key)]
             assert sorted(steps) == list(range(1, EPOCHS + 1)), (run.info.run_name, key)
     for activation in ACTIVATIONS:
-        versions = client.search_model_versions(f"name='golden-{activation}'")
+        versions = client.search_model_versions(f"name='{model_prefix}-{activation}'")
         assert [str(v.version) for v in versions] == ["1"], activation
-        assert str(client.get_model_version_by_alias(f"golden-{activation}", "champion").version) == "1"
+        assert str(client.get_model_version_by_alias(f"{model_prefix}-{activation}", "champion").version) == "1"
     summary = max((tmp_path / "kg-output").rglob("summary.json"), key=os.path.getmtime)
     _same(json.loads((GOLDEN / "summary.json").read_text()), json.loads(summary.read_text()))
 
@@ -151,11 +179,11 @@ def _assert_the_sweep_is_whole_and_once(client, tmp_path):
 def test_a_server_stopped_mid_sweep_and_back_within_the_window_loses_and_doubles_nothing(
     tmp_path, server
 ):
-    shutil.copy(GOLDEN / "config.yaml", tmp_path / "config.yaml")
+    _golden_config(tmp_path, "outage-within", "within")
     # The default window (120 s) covers a restart (20-40 s here, measured).
     process = kg_train_process(tmp_path, "--config", "config.yaml", "--tracking-uri", server.uri)
-    client = _backend(tmp_path)
-    _wait_for_first_member(client, process)
+    client = _backend(server)
+    _wait_for_first_member(client, process, "outage-within")
     server.stop()
     server.start()
     _, stderr = process.communicate(timeout=600)
@@ -167,9 +195,9 @@ def test_a_server_stopped_mid_sweep_and_back_within_the_window_loses_and_doubles
     assert retries and re.search(r"retrying in \d+ s \(attempt 2/\d+\)$", retries[0]), stderr[-3000:]
     assert any("ConnectionRefusedError" in line for line in retries), stderr[-3000:]
     assert "is back after" in stderr
-    _assert_the_sweep_is_whole_and_once(client, tmp_path)
+    _assert_the_sweep_is_whole_and_once(client, tmp_path, "outage-within", "within")
     # The server answers a refused request with a 4xx: raised at once.
-    tracker = tracking.Tracker(server.uri, "golden-tiny", retry_seconds=60)
+    tracker = tracking.Tracker(server.uri, "outage-within", retry_seconds=60)
     with pytest.raises(mlflow.exceptions.RestException):
         tracker.set_version_tag("no-such-model", "1", "key", "value")
 
@@ -177,13 +205,13 @@ def test_a_server_stopped_mid_sweep_and_back_within_the_window_loses_and_doubles
 def test_a_server_down_past_the_window_stops_keeps_the_members_and_resume_finishes(
     tmp_path, server
 ):
-    shutil.copy(GOLDEN / "config.yaml", tmp_path / "config.yaml")
+    _golden_config(tmp_path, "outage-past", "past")
     process = kg_train_process(
         tmp_path, "--config", "config.yaml", "--tracking-uri", server.uri,
         "--set", "tracking.retry_seconds=3",
     )
-    client = _backend(tmp_path)
-    _wait_for_first_member(client, process)
+    client = _backend(server)
+    _wait_for_first_member(client, process, "outage-past")
     server.stop()
     _, stderr = process.communicate(timeout=600)
     assert process.returncode == 75, stderr[-3000:]
@@ -196,7 +224,7 @@ def test_a_server_down_past_the_window_stops_keeps_the_members_and_resume_finish
     spooled = sorted(p.name for p in (tmp_path / "kg-output" / "spool" / run_id).iterdir())
     # Whole activations trained: the ones in the store and the ones kept.
     assert held >= 1 and kept == len(spooled) and (held + kept) % 3 == 0
-    runs = client.search_runs([client.get_experiment_by_name("golden-tiny").experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name("outage-past").experiment_id])
     (parent,) = [r for r in runs if r.data.tags["kg.role"] == "sweep"]
     assert parent.info.run_id == run_id and parent.info.status == "RUNNING"
     in_store = [
@@ -214,7 +242,7 @@ def test_a_server_down_past_the_window_stops_keeps_the_members_and_resume_finish
         and r.data.tags.get(member_runs.LOGGED_TAG) == "true"
     ]
     assert len(whole_but_running) <= 1
-    assert client.search_registered_models() == []
+    assert client.search_registered_models("name LIKE 'past-%'") == []
 
     server.start()
     words = shlex.split(command)
@@ -237,4 +265,4 @@ def test_a_server_down_past_the_window_stops_keeps_the_members_and_resume_finish
             activation not in trained_before
         ), activation
     assert not (tmp_path / "kg-output" / "spool").exists()
-    _assert_the_sweep_is_whole_and_once(client, tmp_path)
+    _assert_the_sweep_is_whole_and_once(client, tmp_path, "outage-past", "past")
