@@ -94,9 +94,23 @@ def test_resume_refuses_a_changed_config_or_a_finished_sweep(golden_sweep):
     """Three refused resumes of the finished golden sweep, each exit 2
     with one paragraph, kg-train's command in this process (click's
     runner: its exit code, its stdout and stderr apart); the real
-    process's refusal is cli/test_cli.py's."""
+    process's refusal is cli/test_cli.py's. A refusal writes nothing:
+    the store and the output folder stay as the sweep left them."""
+    import mlflow
+
     cwd, args, out = golden_sweep
     run_id = re.search(r"Sweep run (\w+)", out.stdout).group(1)
+    uri = f"sqlite:///{cwd / 'mlflow.db'}"
+    client = mlflow.MlflowClient(uri, registry_uri=uri)
+
+    def left_behind():
+        (experiment,) = client.search_experiments(filter_string="name = 'golden-tiny'")
+        runs = client.search_runs([experiment.experiment_id], max_results=1000)
+        versions = client.search_model_versions("name LIKE 'golden-%'")
+        files = sorted(str(p.relative_to(cwd)) for p in (cwd / "kg-output").rglob("*"))
+        return sorted((r.info.run_id, r.info.status) for r in runs), len(versions), files
+
+    before = left_behind()
     again = kg_train_here(cwd, *args, "--resume", run_id)
     assert again.exit_code == 2 and "finished already" in again.stderr
     changed = kg_train_here(cwd, *args, "--set", "training.learning_rate=0.5", "--resume", run_id)
@@ -107,6 +121,7 @@ def test_resume_refuses_a_changed_config_or_a_finished_sweep(golden_sweep):
     for refused in (again, changed, missing):
         assert refused.exception is None or isinstance(refused.exception, SystemExit)
         assert "Traceback" not in refused.output
+    assert left_behind() == before
 
 
 def regenerate():
