@@ -8,7 +8,8 @@
   in the store, registers and exports nothing, and says how to resume;
   kill -9 leaves it RUNNING with the members trained so far. `--resume
   RUN_ID` trains only what is missing and ends with the same statistics
-  as an uninterrupted sweep.
+  as an uninterrupted sweep. (The refused resumes, of a changed config or
+  a finished sweep, are sweep/test_golden.py's, on its finished sweep.)
 """
 
 import json
@@ -183,33 +184,6 @@ def test_sigterm_and_kill_9_stop_keep_members_and_each_resume_carries_on(tmp_pat
     _same(json.loads((GOLDEN / "summary.json").read_text()), json.loads(summary.read_text()))
     assert len(client.search_registered_models()) == 4
     assert len(list((tmp_path / "exports").rglob("saved_model.pb"))) == 4
-
-
-def test_resume_refuses_a_changed_config_or_a_finished_sweep(tmp_path, monkeypatch):
-    """kg-train's command in this process (click's runner: its exit code,
-    its stdout and stderr apart): a one-member sweep, then three refused
-    resumes of it, each exit 2 with one paragraph. A fresh kg-train
-    process per step paid TensorFlow's and MLflow's start-up four times
-    (issue 17); the real process's refusal is cli/test_cli.py's."""
-    shutil.copy(GOLDEN / "config.yaml", tmp_path / "config.yaml")
-    monkeypatch.chdir(tmp_path)  # the config's output_dir and export.dir are relative
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    base = ["--config", "config.yaml", "--tracking-uri", uri, "--set", "seeds=1",
-            "--set", "activations=[relu]", "--set", "training.epochs=1"]
-    done = in_process.kg_train(*base)
-    assert done.exit_code == 0, done.stderr[-3000:]
-    run_id = re.search(r"Sweep run (\w+)", done.stdout).group(1)
-    again = in_process.kg_train(*base, "--resume", run_id)
-    assert again.exit_code == 2 and "finished already" in again.stderr
-    changed = in_process.kg_train(*base, "--set", "training.learning_rate=0.5", "--resume", run_id)
-    assert changed.exit_code == 2
-    assert "training.learning_rate: was 0.01, now 0.5" in changed.stderr
-    missing = in_process.kg_train(*base, "--resume", "0123abc")
-    assert missing.exit_code == 2 and "no such run" in missing.stderr
-    for refused in (again, changed, missing):
-        assert refused.exception is None or isinstance(refused.exception, SystemExit)
-        assert "Traceback" not in refused.output
 
 
 def test_two_sweeps_started_at_once_on_one_new_sqlite_store_both_finish(tmp_path):
