@@ -17,10 +17,14 @@ with an elementwise optimizer its update, is that of the model trained
 alone (`train_one_by_one`, kept as the reference and for the benchmark).
 One trace and one step for all members instead of one per member: on a
 CPU tracing and per-step overhead are most of a small model's time
-(issue 20). After each epoch, per member: validation loss, next-byte
-accuracy, perplexity, bits per byte, training tokens/s, the attention
-entropy of every layer and head on a fixed validation batch, and the
-slope of every learnable leaky ReLU.
+(issue 20). Activations whose models share one architecture (ReLU, GELU
+and Swish FFNs; the gated units at one width: `stack_key`) train in one
+stacked model too (`train_members`), member m with its own activation:
+the glu-variants sweep traces two models instead of eight (issue 17).
+After each epoch, per member: validation loss, next-byte accuracy,
+perplexity, bits per byte, training tokens/s, the attention entropy of
+every layer and head on a fixed validation batch, and the slope of every
+learnable leaky ReLU.
 
 Pure apart from the device settings: no MLflow, no files.
 """
