@@ -25,10 +25,13 @@ Example:
 >>> stacking.stack_weights(stacked, plain)
 """
 
+import functools
+
 import keras
 import numpy as np
 from keras import ops
 
+from keras_gelu import activations
 from keras_gelu import blocks
 from keras_gelu import layers as kg_layers
 from keras_gelu.serialization import register
@@ -67,6 +70,39 @@ def member_matmul(x, kernel):
     return ops.einsum(f"bm{middle}i,mio->bm{middle}o", x, kernel)
 
 
+def member_runs(functions):
+    """`[(start, stop, function)]`: runs of consecutive members whose
+    function is the same object.
+
+    >>> member_runs(["relu", "relu", "gelu"])
+    [(0, 2, 'relu'), (2, 3, 'gelu')]
+    """
+    runs = []
+    for m, function in enumerate(functions):
+        if runs and runs[-1][2] is function:
+            runs[-1] = (runs[-1][0], m + 1, function)
+        else:
+            runs.append((m, m + 1, function))
+    return runs
+
+
+def apply_per_member(x, functions):
+    """`functions[m](x[:, m])` for every member m, `x` `(batch, M, ...)`.
+
+    Members that share a function form one run and one call: one function
+    for all members is one call on the whole input, as a plain layer's;
+    otherwise the runs' slices are computed apart and concatenated on the
+    member axis. For stateless functions that do not mix members
+    (elementwise activations, a gate split on a later axis), member m's
+    values are those of `functions[m]` on member m alone.
+    """
+    runs = member_runs(functions)
+    if len(runs) == 1:
+        return runs[0][2](x)
+    parts = ops.split(x, [start for start, _, _ in runs[1:]], axis=1)
+    return ops.concatenate([f(part) for part, (_, _, f) in zip(parts, runs)], axis=1)
+
+
 # Registered: a saved stacked model loads without custom_objects (issue 15:
 # Keras's run_layer_test round trip could not find these classes).
 @register
@@ -80,7 +116,9 @@ class StackedDense(keras.layers.Layer):
     Args:
         members: Positive int M, the size of axis 1 of the input.
         units: Output width of every member.
-        activation: A callable or Keras name applied to the output.
+        activation: A callable or Keras name applied to the output, or a
+            list of M of them, member m's (`apply_per_member`): members
+            of different activations in one stack.
         use_bias: Whether each member has a bias.
         **kwargs: Base layer keyword arguments (`name`, `dtype`).
     """
@@ -89,7 +127,12 @@ class StackedDense(keras.layers.Layer):
         super().__init__(**kwargs)
         self.members = members
         self.units = units
-        self.activation = keras.activations.get(activation)
+        if isinstance(activation, (list, tuple)):
+            self.activations = [keras.activations.get(a) for a in activation]
+            self.activation = None
+        else:
+            self.activation = keras.activations.get(activation)
+            self.activations = [self.activation] * members
         self.use_bias = use_bias
 
     def build(self, input_shape):
@@ -112,7 +155,7 @@ class StackedDense(keras.layers.Layer):
         if self.bias is not None:
             middle = (1,) * (len(inputs.shape) - 3)
             x = x + ops.reshape(self.bias, (self.members,) + middle + (self.units,))
-        return self.activation(x)
+        return apply_per_member(x, self.activations)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.units,)
@@ -154,24 +197,109 @@ class StackedLearnableLeakyReLU(keras.layers.Layer):
         return input_shape
 
 
-def _stack_dense(layer, members):
+@register
+class StackedGates(keras.layers.Layer):
+    """M gated units' splits, member m's with its own gate.
+
+    `activations.gated(x[:, m], gates[m], axis)` for every member m (value
+    half times `gate(gate half)`), through `apply_per_member`: the stacked
+    form of GLUs that differ only in their gate (GLU, Bilinear, ReGLU,
+    GEGLU, SwiGLU over one fused projection). No weights.
+
+    Args:
+        gates: M gate functions (or names), member m's.
+        axis: The split axis of the stacked input (one right of the plain
+            layer's, for a non-negative one).
+    """
+
+    def __init__(self, gates, axis=-1, **kwargs):
+        super().__init__(**kwargs)
+        self.gates = [activations.get(g) for g in gates]
+        self.axis = axis
+        self.supports_masking = True
+        # One function object per distinct gate: a run of members is one call.
+        split = {
+            id(g): functools.partial(activations.gated, gate=g, axis=axis) for g in self.gates
+        }
+        self._per_member = [split[id(g)] for g in self.gates]
+
+    def call(self, inputs):
+        return apply_per_member(inputs, self._per_member)
+
+    def compute_output_shape(self, input_shape):
+        shape = list(input_shape)
+        if shape[self.axis] is not None:
+            shape[self.axis] //= 2
+        return tuple(shape)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "gates": [keras.activations.serialize(g) for g in self.gates],
+            "axis": self.axis,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["gates"] = [keras.activations.deserialize(g) for g in config["gates"]]
+        return cls(**config)
+
+
+def _same(layers, what, *keys):
+    """Raises unless every member's layer has the first one's class, dtype
+    policy and `keys` (what fixes its weights' shapes): members of one
+    stack may differ in their activation, nothing else."""
+    first = layers[0]
+
+    def facts(layer):
+        return (type(layer), layer.dtype_policy.name) + tuple(getattr(layer, k) for k in keys)
+
+    for layer in layers[1:]:
+        if facts(layer) != facts(first):
+            raise ValueError(
+                f"keras_gelu.stacking: the members' {what} layers differ in more "
+                f"than their activation ({first.name}: {facts(first)}; "
+                f"{layer.name}: {facts(layer)}): not one architecture."
+            )
+
+
+def _per_member(functions):
+    """One function for all members, or the list of M when they differ."""
+    return functions[0] if len(member_runs(functions)) == 1 else list(functions)
+
+
+def _stack_dense(layers, members):
+    _same(layers, "Dense", "units", "use_bias")
+    layer = layers[0]
     return StackedDense(
         members,
         layer.units,
-        activation=layer.activation,
+        activation=_per_member([l.activation for l in layers]),
         use_bias=layer.use_bias,
         name=layer.name,
         dtype=layer.dtype_policy,
     )
 
 
-def _stack_glu(layer, members):
+def _stack_glu(layers, members):
+    _same(layers, "GLU", "units", "use_bias", "axis")
+    layer = layers[0]
+    gates = [l.activation for l in layers]
     if layer.units is None:  # no weights: split, one axis further right
         config = layer.get_config()
         if config["axis"] >= 1:
             config["axis"] += 1
-        return type(layer).from_config(config)
+        if len(member_runs(gates)) == 1:
+            return type(layer).from_config(config)
+        return StackedGates(gates, axis=config["axis"], name=layer.name,
+                            dtype=layer.dtype_policy)
     # The fused [value | gate] projection per member, then the same split.
+    split = (
+        kg_layers.GLU(activation=layer.activation, dtype=layer.dtype_policy)
+        if len(member_runs(gates)) == 1
+        else StackedGates(gates, dtype=layer.dtype_policy)
+    )
     return keras.Sequential(
         [
             StackedDense(
@@ -181,30 +309,73 @@ def _stack_glu(layer, members):
                 name="value_gate_proj",
                 dtype=layer.dtype_policy,
             ),
-            kg_layers.GLU(activation=layer.activation, dtype=layer.dtype_policy),
+            split,
         ],
         name=layer.name,
     )
 
 
-def _stack_leaky(layer, members):
+def _stack_leaky(layers, members):
+    configs = [{k: v for k, v in l.get_config().items() if k != "name"} for l in layers]
+    if any(c != configs[0] for c in configs[1:]):
+        raise ValueError(
+            "keras_gelu.stacking: the members' LearnableLeakyReLU layers differ "
+            "in their configs; only stateless activations may differ in a stack."
+        )
+    layer = layers[0]
     return StackedLearnableLeakyReLU(
         members, layer.get_config(), name=layer.name, dtype=layer.dtype_policy
     )
 
 
-def _stack_feedforward(layer, members):
+def _stack_feedforward(layers, members):
     # FeedForward.call's order: hidden layers, dropout, down projection.
-    sublayers = [*layer.hidden_layers, layer.dropout_layer, layer.down_proj]
-    if layer.down_proj is None:
+    if any(layer.down_proj is None for layer in layers):
         raise ValueError(
             "keras_gelu.stacking: build the FeedForward (call it once) "
             "before stacking it: its down projection's width comes from "
             "its input."
         )
+    sublayers = [[*l.hidden_layers, l.dropout_layer, l.down_proj] for l in layers]
+    if len({len(s) for s in sublayers}) != 1:
+        raise ValueError(
+            "keras_gelu.stacking: the members' FeedForward blocks have "
+            "different sub-layers (a plain, a gated or a learnable "
+            "activation's): not one architecture."
+        )
     return keras.Sequential(
-        [stack(sublayer, members) for sublayer in sublayers], name=layer.name
+        [stack(list(parts), members) for parts in zip(*sublayers)], name=layers[0].name
     )
+
+
+def _stack_activation(layers, members):
+    layer = layers[0]
+    return StackedActivation(
+        [l.activation for l in layers], name=layer.name, dtype=layer.dtype_policy
+    )
+
+
+@register
+class StackedActivation(keras.layers.Layer):
+    """`keras.layers.Activation` with member m's function on member m
+    (`apply_per_member`); no weights."""
+
+    def __init__(self, functions, **kwargs):
+        super().__init__(**kwargs)
+        self.functions = [keras.activations.get(f) for f in functions]
+        self.supports_masking = True
+
+    def call(self, inputs):
+        return apply_per_member(inputs, self.functions)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "functions": [keras.activations.serialize(f) for f in self.functions],
+        }
 
 
 # One line per layer class with weights: class -> stacked form. Classes
@@ -227,27 +398,56 @@ def stack(layer, members):
     they act on every member alike. The stacked layer's weights are
     placeholders until `stack_weights`.
 
+    Members may differ in a stateless activation (issue 20: activations x
+    seeds in one stack): pass `layer` as a list of M layers, member m's,
+    of one architecture (the same weights' shapes), e.g. the FFNs of a
+    ReLU, a GELU and a Swish model, or of GLU, ReGLU and SwiGLU ones at
+    one width. Member m then applies its own layer's activation
+    (`apply_per_member`).
+
     Args:
-        layer: A Keras or keras_gelu layer (built, for FeedForward).
+        layer: A Keras or keras_gelu layer (built, for FeedForward), or a
+            list of `members` such layers, one per member.
         members: Positive int M.
 
     Returns:
         A `keras.layers.Layer`.
 
     Raises:
-        ValueError: for a layer with weights that has no stacked form.
+        ValueError: for a layer with weights that has no stacked form, or
+            member layers that differ in more than their activation.
     """
-    for cls in type(layer).__mro__:
+    layers = list(layer) if isinstance(layer, (list, tuple)) else [layer] * members
+    if len(layers) != members:
+        raise ValueError(
+            f"keras_gelu.stacking: {len(layers)} member layers for {members} members."
+        )
+    first = layers[0]
+    for cls in type(first).__mro__:
         stacker = _STACKERS.get(cls)
         if stacker is not None:
-            return stacker(layer, members)
-    if layer.weights:
+            return stacker(layers, members)
+    if first.weights:
         raise ValueError(
-            f"keras_gelu.stacking: no stacked form for {type(layer).__name__} "
+            f"keras_gelu.stacking: no stacked form for {type(first).__name__} "
             f"(it has weights). Stackable layers with weights: "
             f"{', '.join(sorted(c.__name__ for c in _STACKERS))}."
         )
-    return type(layer).from_config(layer.get_config())
+    config = first.get_config()
+    differing = [
+        l for l in layers[1:]
+        if type(l) is not type(first) or {**l.get_config(), "name": config["name"]} != config
+    ]
+    if not differing:
+        return type(first).from_config(config)
+    if isinstance(first, keras.layers.Activation) and all(
+        type(l) is type(first) for l in layers
+    ):
+        return _stack_activation(layers, members)
+    raise ValueError(
+        f"keras_gelu.stacking: the members' {type(first).__name__} layers "
+        f"({first.name}) differ in their configs; only an activation may differ."
+    )
 
 
 def _weight_pairs(stacked, plain):

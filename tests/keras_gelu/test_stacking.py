@@ -95,3 +95,41 @@ def test_mismatched_architectures_are_refused():
     stacked(np.zeros((1, M, 4), "float32"))
     with pytest.raises(ValueError, match="does not hold"):
         stacking.stack_weights(stacked, other)
+
+
+# Members of different activations, one architecture (issue 20: activations x
+# seeds in one stack): member m applies its own layer's activation.
+MIXED = [
+    ("FFN-plain", ["relu", "gelu", "gelu", "swish"], 8),
+    ("FFN-gated", ["glu", "bilinear", "reglu", "geglu", "swiglu"], 12),
+]
+
+
+@pytest.mark.parametrize("activations, width", [(a, w) for _, a, w in MIXED],
+                         ids=[n for n, _, _ in MIXED])
+def test_a_mixed_activation_stack_equals_each_plain_member(activations, width):
+    members = len(activations)
+    rng = np.random.default_rng(0)
+    plain = []
+    for m, name in enumerate(activations):
+        keras.utils.set_random_seed(m)
+        layer = keras_gelu.FeedForward(width, activation=name, match_params=True)
+        layer.build((None, 4))
+        plain.append(layer)
+    x = rng.normal(size=(BATCH, members, 4)).astype("float32")
+    stacked = stacking.stack(plain, members)
+    stacked(x)
+    stacking.stack_weights(stacked, plain)
+    y = ref.numpy(stacked(x))
+    for m, layer in enumerate(plain):
+        np.testing.assert_allclose(
+            y[:, m], ref.numpy(layer(x[:, m])), rtol=1e-5, atol=1e-6, err_msg=activations[m]
+        )
+
+
+def test_a_stack_refuses_members_that_differ_in_more_than_their_activation():
+    plain = [keras_gelu.FeedForward(12, activation=a, match_params=True) for a in ("relu", "geglu")]
+    for layer in plain:
+        layer.build((None, 4))
+    with pytest.raises(ValueError, match="differ in more than their activation"):
+        stacking.stack(plain, 2)

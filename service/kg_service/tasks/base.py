@@ -69,6 +69,15 @@ class Task:
             `kg_service.tracking.model_logging.SERVING`.
         data_parallel: Whether its training runs under
             `device.distribution` (`kg_service.training.parallel`).
+        train_members: Optional `(task, Dataset, Config, ((activation,
+            seed), ...), report) -> [MemberResult]`: members of several
+            activations trained together (one stacked model), for
+            activations of one `stack_key`.
+        stack_key: Optional `(Config, activation) -> hashable or None`:
+            activations with one non-None key train together through
+            `train_members` (their models differ only in a stateless
+            activation); None, or no `stack_key`: each activation alone,
+            through `train`.
     """
 
     name: str
@@ -83,6 +92,8 @@ class Task:
     sample_splits: bool = True
     serving: str = "classifier"
     data_parallel: bool = True
+    train_members: Optional[Callable] = None
+    stack_key: Optional[Callable] = None
 
     def facts(self):
         """What config validation and the plan need: `catalog.TaskFacts`."""

@@ -75,7 +75,9 @@ def train_sweep(
 
     Each activation's seeds go to `task.train` together; a classification
     task trains them as one stacked model
-    (`kg_service.tasks.classification.train.train_activation`).
+    (`kg_service.tasks.classification.train.train_activation`). A task
+    with `train_members` trains the members of several activations at once
+    (`activation_groups`).
 
     Args:
         task: A `kg_service.tasks.base.Task`.
@@ -87,8 +89,8 @@ def train_sweep(
             they are not trained again.
         on_trained: Optional callable, called with the list of new
             `MemberResult`s as soon as each activation's missing seeds
-            have trained, so they reach the tracking store before the
-            next activation starts.
+            have trained (each group's, `activation_groups`), so they
+            reach the tracking store before the next one starts.
         members: Optional (activation, seed) pairs to train (a shard's
             slice); default: every pair of the config. The others are
             neither trained nor returned.
@@ -113,14 +115,15 @@ def train_sweep(
     wanted = set(keys if members is None else members)
     total = len(wanted)
     done = dict(done or {})
-    results = []
+    trained = {}
     with device.quiet_retracing_warnings():
-        for activation in config.activations:
-            seeds = tuple(s for a, s in keys if a == activation and (a, s) in wanted)
-            missing = tuple(s for s in seeds if (activation, s) not in done)
-            finished = len(results) + len(seeds) - len(missing)
+        for group in activation_groups(task, config):
+            pairs = tuple(k for k in keys if k[0] in group and k in wanted)
+            missing = tuple(k for k in pairs if k not in done)
+            finished = len(trained) + len(pairs) - len(missing)
 
-            def report(epoch, values, activation=activation, finished=finished):
+            def report(epoch, values, activation="+".join(group), finished=finished,
+                       size=len(missing)):
                 if progress is not None:
                     progress(
                         {
@@ -128,7 +131,7 @@ def train_sweep(
                             "epoch": epoch,
                             "epochs": config.training.epochs,
                             "members_done": finished,
-                            "group_size": len(missing),
+                            "group_size": size,
                             "members_total": total,
                             "val_accuracy": float(np.mean(values)),
                         }
@@ -136,12 +139,44 @@ def train_sweep(
 
             new = []
             if missing:
-                new = task.train(task, dataset, config, activation, missing, report)
+                (one, *more) = dict.fromkeys(a for a, _ in missing)
+                if more:
+                    new = task.train_members(task, dataset, config, missing, report)
+                else:
+                    new = task.train(task, dataset, config, one,
+                                     tuple(s for _, s in missing), report)
                 if on_trained is not None:
                     on_trained(new)
-            by_seed = {r.seed: r for r in new}
-            results.extend(by_seed.get(s) or done[(activation, s)] for s in seeds)
-    return results
+            by_key = {(r.activation, r.seed): r for r in new}
+            trained.update({k: by_key.get(k) or done[k] for k in pairs})
+    return [trained[k] for k in keys if k in wanted]
+
+
+def activation_groups(task, config):
+    """The sweep's activations in training groups, each a tuple trained in
+    one `task.train` (one activation) or `task.train_members` call.
+
+    Activations of one non-None `task.stack_key` form a group (issue 20:
+    activations x seeds in one stacked model), at the place of its first
+    activation; the others train alone. Nothing is grouped when the
+    optimizer may differ between activations (a tuning block sets each
+    activation's own value) or the task has no `train_members`.
+
+    >>> import types
+    >>> key = {"relu": "plain", "glu": "gated", "gelu": "plain", "swiglu": "gated"}
+    >>> task = types.SimpleNamespace(train_members=print, stack_key=lambda c, a: key.get(a))
+    >>> config = types.SimpleNamespace(activations=("relu", "glu", "prelu", "gelu", "swiglu"),
+    ...                                tuning=None)
+    >>> activation_groups(task, config)
+    [('relu', 'gelu'), ('glu', 'swiglu'), ('prelu',)]
+    """
+    if task.train_members is None or task.stack_key is None or config.tuning is not None:
+        return [(a,) for a in config.activations]
+    groups = {}
+    for activation in config.activations:
+        key = task.stack_key(config, activation)
+        groups.setdefault(activation if key is None else ("stack", key), []).append(activation)
+    return [tuple(group) for group in groups.values()]
 
 
 def first_non_finite_epoch(history):

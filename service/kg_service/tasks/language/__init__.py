@@ -36,6 +36,18 @@ def _train_language_model(task, dataset, config, activation, seeds, report):
     return language.train_language_model(task, dataset, config, activation, seeds, report)
 
 
+def _train_members(task, dataset, config, members, report):
+    from kg_service.tasks.language import train as language  # Keras: see the module docstring
+
+    return language.train_members(task, dataset, config, members, report)
+
+
+def _stack_key(config, activation):
+    from kg_service.tasks.language import train as language  # Keras: see the module docstring
+
+    return language.stack_key(config, activation)
+
+
 PYTHON_CODE = Task(
     name="python_code",
     description="byte-level causal language model of the Python standard "
@@ -51,4 +63,7 @@ PYTHON_CODE = Task(
     # All seeds of an activation train as one stacked model (train.py),
     # with a plain fit, not in a strategy scope.
     data_parallel=False,
+    # Activations of one FFN architecture train in one stacked model too.
+    train_members=_train_members,
+    stack_key=_stack_key,
 )

@@ -291,11 +291,16 @@ _STACKERS = {
 
 
 def stack_layer(layer, members):
-    """The stacked form of one layer of the language model."""
-    for cls in type(layer).__mro__:
+    """The stacked form of one layer of the language model; `layer` may be
+    a list of M layers, member m's (`keras_gelu.stacking.stack`: members
+    whose FFNs differ in their activation)."""
+    layers = list(layer) if isinstance(layer, (list, tuple)) else [layer]
+    for cls in type(layers[0]).__mro__:
         stacker = _STACKERS.get(cls)
         if stacker is not None:
-            return stacker(layer, members)
+            if any(type(l) is not type(layers[0]) for l in layers):
+                raise ValueError(f"{layers[0].name}: the members' layers are not of one class.")
+            return stacker(layers[0], members)
     return keras_gelu.stacking.stack(layer, members)
 
 
@@ -303,16 +308,33 @@ def stack_language_model(model, members, name=None):
     """`model` (from `model.build_language_model`) for M members at once.
 
     Args:
-        model: The plain language model (built).
+        model: The plain language model (built), or a list of M of them,
+            member m's, of one architecture that may differ in their FFN
+            activation (ReLU, GELU and Swish models; or GLU, ReGLU and
+            SwiGLU ones at one width): member m then computes model m.
         members: Positive int M.
         name: Name of the stacked model (default `<name>_x<M>`).
 
     Returns:
         A `keras.Model`, `int32 (batch, M, t) -> (batch, M, t, vocabulary)`,
         its weights placeholders until `keras_gelu.stacking.stack_weights`.
+
+    Raises:
+        ValueError: for models that differ in more than an activation.
     """
-    tokens = keras.Input((members, None), dtype="int32", name=model.layers[0].name)
+    models = list(model) if isinstance(model, (list, tuple)) else [model]
+    if len(models) not in (1, members):
+        raise ValueError(f"{len(models)} plain models for {members} members.")
+    names = [[layer.name for layer in m.layers] for m in models]
+    if any(n != names[0] for n in names):
+        raise ValueError("the members' models do not have the same layers: not one architecture.")
+    by_name = {
+        layers[0].name: list(layers) if len(models) > 1 else layers[0]
+        for layers in zip(*[m.layers for m in models])
+    }
+    tokens = keras.Input((members, None), dtype="int32", name=models[0].layers[0].name)
     stacked = keras.models.clone_model(
-        model, input_tensors=tokens, clone_function=lambda layer: stack_layer(layer, members)
+        models[0], input_tensors=tokens,
+        clone_function=lambda layer: stack_layer(by_name[layer.name], members),
     )
-    return keras.Model(tokens, stacked.outputs[0], name=name or f"{model.name}_x{members}")
+    return keras.Model(tokens, stacked.outputs[0], name=name or f"{models[0].name}_x{members}")

@@ -17,10 +17,14 @@ with an elementwise optimizer its update, is that of the model trained
 alone (`train_one_by_one`, kept as the reference and for the benchmark).
 One trace and one step for all members instead of one per member: on a
 CPU tracing and per-step overhead are most of a small model's time
-(issue 20). After each epoch, per member: validation loss, next-byte
-accuracy, perplexity, bits per byte, training tokens/s, the attention
-entropy of every layer and head on a fixed validation batch, and the
-slope of every learnable leaky ReLU.
+(issue 20). Activations whose models share one architecture (ReLU, GELU
+and Swish FFNs; the gated units at one width: `stack_key`) train in one
+stacked model too (`train_members`), member m with its own activation:
+the glu-variants sweep traces two models instead of eight (issue 17).
+After each epoch, per member: validation loss, next-byte accuracy,
+perplexity, bits per byte, training tokens/s, the attention entropy of
+every layer and head on a fixed validation batch, and the slope of every
+learnable leaky ReLU.
 
 Pure apart from the device settings: no MLflow, no files.
 """
@@ -33,6 +37,7 @@ import numpy as np
 from keras import ops
 
 import keras_gelu
+from keras_gelu import name_table
 from keras_gelu.stacking import stack_weights
 from keras_gelu.stacking import unstack_weights
 from kg_service.config.derived import member_source_seeds
@@ -331,30 +336,51 @@ def train_language_model(task, corpus, config, activation, seeds, report):
     plain model, trained and compiled; `train_seconds` the activation's
     wall time over its number of members.
     """
-    if len(seeds) == 1:
+    return train_members(task, corpus, config, tuple((activation, s) for s in seeds), report)
+
+
+def train_members(task, corpus, config, members, report):
+    """Trains `members`, `(activation, seed)` pairs, as one stacked model.
+
+    As `train_language_model`, whose seeds of one activation are the case
+    of one activation; here the members may also differ in their FFN
+    activation where the models share one architecture (issue 20's
+    activations x seeds): ReLU, GELU and Swish FFNs are one, the gated
+    units at one width another (`stack_key`). Member m applies its own
+    activation to its own slice (`keras_gelu.stacking.apply_per_member`),
+    so each member's windows, weights and results are still those of the
+    member trained alone (`train_one_by_one`). Results in `members` order.
+
+    Raises:
+        ValueError: for members whose models differ in more than their
+            activation (`stack_language_model`).
+    """
+    if len(members) == 1:
         # Nothing to share; and TensorFlow 2.21's oneDNN graph rewrite
         # corrupts the heap on a one-member stacked graph ("corrupted size
         # vs. prev_size" in predict_on_batch; fine with
         # TF_ENABLE_ONEDNN_OPTS=0, and eagerly).
-        return train_one_by_one(task, corpus, config, activation, seeds, report)
+        ((activation, seed),) = members
+        return train_one_by_one(task, corpus, config, activation, (seed,), report)
     start = time.perf_counter()
     training = config.training
-    sources, corpora = member_sources(config, corpus, seeds)
+    sources, corpora = member_sources(config, corpus, [seed for _, seed in members])
     steps = _steps(corpora[0], training)  # every member's training split: one size
-    members = len(seeds)
+    count = len(members)
     with dtype_policy(config.device.mixed_precision):
         plain = []
-        for seed, source in zip(seeds, sources):
+        for (activation, seed), source in zip(members, sources):
             keras.utils.set_random_seed(source["init"])
             plain.append(task.build_model(
                 config.model, activation, corpus, name=f"{activation}_seed{seed}"))
-        stacked = stack_language_model(plain[0], members)
+        one_activation = len({activation for activation, _ in members}) == 1
+        stacked = stack_language_model(plain[0] if one_activation else plain, count)
     stack_weights(stacked, plain)
     stacked.compile(
         optimizer=make_optimizer(training),
-        loss=_members_loss(members),
-        metrics=[MemberMean(_token_loss, members, name="member_loss"),
-                 MemberMean(_token_accuracy, members, name="member_accuracy")],
+        loss=_members_loss(count),
+        metrics=[MemberMean(_token_loss, count, name="member_loss"),
+                 MemberMean(_token_accuracy, count, name="member_accuracy")],
         jit_compile=True if config.device.xla else "auto",
         steps_per_execution=steps_per_execution(steps, training.epochs),
     )
@@ -363,14 +389,27 @@ def train_language_model(task, corpus, config, activation, seeds, report):
     test_x, test_y = _per_member([c.windows("test") for c in corpora])
     test_loss, test_accuracy = _evaluate(stacked, test_x, test_y, training.batch_size)
     unstack_weights(stacked, plain)
-    seconds = (time.perf_counter() - start) / members
+    seconds = (time.perf_counter() - start) / count
     for model in plain:
         _compile_plain(model, config, steps)
     return [
         _member_result(activation, seed, model, history, test_loss[m], test_accuracy[m],
                        training, seconds)
-        for m, (seed, model, history) in enumerate(zip(seeds, plain, histories))
+        for m, ((activation, seed), model, history) in enumerate(zip(members, plain, histories))
     ]
+
+
+def stack_key(config, activation):
+    """Activations with one key train in one stacked model
+    (`train_members`); None: alone (its seeds stacked).
+
+    The FFN's kind fixes the model's weights: every elementwise activation
+    (ReLU, GELU, Swish...) gives one plain FFN, every gated one a GLU
+    projection of one width (`match_params` or not, the same for all);
+    a learnable activation has weights of its own, so trains alone.
+    """
+    kind = name_table.kind(activation)
+    return None if kind == "layer" else kind
 
 
 def _token_accuracy(y_true, y_pred):
@@ -380,10 +419,18 @@ def _token_accuracy(y_true, y_pred):
 
 def member_sources(config, corpus, seeds):
     """Each member's source seeds (`member_source_seeds`) and corpus: its
-    own split (`resplit`) where `vary` has split, else `corpus` itself."""
+    own split (`resplit`) where `vary` has split, else `corpus` itself.
+    A seed listed twice (two activations' members) shares one split."""
     sources = [member_source_seeds(config, seed) for seed in seeds]
-    corpora = [resplit(corpus, s["split"]) if "split" in config.vary else corpus
-               for s in sources]
+    splits = {}
+    corpora = []
+    for s in sources:
+        if "split" not in config.vary:
+            corpora.append(corpus)
+            continue
+        if s["split"] not in splits:
+            splits[s["split"]] = resplit(corpus, s["split"])
+        corpora.append(splits[s["split"]])
     return sources, corpora
 
 
