@@ -47,6 +47,10 @@ CASES = [
     # keras_gelu.stacking: M members side by side on axis 1.
     ("stacked_dense", stacking.StackedDense, {"members": 2, "units": 5}, (3, 2, 4), (3, 2, 5), 2, False),
     ("stacked_leaky", stacking.StackedLearnableLeakyReLU, {"members": 2, "plain_config": {"per_channel": True}}, (3, 2, 4), (3, 2, 4), 1, False),
+    # Members of different activations in one stack (issues 17, 20).
+    ("stacked_dense_mixed", stacking.StackedDense, {"members": 2, "units": 5, "activation": ["relu", "gelu"]}, (3, 2, 4), (3, 2, 5), 2, False),
+    ("stacked_gates", stacking.StackedGates, {"gates": ["sigmoid", "gelu"]}, (3, 2, 6), (3, 2, 3), 0, True),
+    ("stacked_activation", stacking.StackedActivation, {"functions": ["relu", "gelu"]}, (3, 2, 4), (3, 2, 4), 0, True),
 ]
 
 
