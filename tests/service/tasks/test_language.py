@@ -15,6 +15,7 @@ import pytest
 
 from kg_service.tasks.language import corpus as corpus_lib
 from kg_service.tasks.language import model as language_model
+from kg_service.tasks.language import probes
 from kg_service.tasks.language import train as language
 from kg_service.cli import train as kg_train
 from kg_service.tasks import base as tasks
@@ -54,13 +55,13 @@ def corpus():
 def test_uniform_attention_over_t_keys_has_entropy_ln_t():
     for t in (1, 2, 7, 128):
         scores = np.full((3, 2, 5, t), 1.0 / t)
-        np.testing.assert_allclose(language.attention_entropy(scores), [math.log(t)] * 2)
+        np.testing.assert_allclose(probes.attention_entropy(scores), [math.log(t)] * 2)
 
 
 def test_one_hot_attention_has_entropy_zero():
     scores = np.zeros((2, 4, 6, 6))
     scores[..., 0] = 1.0
-    np.testing.assert_array_equal(language.attention_entropy(scores), np.zeros(4))
+    np.testing.assert_array_equal(probes.attention_entropy(scores), np.zeros(4))
 
 
 def test_causal_rows_average_over_queries_and_batch():
@@ -70,11 +71,11 @@ def test_causal_rows_average_over_queries_and_batch():
     rows = np.tril(np.ones((t, t))) / np.arange(1, t + 1)[:, None]
     scores = np.broadcast_to(rows, (2, 1, t, t))
     expected = np.mean([math.log(i + 1) for i in range(t)])
-    np.testing.assert_allclose(language.attention_entropy(scores), [expected])
+    np.testing.assert_allclose(probes.attention_entropy(scores), [expected])
 
 
 def test_entropy_quarters_split_heads_by_the_highest_entropy():
-    shares = language.entropy_quarters([0.0, 0.2, 0.3, 0.6, 0.9, 1.0, 1.0, 0.74])
+    shares = probes.entropy_quarters([0.0, 0.2, 0.3, 0.6, 0.9, 1.0, 1.0, 0.74])
     np.testing.assert_allclose(shares, [2 / 8, 1 / 8, 2 / 8, 3 / 8])
     assert shares.sum() == pytest.approx(1.0)
 
@@ -82,7 +83,7 @@ def test_entropy_quarters_split_heads_by_the_highest_entropy():
 def test_model_attention_is_causal_and_its_entropy_is_bounded(corpus):
     model = language_model.build_language_model(SMALL_MODEL, "gelu", corpus)
     x, _ = corpus.windows("validation", limit=4)
-    scores = language.attention_probe(model)(x)
+    scores = probes.attention_probe(model)(x)
     assert len(scores) == len(SMALL_MODEL.hidden_units)
     t = corpus.context
     for s in scores:
@@ -90,7 +91,7 @@ def test_model_attention_is_causal_and_its_entropy_is_bounded(corpus):
         np.testing.assert_allclose(s.sum(axis=-1), 1.0, atol=1e-5)
         # No query attends to a later key.
         assert np.abs(s[..., np.triu_indices(t, k=1)[0], np.triu_indices(t, k=1)[1]]).max() < 1e-6
-        h = language.attention_entropy(s)
+        h = probes.attention_entropy(s)
         assert np.all(h >= 0) and np.all(h <= np.mean(np.log(np.arange(1, t + 1))) + 1e-6)
 
 

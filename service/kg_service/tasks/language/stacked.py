@@ -28,7 +28,7 @@ import keras
 from keras import ops
 
 import keras_gelu
-from keras_gelu.stacking import member_matmul
+from keras_gelu.member_ops import member_matmul
 from kg_service.tasks.language import lm_layers
 
 

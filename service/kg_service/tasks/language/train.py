@@ -1,4 +1,4 @@
-"""Training the language model, and the attention entropy of "ReLU's Revival".
+"""Training the language model.
 
 Member (activation, seed) is, each source of variance from its own seed
 derived from the member's (`kg_service.config.derived.member_source_seeds`;
@@ -24,7 +24,7 @@ the glu-variants sweep traces two models instead of eight (issue 17).
 After each epoch, per member: validation loss, next-byte accuracy,
 perplexity, bits per byte, training tokens/s, the attention entropy of
 every layer and head on a fixed validation batch, and the slope of every
-learnable leaky ReLU.
+learnable leaky ReLU (`probes.py`).
 
 Pure apart from the device settings: no MLflow, no files.
 """
@@ -36,7 +36,6 @@ import keras
 import numpy as np
 from keras import ops
 
-import keras_gelu
 from keras_gelu import name_table
 from keras_gelu.stacking import stack_weights
 from keras_gelu.stacking import unstack_weights
@@ -44,142 +43,17 @@ from kg_service.config.derived import member_source_seeds
 from kg_service.tasks.language.corpus import resplit
 from kg_service.tasks.language.entropy import normalised_head_entropy
 from kg_service.tasks.language.entropy import top_quarter_shares
-from kg_service.tasks.language.stacked import StackedSelfAttention
+from kg_service.tasks.language.probes import ENTROPY_BATCH
+from kg_service.tasks.language.probes import attention_entropy
+from kg_service.tasks.language.probes import attention_probe
+from kg_service.tasks.language.probes import entropy_quarters
+from kg_service.tasks.language.probes import leaky_slopes
+from kg_service.tasks.language.probes import stacked_attention_probe
 from kg_service.tasks.language.stacked import stack_language_model
 from kg_service.training.device import dtype_policy
 from kg_service.training.loop import member_result
 from kg_service.training.loop import steps_per_execution
 from kg_service.training.optimizers import make_optimizer
-
-# The first validation windows, the same for every member and epoch, that
-# the attention entropy is averaged over (data.eval_windows sets how many
-# windows the validation loss uses; the test split is evaluated whole).
-ENTROPY_BATCH = 8
-QUARTERS = 4
-
-
-# --- What the paper measures. ---------------------------------------------
-
-
-def attention_probe(model):
-    """`tokens -> [scores of block 0, ...]`, each `[batch, heads, t, t]`
-    (a stacked model's: `[batch, members, heads, t, t]`).
-
-    Calls each block's attention layer on its own normalized input with
-    `return_attention_scores=True`: the same weights and the same causal
-    softmax as the model's forward pass.
-    """
-    attentions = [
-        layer for layer in model.layers
-        if isinstance(layer, (keras.layers.MultiHeadAttention, StackedSelfAttention))
-    ]
-    inputs = [layer.input[0] if isinstance(layer.input, list) else layer.input
-              for layer in attentions]
-    feeder = keras.Model(model.inputs, inputs)
-
-    def probe(tokens):
-        hidden = feeder.predict_on_batch(tokens)
-        if not isinstance(hidden, (list, tuple)):
-            hidden = [hidden]
-        return [
-            keras.ops.convert_to_numpy(
-                layer(h, h, use_causal_mask=True, return_attention_scores=True)[1]
-            )
-            for layer, h in zip(attentions, hidden)
-        ]
-
-    return probe
-
-
-class _AttentionScores(keras.layers.Layer):
-    # The scores alone, as one output: a functional model cannot take the
-    # second output of a layer's extra call (Keras 3.15: "not connected").
-    def __init__(self, attention, **kwargs):
-        super().__init__(**kwargs)
-        self.attention = attention
-
-    def call(self, hidden):
-        return self.attention(hidden, hidden, use_causal_mask=True, return_attention_scores=True)[1]
-
-    def compute_output_spec(self, hidden):
-        return self.attention.compute_output_spec(
-            hidden, use_causal_mask=True, return_attention_scores=True)[1]
-
-
-def stacked_attention_probe(stacked):
-    """`attention_probe` of a stacked model, each `[batch, members, heads,
-    t, t]`, as one compiled model (`predict_on_batch`): called eagerly, as
-    `attention_probe` does, every op is one more XLA compile on JAX."""
-    attentions = [layer for layer in stacked.layers if isinstance(layer, StackedSelfAttention)]
-    scores = []
-    for layer in attentions:
-        h = layer.input[0] if isinstance(layer.input, (list, tuple)) else layer.input
-        scores.append(_AttentionScores(layer)(h))
-    model = keras.Model(stacked.inputs, scores)
-
-    def probe(tokens):
-        scores = model.predict_on_batch(tokens)
-        if not isinstance(scores, (list, tuple)):  # one block: one array
-            scores = [scores]
-        return [np.asarray(s) for s in scores]
-
-    return probe
-
-
-def attention_entropy(scores):
-    """Shannon entropy (nats) of each head's attention rows.
-
-    Args:
-        scores: `[batch, heads, queries, keys]` attention probabilities
-            (each row sums to 1 over the keys it may see; masked keys 0).
-
-    Returns:
-        `[heads]`: each head's entropy, averaged over queries and batch.
-        0 log 0 counts as 0.
-
-    Example:
-
-    >>> uniform = np.full((1, 1, 1, 4), 0.25)
-    >>> round(float(attention_entropy(uniform)[0]), 6) == round(math.log(4), 6)
-    True
-    """
-    p = np.asarray(scores, dtype=np.float64)
-    terms = np.where(p > 0, -p * np.log(np.where(p > 0, p, 1.0)), 0.0)
-    return terms.sum(axis=-1).mean(axis=(0, 2))
-
-
-def entropy_quarters(entropies):
-    """The share of heads in each quarter of [0, max entropy].
-
-    As "ReLU's Revival": max is the highest head entropy observed (over
-    all layers and heads of the model); quarters [0, max/4), [max/4,
-    max/2), [max/2, 3max/4), [3max/4, max].
-
-    Example:
-
-    >>> entropy_quarters([0.1, 1.0, 2.0, 4.0]).tolist()
-    [0.25, 0.25, 0.25, 0.25]
-    """
-    h = np.asarray(entropies, dtype=np.float64).ravel()
-    top = h.max()
-    if not top > 0:
-        return np.eye(QUARTERS)[0]
-    index = np.minimum((h / top * QUARTERS).astype(int), QUARTERS - 1)
-    return np.bincount(index, minlength=QUARTERS) / len(h)
-
-
-def leaky_slopes(model):
-    """`{block index: slope}` of every LearnableLeakyReLU in the FFNs."""
-    slopes = {}
-    for layer in model.layers:
-        if not isinstance(layer, keras_gelu.FeedForward):
-            continue
-        block = int(layer.name.split("_")[1])
-        for weight in layer.weights:
-            if "alpha" in weight.path or "slope" in weight.path:
-                slopes[block] = float(np.mean(keras.ops.convert_to_numpy(weight)))
-    return slopes
-
 
 # --- Training. -------------------------------------------------------------
 
@@ -347,7 +221,7 @@ def train_members(task, corpus, config, members, report):
     activation where the models share one architecture (issue 20's
     activations x seeds): ReLU, GELU and Swish FFNs are one, the gated
     units at one width another (`stack_key`). Member m applies its own
-    activation to its own slice (`keras_gelu.stacking.apply_per_member`),
+    activation to its own slice (`keras_gelu.member_ops.apply_per_member`),
     so each member's windows, weights and results are still those of the
     member trained alone (`train_one_by_one`). Results in `members` order.
 
