@@ -23,6 +23,7 @@ from kg_service.config.schema import ModelConfig
 from kg_service.config.schema import TrainingConfig
 from kg_service.tasks import base as tasks
 from kg_service.training import loop
+from tests.service.tasks.lm_members import assert_trained_as_alone
 
 # One block: every check here holds at any depth, and each trace costs
 # CPU seconds per block (issue 17).
@@ -98,19 +99,10 @@ def test_each_member_of_a_mixed_activation_stack_trains_as_it_would_alone(corpus
     assert [(r.activation, r.seed) for r in stacked] == list(members)
     result = stacked[1]
     h = result.history
-    assert sorted(h) == sorted(alone.history)
-    for key in h:
-        if key != "tokens_per_second":
-            np.testing.assert_allclose(h[key], alone.history[key], rtol=2e-4, atol=2e-5,
-                                       err_msg=key)
-    assert result.test_loss == pytest.approx(alone.test_loss, rel=1e-5)
+    assert_trained_as_alone(result, alone)
     assert result.final["test_perplexity"] == pytest.approx(alone.final["test_perplexity"],
                                                             rel=1e-4)
     assert result.model.name == "gelu_seed1"
-    for mine, theirs in zip(result.model.weights, alone.model.weights):
-        np.testing.assert_allclose(keras.ops.convert_to_numpy(mine),
-                                   keras.ops.convert_to_numpy(theirs), rtol=1e-3, atol=1e-4,
-                                   err_msg=mine.path)
     # Swish seed 1 starts from gelu seed 1's weights and sees its windows:
     # only its activation differs, and so does its training.
     assert stacked[2].history["loss"] != h["loss"]
