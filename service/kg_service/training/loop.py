@@ -94,9 +94,10 @@ def train_sweep(
         members: Optional (activation, seed) pairs to train (a shard's
             slice); default: every pair of the config. The others are
             neither trained nor returned.
-        progress: Optional callable, called once per epoch per activation
-            with a dict: `activation`, `epoch`, `epochs`, `members_done`
-            (members of the activations before this one), `group_size`
+        progress: Optional callable, called once per epoch per training
+            group with a dict: `activation` (the group's activations now
+            training, joined by "+": "relu+gelu"), `epoch`, `epochs`,
+            `members_done` (members of the groups before this one), `group_size`
             (members training now), `members_total` and `val_accuracy`
             (mean over the members training now of the epoch's value of
             the task's selection metric).
@@ -121,8 +122,11 @@ def train_sweep(
             pairs = tuple(k for k in keys if k[0] in group and k in wanted)
             missing = tuple(k for k in pairs if k not in done)
             finished = len(trained) + len(pairs) - len(missing)
+            training_now = tuple(dict.fromkeys(a for a, _ in missing))
 
-            def report(epoch, values, activation="+".join(group), finished=finished,
+            # "relu+gelu": the activations training now, a resumed group's
+            # missing ones only (the progress line names each of them).
+            def report(epoch, values, activation="+".join(training_now), finished=finished,
                        size=len(missing)):
                 if progress is not None:
                     progress(
@@ -139,7 +143,7 @@ def train_sweep(
 
             new = []
             if missing:
-                (one, *more) = dict.fromkeys(a for a, _ in missing)
+                (one, *more) = training_now
                 if more:
                     new = task.train_members(task, dataset, config, missing, report)
                 else:

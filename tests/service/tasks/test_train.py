@@ -245,27 +245,93 @@ def _assert_members_equal_models_trained_alone(dataset, config, references):
     )
 
 
+# --- Activations x seeds in one stacked model (issues 17 and 20). ------------
+
+
+def _differences(result, dataset, config, activation, seed, references):
+    """Largest |difference| of `result`'s weights, history and test loss
+    from member (activation, seed) trained alone, one number each."""
+    reference, history = _train_alone(dataset, config, activation, seed, references)
+    split = resplit(dataset, member_source_seeds(config, seed)["split"])
+    probs = keras.ops.convert_to_numpy(reference(_standardize(split, split.x_test)))
+    probs = probs.astype("float64")
+    probs /= probs.sum(axis=1, keepdims=True)  # float32 rounding
+    got, want = result.model.get_weights(), reference.get_weights()
+    assert [w.shape for w in got] == [w.shape for w in want]
+    return (
+        max(float(np.max(np.abs(g - w))) for g, w in zip(got, want)),
+        max(float(np.max(np.abs(np.subtract(result.history[k], history[k]))))
+            for k in HISTORY_KEYS),
+        abs(result.test_loss - log_loss(split.y_test, probs, labels=[0, 1])),
+    )
+
+
+def test_each_member_of_a_mixed_activation_stack_equals_the_model_trained_alone(
+    dataset, references, four_activations
+):
+    config, results, _ = four_activations
+    by_key = {(r.activation, r.seed): r for r in results}
+    for (activation, seed), result in by_key.items():
+        assert result.model.name == f"{activation}_seed{seed}"
+        weights, history, test_loss = _differences(
+            result, dataset, config, activation, seed, references)
+        assert weights < 1e-4 and history < 1e-4 and test_loss < 1e-4, (activation, seed)
+    # The check sees a mis-assigned member: gelu's seed-3 member is not
+    # relu's seed-3 model (the same split, initial weights and batches;
+    # only the activation differs), nor swiglu's geglu's.
+    for got, other in (("gelu", "relu"), ("swiglu", "geglu")):
+        weights, history, _ = _differences(
+            by_key[(got, 3)], dataset, config, other, 3, references)
+        assert weights > 1e-3 and history > 1e-3, (got, other)
+
+
+def test_grouping_is_by_architecture_and_never_under_a_tuning_block(dataset):
+    from kg_service.tasks.classification import models
+
+    task = tasks.get(dataset.name)
+    config = _config(("relu", "learnable_leaky_relu", "swiglu", "gelu", "glu", "silu"))
+    assert [task.stack_key(config, a) for a in config.activations] == [
+        "elementwise", None, "gated", "elementwise", "gated", "elementwise"]
+    assert loop.activation_groups(task, config) == [
+        ("relu", "gelu", "silu"), ("learnable_leaky_relu",), ("swiglu", "glu")]
+    # A tuning block gives each activation its own optimizer settings.
+    tuned = dataclasses.replace(config, tuning=object())
+    assert loop.activation_groups(task, tuned) == [(a,) for a in config.activations]
+    # What may not share a stack is refused, not mixed up: other widths,
+    # or an activation with weights of its own beside a stateless one.
+    keras.utils.set_random_seed(0)
+    relu, wider, leaky = (
+        build_model(ModelConfig(hidden_units=units), activation, 2, 2)
+        for units, activation in (((8, 8), "relu"), ((8, 16), "gelu"),
+                                  ((8, 8), "learnable_leaky_relu")))
+    for other in (wider, leaky):
+        with pytest.raises(ValueError, match="not one architecture|differ in more"):
+            models.stack_model([relu, other], 2)
+
+
 @pytest.fixture(scope="module")
-def two_activations(dataset):
-    """`(config, results, progress events)` of one sweep of two activations
+def four_activations(dataset):
+    """`(config, results, progress events)` of one sweep of four activations
     of two seeds, for the tests that only read it (issue 17: each sweep
-    traces a stacked model's steps per activation, seconds of CPU)."""
+    traces a stacked model's steps per group, seconds of CPU). Two groups
+    (issue 20: activations x seeds in one stacked model): the elementwise
+    MLPs relu+gelu and the gated geglu+swiglu, in config order
+    relu, geglu, gelu, swiglu."""
     events = []
-    config = _config(("relu", "geglu"), seeds=(3, 4), epochs=4)
+    config = _config(("relu", "geglu", "gelu", "swiglu"), seeds=(3, 4), epochs=4)
+    task = tasks.get(dataset.name)
+    assert loop.activation_groups(task, config) == [("relu", "gelu"), ("geglu", "swiglu")]
     with pytest.MonkeyPatch.context() as patch:  # as `_one_call_per_epoch`
         patch.setattr(loop, "MULTI_STEP_MIN_STEPS", 1)
-        results = train_sweep(tasks.get(dataset.name), dataset, config, events.append)
+        results = train_sweep(task, dataset, config, events.append)
     return config, results, events
 
 
-def test_results_carry_full_history_test_metrics_and_plain_models(dataset, two_activations):
-    config, results, _ = two_activations
+def test_results_carry_full_history_test_metrics_and_plain_models(dataset, four_activations):
+    config, results, _ = four_activations
+    # Config order, whatever the training groups.
     assert [(r.activation, r.seed) for r in results] == [
-        ("relu", 3),
-        ("relu", 4),
-        ("geglu", 3),
-        ("geglu", 4),
-    ]
+        (a, s) for a in ("relu", "geglu", "gelu", "swiglu") for s in (3, 4)]
     for result in results:
         assert set(result.history) == set(HISTORY_KEYS)
         assert all(len(result.history[key]) == 4 for key in HISTORY_KEYS)
@@ -309,13 +375,14 @@ def test_test_set_plays_no_part_in_training(dataset):
     assert [r.test_loss for r in a] != [r.test_loss for r in b]
 
 
-def test_progress_reports_once_per_epoch_per_activation(two_activations):
-    _, _, events = two_activations
+def test_progress_reports_once_per_epoch_per_training_group(four_activations):
+    _, _, events = four_activations
+    # One event per epoch per group, named by every activation in it.
     assert [(e["activation"], e["epoch"], e["members_done"]) for e in events] == [
-        ("relu", epoch, 0) for epoch in (1, 2, 3, 4)
-    ] + [("geglu", epoch, 2) for epoch in (1, 2, 3, 4)]
-    assert all(e["epochs"] == 4 and e["members_total"] == 4 for e in events)
-    assert all(e["group_size"] == 2 for e in events)
+        ("relu+gelu", epoch, 0) for epoch in (1, 2, 3, 4)
+    ] + [("geglu+swiglu", epoch, 4) for epoch in (1, 2, 3, 4)]
+    assert all(e["epochs"] == 4 and e["members_total"] == 8 for e in events)
+    assert all(e["group_size"] == 4 for e in events)
     assert all(0.0 <= e["val_accuracy"] <= 1.0 for e in events)
 
 

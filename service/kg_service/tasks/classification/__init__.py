@@ -44,6 +44,18 @@ def _train_classifier(task, dataset, config, activation, seeds, report):
     return train.train_activation(task, dataset, config, activation, seeds, report)
 
 
+def _train_members(task, dataset, config, members, report):
+    from kg_service.tasks.classification import train  # Keras: see the module docstring
+
+    return train.train_members(task, dataset, config, members, report)
+
+
+def _stack_key(config, activation):
+    from kg_service.tasks.classification import train  # Keras: see the module docstring
+
+    return train.stack_key(config, activation)
+
+
 def task(
     name, load_xy, *, features, feature_names, class_names, fixed_samples=None,
     description=None, figures=CLASSIFICATION_FIGURES,
@@ -90,6 +102,10 @@ def task(
         selects=VAL_ACCURACY,
         figures=tuple(figures),
         fixed_samples=fixed_samples,
+        # Activations of one architecture (ReLU, GELU, Swish MLPs; the
+        # gated units) train as one stacked model, activations x seeds.
+        train_members=_train_members,
+        stack_key=_stack_key,
     )
 
 

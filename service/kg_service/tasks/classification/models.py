@@ -166,7 +166,11 @@ def stack_model(model, members, name=None, normalizations=None):
     `stack_weights`.
 
     Args:
-        model: A built functional `keras.Model` with one input.
+        model: A built functional `keras.Model` with one input, or a list
+            of M of them, member m's, of one architecture that may differ
+            in their activation (ReLU, GELU and Swish MLPs of one width;
+            or GLU, ReGLU and SwiGLU ones): member m then computes model m
+            (issue 20: activations x seeds in one stack).
         members: Positive int M.
         name: Name of the stacked model (default: `<name>_x<M>`).
         normalizations: Optional M `FeatureStats`, member m's training
@@ -176,21 +180,40 @@ def stack_model(model, members, name=None, normalizations=None):
 
     Returns:
         A `keras.Model` mapping `(batch, M, ...)` to `(batch, M, ...)`.
+
+    Raises:
+        ValueError: for models that differ in more than their activation
+            (other layers, widths, or an activation with weights of its
+            own, e.g. learnable_leaky_relu beside relu).
     """
+    models = list(model) if isinstance(model, (list, tuple)) else [model]
+    if len(models) not in (1, members):
+        raise ValueError(f"{len(models)} plain models for {members} members.")
+    names = [[layer.name for layer in m.layers] for m in models]
+    if any(n != names[0] for n in names):
+        raise ValueError(
+            "the members' models do not have the same layers "
+            f"({names[0]} and {next(n for n in names if n != names[0])}): not one architecture."
+        )
+    by_name = {
+        layers[0].name: list(layers) if len(models) > 1 else layers[0]
+        for layers in zip(*[m.layers for m in models])
+    }
+    first = models[0]
     inputs = keras.Input(
-        (members,) + tuple(model.input_shape[1:]), name=model.layers[0].name
+        (members,) + tuple(first.input_shape[1:]), name=first.layers[0].name
     )
 
     def clone(layer):
         if normalizations is not None and isinstance(layer, keras.layers.Normalization):
             return _member_normalization(layer, normalizations)
-        return keras_gelu.stacking.stack(layer, members)
+        return keras_gelu.stacking.stack(by_name[layer.name], members)
 
-    stacked = keras.models.clone_model(model, input_tensors=inputs, clone_function=clone)
+    stacked = keras.models.clone_model(first, input_tensors=inputs, clone_function=clone)
     # Rewrapped with the bare tensors: clone_model's lists would make
     # every call warn about the input structure.
     return keras.Model(
-        inputs, stacked.outputs[0], name=name or f"{model.name}_x{members}"
+        inputs, stacked.outputs[0], name=name or f"{first.name}_x{members}"
     )
 
 

@@ -23,6 +23,7 @@ import time
 import keras
 import numpy as np
 
+from keras_gelu import name_table
 from kg_service.config.derived import member_source_seeds
 from kg_service.tasks.classification.data import resplit
 from kg_service.tasks.classification.models import stack_model
@@ -222,13 +223,33 @@ def train_activation(task, dataset, config, activation, seeds, report):
         member's split, whether its prediction was right (McNemar's test,
         `kg_service.analysis.paired_examples`).
     """
+    return train_members(task, dataset, config, tuple((activation, s) for s in seeds), report)
+
+
+def train_members(task, dataset, config, members, report):
+    """Trains `members`, `(activation, seed)` pairs, as one stacked model.
+
+    As `train_activation`, whose seeds of one activation are the case of
+    one activation; here the members may also differ in their activation
+    where the models share one architecture (issue 20's activations x
+    seeds, `stack_key`): ReLU, GELU and Swish MLPs of one width are one,
+    the gated units another. Member m applies its own activation to its
+    own slice (`keras_gelu.stacking`), so each member's split, weights,
+    data order and results are still those of the member trained alone.
+    `train_seconds` is the group's wall time over its number of members.
+
+    Returns:
+        A list of `MemberResult` in `members` order.
+
+    Raises:
+        ValueError: for members whose models differ in more than their
+            activation (`models.stack_model`).
+    """
     start = time.perf_counter()
-    sources = [member_source_seeds(config, seed) for seed in seeds]
-    # Split fixed (not in vary): every member on `dataset` itself.
-    datasets = [resplit(dataset, s["split"]) if "split" in config.vary else dataset
-                for s in sources]
+    sources = [member_source_seeds(config, seed) for _, seed in members]
+    datasets = _member_datasets(dataset, config, sources)
     plain_models, stacked = _build_members(
-        task, datasets, config, activation, seeds, [s["init"] for s in sources]
+        task, datasets, config, members, [s["init"] for s in sources]
     )
     with parallel.scope(config.device):
         stack_weights(stacked, plain_models)
@@ -244,20 +265,50 @@ def train_activation(task, dataset, config, activation, seeds, report):
     results = [
         _member_result(
             activation, seed, model, config.training, recorder.history, m,
-            test_loss[m], test_accuracy[m], seconds / len(seeds),
+            test_loss[m], test_accuracy[m], seconds / len(members),
         )
-        for m, (seed, model) in enumerate(zip(seeds, plain_models))
+        for m, ((activation, seed), model) in enumerate(zip(members, plain_models))
     ]
     for m, result in enumerate(results):
         result.test_correct = correct[:, m]
     return results
 
 
-def _build_members(task, datasets, config, activation, seeds, init_seeds):
-    """(each seed's plain model, the stacked model of them all)."""
+def stack_key(config, activation):
+    """Activations with one key train in one stacked model
+    (`train_members`); None: alone (its seeds stacked).
+
+    In one config every activation's model has the same layers and widths
+    (`model` is shared): the activation's kind fixes the weights. Every
+    elementwise activation (ReLU, GELU, Swish...) gives one Dense layer
+    per width, every gated one a fused GLU projection of one width
+    (`match_params` or not, the same for all); a learnable activation has
+    weights of its own, and a name outside keras_gelu's table is not
+    known to be stateless, so both train alone.
+    """
+    key = name_table.lookup(activation)
+    kind = None if key is None else name_table.kind(key)
+    return kind if kind in ("elementwise", "gated") else None
+
+
+def _member_datasets(dataset, config, sources):
+    """Each member's split: its own (`resplit`) where `vary` has split,
+    else `dataset` itself. A seed listed twice (two activations' members)
+    shares one split, and so one set of statistics."""
+    if "split" not in config.vary:
+        return [dataset for _ in sources]
+    splits = {}
+    for s in sources:
+        if s["split"] not in splits:
+            splits[s["split"]] = resplit(dataset, s["split"])
+    return [splits[s["split"]] for s in sources]
+
+
+def _build_members(task, datasets, config, members, init_seeds):
+    """(each member's plain model, the stacked model of them all)."""
     with dtype_policy(config.device.mixed_precision):
         plain_models = []
-        for seed, init_seed, member_data in zip(seeds, init_seeds, datasets):
+        for (activation, seed), init_seed, member_data in zip(members, init_seeds, datasets):
             keras.utils.set_random_seed(init_seed)
             plain_models.append(
                 task.build_model(
@@ -267,11 +318,13 @@ def _build_members(task, datasets, config, activation, seeds, init_seeds):
         # Members on different splits standardize with their own statistics.
         normalizations = [d.normalization for d in datasets]
         shared = all(d is datasets[0] for d in datasets) or normalizations[0] is None
+        one_activation = len({activation for activation, _ in members}) == 1
         # Only the stacked model is data-parallel: the plain models stay
         # ordinary one-device models, for tracking and export.
         with parallel.scope(config.device):
             stacked = stack_model(
-                plain_models[0], len(seeds), normalizations=None if shared else normalizations
+                plain_models[0] if one_activation else plain_models, len(members),
+                normalizations=None if shared else normalizations,
             )
     return plain_models, stacked
 
