@@ -26,12 +26,17 @@ class SweepProgress:
     """Renders the training events of `kg_service.training.loop.train_sweep`.
 
     Events are dicts with "activation", "epoch", "epochs", "members_done",
-    "group_size", "members_total" and optionally "val_accuracy". Progress
+    "group_size", "members_total" and optionally "val_accuracy". One event
+    per epoch per training group: activations of one architecture train as
+    one stacked model (`kg_service.training.loop.activation_groups`), and
+    the group's "activation" names each of them, "relu+gelu", so a log line
+    reads `training relu+gelu  epoch 3/8  members 0/6 ...` (members of the
+    groups before it done). Progress
     counts member-epochs; elapsed time and the ETA start at the first event
     (start-up is not training), and the ETA extrapolates the rate since.
 
     Args:
-        quiet: Log a line per activation (at 25% steps) instead of drawing
+        quiet: Log a line per group (at 25% steps) instead of drawing
             a live bar.
         stream: Where the bar goes (default stderr); one that is not a
             terminal (or TERM=dumb) gets log lines instead.

@@ -61,3 +61,29 @@ def test_terminal_gets_a_live_bar_and_no_training_log_lines(caplog):
         _run(SweepProgress(stream=stream))
     assert "gelu epoch 8/8" in stream.getvalue()
     assert [r.getMessage() for r in caplog.records] == ["logging 4 runs"]
+
+
+def test_a_stacked_group_gets_one_line_naming_each_activation_and_counts_all_its_members(caplog):
+    # A classification or language sweep trains activations of one
+    # architecture as one stacked model (issue 20): one event per epoch
+    # for the group, named "relu+gelu", then the next group.
+    progress = SweepProgress(stream=io.StringIO())
+    groups = (("relu+gelu", 0, 4), ("learnable_leaky_relu", 4, 2))
+    with caplog.at_level(logging.INFO, logger="kg-train"):
+        for activation, done, size in groups:
+            for epoch in range(1, 5):
+                progress({"activation": activation, "epoch": epoch, "epochs": 4,
+                          "members_done": done, "group_size": size, "members_total": 6,
+                          "val_accuracy": 0.75})
+                if (activation, epoch) == ("relu+gelu", 2):
+                    # Member-epochs: the group's 4 members, 2 epochs each.
+                    assert progress._bar.tasks[0].completed == 8
+    lines = [r.getMessage().split("  elapsed")[0] for r in caplog.records]
+    assert lines == [
+        f"training {a:<20} epoch {e:>3}/4   members {d}/6  val_acc 0.750"
+        for a, d, _ in groups
+        for e in (1, 2, 3, 4)
+    ]
+    # Each activation of the group is named, as a log reader greps it.
+    assert lines[0].split()[1].split("+") == ["relu", "gelu"]
+    assert progress._bar.tasks[0].completed == progress._bar.tasks[0].total == 24
