@@ -76,8 +76,9 @@ def train_sweep(
     Each activation's seeds go to `task.train` together; a classification
     task trains them as one stacked model
     (`kg_service.tasks.classification.train.train_activation`). A task
-    with `train_members` trains the members of several activations at once
-    (`activation_groups`).
+    with `train_members` trains the members of several activations of one
+    architecture at once (`activation_groups`): classification's ReLU,
+    GELU, Swish... MLPs in one stacked model, its gated ones in another.
 
     Args:
         task: A `kg_service.tasks.base.Task`.

@@ -107,6 +107,12 @@ def _sweep_runs(client, experiment):
     return parents, members
 
 
+def _trained_groups(log):
+    """The training groups a --quiet log shows, in order, each once:
+    "relu+gelu" for a stacked group of two activations."""
+    return list(dict.fromkeys(re.findall(r"training (\S+) +epoch", log)))
+
+
 def _stop_at(tmp_path, args, marker, sig):
     """kg-train `args` in tmp_path, sent `sig` once its log shows `marker`;
     returns (exit code, stdout, stderr)."""
@@ -136,32 +142,36 @@ def _assert_stopped(tmp_path, status, members_kept):
 def test_sigterm_and_kill_9_stop_keep_members_and_each_resume_carries_on(tmp_path, monkeypatch):
     """One sweep, stopped three times, each stop where the old separate
     tests stopped a fresh sweep of this config (one sweep: each variant
-    trained the same 12 members again, issue 17): SIGTERM while the
-    second activation trains (the first one's 3 kept), kill -9 of the
-    resumed run while the third trains (6 kept, the run left RUNNING),
-    SIGTERM of the next resume during the export (all 12 trained and
-    tracked). The last resume finishes with the statistics of an
-    uninterrupted sweep, and registers and exports once."""
+    trained the same 12 members again, issue 17). Its activations train
+    in three groups (issue 20: activations x seeds in one stacked model):
+    relu+gelu, then swiglu, then learnable_leaky_relu. SIGTERM while the
+    second group trains (the first one's 6 kept), kill -9 of the resumed
+    run while the third trains (9 kept, the run left RUNNING), SIGTERM of
+    the next resume during the export (all 12 trained and tracked). The
+    last resume finishes with the statistics of an uninterrupted sweep,
+    and registers and exports once."""
     shutil.copy(GOLDEN / "config.yaml", tmp_path / "config.yaml")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = ["--config", "config.yaml", "--tracking-uri", uri, "--set", "export.enabled=true"]
 
-    code, _, stderr = _stop_at(tmp_path, args, "training gelu", signal.SIGTERM)
+    code, _, stderr = _stop_at(tmp_path, args, "training swiglu", signal.SIGTERM)
     assert code == 130, stderr[-3000:]
+    # The first group trained as one: one progress line names both.
+    assert _trained_groups(stderr) == ["relu+gelu", "swiglu"], stderr[-3000:]
     match = re.search(r"--resume (\w+)", stderr)
     assert match, stderr[-3000:]
     run_id = match.group(1)
-    assert _assert_stopped(tmp_path, "KILLED", 3) == run_id
+    assert _assert_stopped(tmp_path, "KILLED", 6) == run_id
     resume = [*args, "--resume", run_id]
 
-    _stop_at(tmp_path, resume, "training swiglu", signal.SIGKILL)
-    assert _assert_stopped(tmp_path, "RUNNING", 6) == run_id
+    _stop_at(tmp_path, resume, "training learnable_leaky_relu", signal.SIGKILL)
+    assert _assert_stopped(tmp_path, "RUNNING", 9) == run_id
 
     code, stdout, stderr = _stop_at(tmp_path, resume, "exporting and verifying", signal.SIGTERM)
     assert code == 130, stderr[-3000:]
-    assert "resumed, 6 members already done" in stdout
-    # Only the two activations the kill left untrained trained again.
-    assert set(re.findall(r"training (\S+) +epoch", stderr)) == {"swiglu", "learnable_leaky_relu"}
+    assert "resumed, 9 members already done" in stdout
+    # Only the group the kill left untrained trained again.
+    assert _trained_groups(stderr) == ["learnable_leaky_relu"]
     assert f"--resume {run_id}" in stderr
     assert _assert_stopped(tmp_path, "KILLED", 12) == run_id
     _, members = _sweep_runs(_client(tmp_path), "golden-tiny")
@@ -173,7 +183,7 @@ def test_sigterm_and_kill_9_stop_keep_members_and_each_resume_carries_on(tmp_pat
     resumed = in_process.kg_train(*resume)
     assert resumed.exit_code == 0, (resumed.stderr + str(resumed.exception))[-3000:]
     assert "resumed, 12 members already done" in resumed.stdout
-    assert not re.search(r"training \S+ +epoch", resumed.stderr), resumed.stderr[-3000:]
+    assert _trained_groups(resumed.stderr) == [], resumed.stderr[-3000:]
     client = _client(tmp_path)
     (parent,), members = _sweep_runs(client, "golden-tiny")
     assert parent.info.status == "FINISHED" and len(members) == 12
