@@ -1,4 +1,4 @@
-"""Training a classification task: all seeds of one activation at once.
+"""Training a classification task: all seeds of an architecture at once.
 
 Member (activation, seed) is defined by four things, each source of
 variance from its own seed derived from the member's
@@ -14,6 +14,10 @@ loss summed over members, so each member's gradient, and with an
 elementwise optimizer (Adam, AdamW, SGD, RMSprop) its update, is exactly
 that of the plain model trained alone. Per-step overhead, which dominates
 small models on a CPU, is paid once per step instead of once per member.
+Activations of one architecture (ReLU, GELU, Swish... MLPs; the gated
+units: `stack_key`) train in one stacked model too (`train_members`,
+issue 20's activations x seeds), member m with its own activation: a
+sweep traces one model per architecture instead of one per activation.
 
 Pure apart from the device settings: no MLflow, no files.
 """
