@@ -1,4 +1,4 @@
-"""Training a classification task: all seeds of an architecture at once.
+"""Training a classification task: the members of one architecture at once.
 
 Member (activation, seed) is defined by four things, each source of
 variance from its own seed derived from the member's
