@@ -137,8 +137,8 @@ def write_saved_model(model, path):
     `model.export(path, format="tf_saved_model")` writes (the `serve`
     endpoint, also `serving_default`, and the variable collections), less
     the walk of every object the model holds that `ExportArchive.track`
-    makes to find lookup tables: a third of an export's CPU (measured on
-    glu-variants' language models, issue 17), and these models hold none.
+    makes to find lookup tables (a small language model's export: 1.2 ->
+    0.7 CPU s, measured side by side, issue 17); these models hold none.
     A model that did would fail its verification in `stage`.
     `tests/service/serving/test_export.py` compares the two writers."""
     if keras.backend.backend() != "tensorflow":  # JAX: converted by jax2tf, Keras' way
