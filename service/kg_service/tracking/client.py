@@ -16,6 +16,7 @@ import re
 import urllib.parse
 
 from kg_service.tracking import destinations
+from kg_service.tracking import empty_store
 
 
 def import_mlflow():
@@ -69,7 +70,8 @@ def sqlite_setup_lock(tracking_uri):
     measured); two creating the same experiment race the same way. The
     lock (an flock on `<db>.lock`) covers only store setup and
     get-or-create of the experiment; later writes are sqlite's own
-    transactions.
+    transactions. A new file starts as a copy of an empty migrated store
+    (`empty_store.place`), made under the lock like MLflow's migration.
     """
     prefix = "sqlite:///"
     if not tracking_uri.startswith(prefix):
@@ -79,6 +81,9 @@ def sqlite_setup_lock(tracking_uri):
     with open(f"{db}.lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
+            database = destinations.sqlite_file(tracking_uri)  # None: in memory
+            if database is not None:
+                empty_store.place(database)
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)

@@ -113,7 +113,7 @@ def check_store(tracking_uri):
     """
     scheme = urllib.parse.urlsplit(tracking_uri).scheme.lower()
     if scheme == "sqlite":
-        database = _sqlite_file(tracking_uri)
+        database = sqlite_file(tracking_uri)
         if database is not None:
             _check_database_file(database, tracking_uri)
     elif scheme in ("http", "https"):
@@ -124,7 +124,7 @@ def check_store(tracking_uri):
             check_writable_dir(folder, "the tracking store (an MLflow file store)")
 
 
-def _sqlite_file(uri):
+def sqlite_file(uri):
     """The database file of a sqlite URI; None for an in-memory database."""
     # Start-up: these checks run before the heavy imports, and only a
     # sqlite URI needs SQLAlchemy.

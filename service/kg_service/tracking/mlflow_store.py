@@ -12,6 +12,7 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
+import os
 import platform
 import sys
 import tempfile
@@ -386,9 +387,21 @@ class Tracker(store.TrackingStore):
                 python_model=python_model, make_signature=make_signature,
                 code_paths=code_paths, pip_requirements=pip_requirements,
                 metadata=metadata, extra_artifacts=extra_artifacts,
+                keras_file=self._member_model_file(run_id),
             )
 
         return self.registry.register(run_id, model_name, alias, log_model, tags, description)
+
+    def _member_model_file(self, run_id):
+        """The member's `member/model.keras` where the run's artifacts are
+        a local folder, else None. The served model copies it instead of
+        saving the same model again (0.1 CPU s a model, issue 17); a
+        remote store's would cost a download, so it is saved again."""
+        folder = destinations.local_store_path(self.client.get_run(run_id).info.artifact_uri)
+        if folder is None:
+            return None
+        path = os.path.join(folder, "member", member_runs.MEMBER_MODEL)
+        return path if os.path.isfile(path) else None
 
     def set_version_tag(self, model_name, version, key, value):
         self.registry.set_version_tag(model_name, version, key, value)

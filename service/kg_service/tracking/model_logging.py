@@ -72,7 +72,7 @@ SERVING = {
 
 def log_pyfunc(
     mlflow, run_id, model, *, python_model, make_signature, code_paths,
-    pip_requirements, metadata=None, extra_artifacts=None,
+    pip_requirements, metadata=None, extra_artifacts=None, keras_file=None,
 ):
     """Logs `model` in `run_id` as the pyfunc model "model"; returns
     MLflow's `ModelInfo`.
@@ -86,6 +86,8 @@ def log_pyfunc(
         make_signature: `(mlflow, model) -> ModelSignature`.
         code_paths: files beside keras_gelu its model needs to load,
             relative to kg_service/.
+        keras_file: a `.keras` file `model.save` already wrote (the
+            member's own artifact), copied as it is; None: saved here.
     """
     # Keras at its point of use: mlflow_store imports this module, and a
     # wrong store must fail before TensorFlow loads (see mlflow_store).
@@ -93,8 +95,10 @@ def log_pyfunc(
 
     signature = make_signature(mlflow, model)
     with tempfile.TemporaryDirectory() as tmp:
-        keras_path = os.path.join(tmp, "model.keras")
-        model.save(keras_path)
+        keras_path = keras_file
+        if keras_path is None:
+            keras_path = os.path.join(tmp, "model.keras")
+            model.save(keras_path)
         artifacts = {"keras_model": keras_path, **(extra_artifacts or {})}
         with mlflow.start_run(run_id=run_id, nested=True), warnings.catch_warnings(
             record=True

@@ -115,3 +115,58 @@ def _write(path):
         'registry: {model_name: "tiny-{activation}"}\n'
     )
     return str(path)
+
+
+def _language_model():
+    from types import SimpleNamespace
+
+    from kg_service.tasks.language import model as lm
+
+    shape = SimpleNamespace(d_model=8, heads=2, hidden_units=[16], layer_norm=True,
+                            tie_embeddings=True, dropout=0.0, match_params=False)
+    return lm.build_language_model(shape, "geglu", SimpleNamespace(n_classes=11, context=6))
+
+
+@pytest.mark.parametrize(
+    "make, inputs",
+    [
+        (lambda: _model(keras.layers.Dense(3, activation="softmax")),
+         np.random.default_rng(1).normal(size=(5, 2)).astype("float32")),
+        (_language_model, np.random.default_rng(2).integers(0, 11, (3, 6)).astype("int32")),
+    ],
+    ids=["classifier", "language_model"],
+)
+def test_the_saved_model_written_is_the_one_keras_model_export_writes(tmp_path, make, inputs):
+    """`write_saved_model` against Keras' own `model.export`: the same
+    signatures (names, input specs, output specs), the same variables and
+    the same outputs, read back with `tf.saved_model.load`."""
+    import tensorflow as tf
+
+    model = make()
+    written = {}
+    for name, write in [
+        ("keras", lambda path: model.export(str(path), format="tf_saved_model", verbose=False)),
+        ("ours", lambda path: export.write_saved_model(model, path)),
+    ]:
+        with keras_gelu.xla_fusion(False):
+            write(tmp_path / name)
+        loaded = tf.saved_model.load(str(tmp_path / name))
+        signatures = {
+            key: (repr(f.structured_input_signature), repr(f.structured_outputs))
+            for key, f in loaded.signatures.items()
+        }
+        collections = {
+            c: sorted((v.name, v.numpy().tobytes()) for v in getattr(loaded, c))
+            for c in ("variables", "trainable_variables", "non_trainable_variables")
+        }
+        served = loaded.signatures["serving_default"](tf.constant(inputs))
+        written[name] = (signatures, collections, {k: v.numpy() for k, v in served.items()},
+                         loaded.serve(tf.constant(inputs)).numpy())
+    keras_signatures, keras_collections, keras_served, keras_serve = written["keras"]
+    signatures, collections, served, serve = written["ours"]
+    assert signatures == keras_signatures and set(signatures) == {"serve", "serving_default"}
+    assert collections == keras_collections and len(collections["variables"]) == len(model.variables)
+    assert served.keys() == keras_served.keys()
+    for key in served:
+        np.testing.assert_array_equal(served[key], keras_served[key])
+    np.testing.assert_array_equal(serve, keras_serve)

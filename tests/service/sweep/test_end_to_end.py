@@ -157,6 +157,26 @@ def test_sweep_registers_best_validation_seed_with_champion_alias(sweep):
         assert activation in version.description
 
 
+def test_the_registered_model_holds_the_members_own_keras_file(sweep, tmp_path):
+    """The served model's .keras is the champion member's `member/` file,
+    copied, not the model saved a second time (issue 17); the serving tests
+    load it and query it."""
+    import mlflow
+
+    _, _, uri = sweep
+    c = client(uri)
+    version = c.get_model_version_by_alias("tiny-gelu", "champion")
+    member = c.download_artifacts(version.run_id, "member/model.keras", str(tmp_path))
+    assert version.source.startswith("models:/")  # MLflow 3: the logged model's id
+    logged = c.get_logged_model(version.source.removeprefix("models:/"))
+    served = mlflow.artifacts.download_artifacts(
+        artifact_uri=f"{logged.artifact_location}/artifacts/model.keras",
+        dst_path=str(tmp_path / "served"), tracking_uri=uri,
+    )
+    with open(member, "rb") as a, open(served, "rb") as b:
+        assert a.read() == b.read()
+
+
 def test_registered_model_says_what_it_takes_and_returns(sweep):
     import mlflow
 
