@@ -6,6 +6,7 @@ import types
 
 import numpy as np
 import pytest
+from scipy import integrate
 from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
@@ -155,6 +156,49 @@ def test_superiority_plan_reaches_its_power_in_simulation_and_one_fewer_does_not
         return np.mean(np.abs(t) > st.t.ppf(0.975, k - 1))
 
     assert rejected(n) >= 0.8 - 0.01 and rejected(n - 1) < 0.8 + 0.01
+
+
+def _reference_tost_power(n, mean, sd, margin, alpha):
+    """TOST's power as planning.py computed it before issue 17, word for
+    word, through scipy.stats' distribution objects (~50x slower a call):
+    the reference the faster integrand must equal bit for bit."""
+    df = n - 1
+    c = st.t.ppf(1 - alpha, df)
+    root_n = math.sqrt(n)
+    se = sd / root_n
+    v_max = df * (margin * root_n / c / sd) ** 2
+
+    def given(v):
+        s = sd * math.sqrt(v / df)
+        half = margin - c * s / root_n
+        p = st.norm.cdf((half - mean) / se) - st.norm.cdf((-half - mean) / se)
+        return max(p, 0.0) * st.chi2.pdf(v, df)
+
+    value, _ = integrate.quad(given, 0.0, v_max, limit=200)
+    return float(min(max(value, 0.0), 1.0))
+
+
+@pytest.mark.parametrize("n, mean, sd, margin, alpha", [
+    (2, 0.0, 1.0, 0.8, 0.05), (3, 0.001, 0.004, 0.01, 0.05 / 7), (5, -0.004, 0.01, 0.005, 0.05),
+    (17, 0.3, 1.0, 0.8, 0.05 / 3), (64, 0.002, 0.01, 0.01, 0.01), (5000, 0.0, 0.002, 0.005, 0.05),
+])
+def test_tost_power_equals_the_scipy_stats_integrand_bit_for_bit(n, mean, sd, margin, alpha):
+    assert planning.tost_power(n, mean, sd, margin, alpha) == _reference_tost_power(
+        n, mean, sd, margin, alpha)
+
+
+@pytest.mark.parametrize("mean, sd, margin, alpha, power", [
+    (0.0, 1.0, 0.8, 0.05, 0.8), (0.002, 0.004, 0.01, 0.05 / 7, 0.8),
+    (-0.003, 0.002, 0.005, 0.05, 0.9), (0.1, 0.5, 0.9, 0.01, 0.8),
+    (0.0005, 0.01, 0.01, 0.05 / 28, 0.95),
+])
+def test_equivalence_seeds_are_the_least_n_the_reference_power_reaches(mean, sd, margin, alpha,
+                                                                        power):
+    """The plan equals the old algorithm's, the least n >= 2 whose power
+    (the reference integrand's) reaches `power`: n - 1 seeds fall short."""
+    n = planning.equivalence_seeds(mean, sd, margin, alpha, power)
+    assert n > 2 and _reference_tost_power(n, mean, sd, margin, alpha) >= power
+    assert _reference_tost_power(n - 1, mean, sd, margin, alpha) < power
 
 
 def test_equivalence_cannot_be_planned_when_the_mean_is_outside_the_margin():
