@@ -7,6 +7,7 @@ import types
 import numpy as np
 import pytest
 from scipy import integrate
+from scipy import optimize
 from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
@@ -106,6 +107,34 @@ def test_dz_interval_covers_the_true_effect_95_percent_of_the_time():
         hits += low <= delta <= high
     # Binomial sd at 0.95 over 400: 1.1 pp; 3.5 sd either side.
     assert 0.91 <= hits / reps <= 0.99
+
+
+def _reference_dz_interval(d, confidence):
+    """d_z's interval as stats.py computed it before issue 17, through
+    scipy.stats' nct.cdf (~50x dearer a call): the reference, bit for bit."""
+    n = len(d)
+    df, root_n = n - 1, math.sqrt(n)
+    t = float(np.mean(d) / np.std(d, ddof=1) * root_n)
+    tail = (1.0 - confidence) / 2.0
+
+    def solve(target):
+        f = lambda nc: float(st.nct.cdf(t, df, nc)) - target  # noqa: E731
+        direction = -1.0 if f(t) < 0 else 1.0
+        near, step = t, 0.5
+        far = near + direction * step
+        while f(far) * direction > 0:
+            near, step = far, step * 2
+            far = near + direction * step
+        return optimize.brentq(f, min(near, far), max(near, far), xtol=1e-10)
+
+    return solve(1.0 - tail) / root_n, solve(tail) / root_n
+
+
+@pytest.mark.parametrize("n, shift, confidence", [(2, 0.3, 0.95), (5, -1.2, 0.9), (12, 0.05, 0.99),
+                                                  (30, 2.5, 0.95)])
+def test_dz_interval_equals_scipy_stats_nct_inversion_bit_for_bit(n, shift, confidence):
+    d = np.random.default_rng(n).normal(shift, 1.0, n)
+    assert stats.dz_interval(d, confidence) == _reference_dz_interval(d, confidence)
 
 
 def test_wilcoxon_floor_is_where_scipy_first_reaches_alpha():
