@@ -6,8 +6,6 @@ import types
 
 import numpy as np
 import pytest
-from scipy import integrate
-from scipy import optimize
 from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
@@ -22,6 +20,7 @@ from kg_service.analysis import tables
 from kg_service.analysis import verdict_wording
 from kg_service.analysis import wording
 from kg_service.results import MemberResult
+from tests.service.analysis import scipy_reference
 from tests.service.analysis.members import member
 from tests.service.analysis.members import sweep
 
@@ -109,32 +108,11 @@ def test_dz_interval_covers_the_true_effect_95_percent_of_the_time():
     assert 0.91 <= hits / reps <= 0.99
 
 
-def _reference_dz_interval(d, confidence):
-    """d_z's interval as stats.py computed it before issue 17, through
-    scipy.stats' nct.cdf (~50x dearer a call): the reference, bit for bit."""
-    n = len(d)
-    df, root_n = n - 1, math.sqrt(n)
-    t = float(np.mean(d) / np.std(d, ddof=1) * root_n)
-    tail = (1.0 - confidence) / 2.0
-
-    def solve(target):
-        f = lambda nc: float(st.nct.cdf(t, df, nc)) - target  # noqa: E731
-        direction = -1.0 if f(t) < 0 else 1.0
-        near, step = t, 0.5
-        far = near + direction * step
-        while f(far) * direction > 0:
-            near, step = far, step * 2
-            far = near + direction * step
-        return optimize.brentq(f, min(near, far), max(near, far), xtol=1e-10)
-
-    return solve(1.0 - tail) / root_n, solve(tail) / root_n
-
-
 @pytest.mark.parametrize("n, shift, confidence", [(2, 0.3, 0.95), (5, -1.2, 0.9), (12, 0.05, 0.99),
                                                   (30, 2.5, 0.95)])
 def test_dz_interval_equals_scipy_stats_nct_inversion_bit_for_bit(n, shift, confidence):
     d = np.random.default_rng(n).normal(shift, 1.0, n)
-    assert stats.dz_interval(d, confidence) == _reference_dz_interval(d, confidence)
+    assert stats.dz_interval(d, confidence) == scipy_reference.dz_interval(d, confidence)
 
 
 def test_wilcoxon_floor_is_where_scipy_first_reaches_alpha():
@@ -187,32 +165,12 @@ def test_superiority_plan_reaches_its_power_in_simulation_and_one_fewer_does_not
     assert rejected(n) >= 0.8 - 0.01 and rejected(n - 1) < 0.8 + 0.01
 
 
-def _reference_tost_power(n, mean, sd, margin, alpha):
-    """TOST's power as planning.py computed it before issue 17, word for
-    word, through scipy.stats' distribution objects (~50x slower a call):
-    the reference the faster integrand must equal bit for bit."""
-    df = n - 1
-    c = st.t.ppf(1 - alpha, df)
-    root_n = math.sqrt(n)
-    se = sd / root_n
-    v_max = df * (margin * root_n / c / sd) ** 2
-
-    def given(v):
-        s = sd * math.sqrt(v / df)
-        half = margin - c * s / root_n
-        p = st.norm.cdf((half - mean) / se) - st.norm.cdf((-half - mean) / se)
-        return max(p, 0.0) * st.chi2.pdf(v, df)
-
-    value, _ = integrate.quad(given, 0.0, v_max, limit=200)
-    return float(min(max(value, 0.0), 1.0))
-
-
 @pytest.mark.parametrize("n, mean, sd, margin, alpha", [
     (2, 0.0, 1.0, 0.8, 0.05), (3, 0.001, 0.004, 0.01, 0.05 / 7), (5, -0.004, 0.01, 0.005, 0.05),
     (17, 0.3, 1.0, 0.8, 0.05 / 3), (64, 0.002, 0.01, 0.01, 0.01), (5000, 0.0, 0.002, 0.005, 0.05),
 ])
 def test_tost_power_equals_the_scipy_stats_integrand_bit_for_bit(n, mean, sd, margin, alpha):
-    assert planning.tost_power(n, mean, sd, margin, alpha) == _reference_tost_power(
+    assert planning.tost_power(n, mean, sd, margin, alpha) == scipy_reference.tost_power(
         n, mean, sd, margin, alpha)
 
 
@@ -226,8 +184,8 @@ def test_equivalence_seeds_are_the_least_n_the_reference_power_reaches(mean, sd,
     """The plan equals the old algorithm's, the least n >= 2 whose power
     (the reference integrand's) reaches `power`: n - 1 seeds fall short."""
     n = planning.equivalence_seeds(mean, sd, margin, alpha, power)
-    assert n > 2 and _reference_tost_power(n, mean, sd, margin, alpha) >= power
-    assert _reference_tost_power(n - 1, mean, sd, margin, alpha) < power
+    assert n > 2 and scipy_reference.tost_power(n, mean, sd, margin, alpha) >= power
+    assert scipy_reference.tost_power(n - 1, mean, sd, margin, alpha) < power
 
 
 def test_equivalence_cannot_be_planned_when_the_mean_is_outside_the_margin():
