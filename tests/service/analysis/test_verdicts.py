@@ -20,6 +20,7 @@ from kg_service.analysis import tables
 from kg_service.analysis import verdict_wording
 from kg_service.analysis import wording
 from kg_service.results import MemberResult
+from tests.service.analysis import scipy_reference
 from tests.service.analysis.members import member
 from tests.service.analysis.members import sweep
 
@@ -107,6 +108,13 @@ def test_dz_interval_covers_the_true_effect_95_percent_of_the_time():
     assert 0.91 <= hits / reps <= 0.99
 
 
+@pytest.mark.parametrize("n, shift, confidence", [(2, 0.3, 0.95), (5, -1.2, 0.9), (12, 0.05, 0.99),
+                                                  (30, 2.5, 0.95)])
+def test_dz_interval_equals_scipy_stats_nct_inversion_bit_for_bit(n, shift, confidence):
+    d = np.random.default_rng(n).normal(shift, 1.0, n)
+    assert stats.dz_interval(d, confidence) == scipy_reference.dz_interval(d, confidence)
+
+
 def test_wilcoxon_floor_is_where_scipy_first_reaches_alpha():
     for alpha in (0.05, 0.01, 0.1):
         reachable = [n for n in range(2, 12)
@@ -155,6 +163,29 @@ def test_superiority_plan_reaches_its_power_in_simulation_and_one_fewer_does_not
         return np.mean(np.abs(t) > st.t.ppf(0.975, k - 1))
 
     assert rejected(n) >= 0.8 - 0.01 and rejected(n - 1) < 0.8 + 0.01
+
+
+@pytest.mark.parametrize("n, mean, sd, margin, alpha", [
+    (2, 0.0, 1.0, 0.8, 0.05), (3, 0.001, 0.004, 0.01, 0.05 / 7), (5, -0.004, 0.01, 0.005, 0.05),
+    (17, 0.3, 1.0, 0.8, 0.05 / 3), (64, 0.002, 0.01, 0.01, 0.01), (5000, 0.0, 0.002, 0.005, 0.05),
+])
+def test_tost_power_equals_the_scipy_stats_integrand_bit_for_bit(n, mean, sd, margin, alpha):
+    assert planning.tost_power(n, mean, sd, margin, alpha) == scipy_reference.tost_power(
+        n, mean, sd, margin, alpha)
+
+
+@pytest.mark.parametrize("mean, sd, margin, alpha, power", [
+    (0.0, 1.0, 0.8, 0.05, 0.8), (0.002, 0.004, 0.01, 0.05 / 7, 0.8),
+    (-0.003, 0.002, 0.005, 0.05, 0.9), (0.1, 0.5, 0.9, 0.01, 0.8),
+    (0.0005, 0.01, 0.01, 0.05 / 28, 0.95),
+])
+def test_equivalence_seeds_are_the_least_n_the_reference_power_reaches(mean, sd, margin, alpha,
+                                                                        power):
+    """The plan equals the old algorithm's, the least n >= 2 whose power
+    (the reference integrand's) reaches `power`: n - 1 seeds fall short."""
+    n = planning.equivalence_seeds(mean, sd, margin, alpha, power)
+    assert n > 2 and scipy_reference.tost_power(n, mean, sd, margin, alpha) >= power
+    assert scipy_reference.tost_power(n - 1, mean, sd, margin, alpha) < power
 
 
 def test_equivalence_cannot_be_planned_when_the_mean_is_outside_the_margin():
