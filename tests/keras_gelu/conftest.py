@@ -8,8 +8,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
-from tests.keras_gelu import fresh_loads  # noqa: E402
-
 # JAX's persistent compilation cache for the JAX suite's own process too,
 # in the folder the fresh JAX load processes use (fresh_loads.py). Eager
 # JAX compiles op by op, and some programs come back under a new function
@@ -21,6 +19,8 @@ from tests.keras_gelu import fresh_loads  # noqa: E402
 # wins, as in fresh_loads.py.
 if keras.backend.backend() == "jax" and not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
     import jax  # noqa: E402
+
+    from tests.keras_gelu import fresh_loads  # noqa: E402
 
     jax.config.update(
         "jax_compilation_cache_dir", fresh_loads.JAX_CACHE["JAX_COMPILATION_CACHE_DIR"]
