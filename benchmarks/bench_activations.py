@@ -35,9 +35,10 @@ Sections:
   g. the tanh and sigmoid modes' kernels beside their previous forward
      forms, with their errors against the float64 formulas
      (`--sections modes`, issue 20);
-  h. each mode's kernel as shipped beside the exact mode's previous
-     forward and cheaper candidates (not shipped), with each one's largest
-     relative error (`--sections kernels`, issue 20, fifth round).
+  h. each mode's kernel as shipped beside the exact and tanh modes'
+     previous forwards and cheaper candidates (not shipped), with each
+     one's largest relative error and, on TensorFlow, its operations a
+     lane in XLA's optimized HLO (`--sections kernels`, issue 20).
 
 Absolute times drift on a shared machine; `--clock process` times the
 process's CPU time instead of the wall clock (steadier under load).
@@ -1092,16 +1093,14 @@ def bench_modes(harness, args, out):
 
 
 # --- h. Fifth round: each mode's kernel beside other forwards. -----------
-# Issue 20 item 4: each mode's forward as shipped, its previous forward and
-# cheaper candidates (not shipped), each with its mode's derivative kernel
-# unchanged (the derivative's tests bound its slope, not only its values:
-# section f). The candidates' polynomials, fitted for minimax relative
-# error by linear programming: exp(r) on |r| <= ln2 / 2 and 2**f on
-# |f| <= 1/2 by degree 4 (2.8e-6 each; degree 5: 7e-8).
+# Issue 20 item 4: each mode's forward as shipped, the exact and tanh
+# modes' previous forwards and cheaper candidates (not shipped), each with
+# its mode's derivative kernel unchanged (the derivative's tests bound its
+# slope, not only its values: section f). The candidates' polynomials, fitted for minimax relative
+# error by linear programming: exp(r) on |r| <= ln2 / 2 by degree 4
+# (2.8e-6; degree 5: 7e-8), 2**f by formulas._EXP2_MINIMAX_4.
 _EXP_MINIMAX_4 = (1.0, 0.9999671722992499, 0.5000320522529009, 0.1678723899865425,
                   0.04149833214210375)  # fmt: skip
-_EXP2_MINIMAX_4 = (1.0, 0.6931241184421075, 0.24024107278673373, 0.05590682995345042,
-                   0.009582576647333349)  # fmt: skip
 
 
 def _exact_forward(constants):
@@ -1142,8 +1141,8 @@ def _sigmoid_forward(polynomial):
 
 def kernel_candidates():
     """name -> (fn, options, mode): ReLU, each mode's kernel as shipped, the
-    exact mode's previous forward and the candidates (each with its mode's
-    derivative kernel)."""
+    exact and tanh modes' previous forwards and the candidates (each with
+    its mode's derivative kernel)."""
     from keras_gelu.activations import formulas as a
     from keras_gelu.activations import fusion
 
@@ -1155,8 +1154,8 @@ def kernel_candidates():
         "exact, previous forward ((4, 5) Mills rational)": ("none", _exact_forward(previous), grad),
         "exact, shipped with a degree-4 exp (not shipped)": ("none", _exact_forward(exp_4), grad),
         "exact, shipped, rebuilt here (same constants)": ("none", _exact_forward(shipped), grad),
-        "tanh, degree-4 2**f (not shipped)": ("tanh", _tanh_forward(_EXP2_MINIMAX_4), a._gelu_tanh_grad),
-        "sigmoid, degree-4 2**f (not shipped)": ("sigmoid", _sigmoid_forward(_EXP2_MINIMAX_4), a._gelu_sigmoid_grad),
+        "tanh, previous forward (degree-5 2**f)": ("tanh", _tanh_forward(a._EXP2_MINIMAX_5), a._gelu_tanh_grad),
+        "sigmoid, degree-4 2**f (not shipped)": ("sigmoid", _sigmoid_forward(a._EXP2_MINIMAX_4), a._gelu_sigmoid_grad),
     }
     candidates = {
         BASELINE: (ops.relu, {}, None),
