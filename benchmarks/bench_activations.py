@@ -35,8 +35,8 @@ Sections:
   g. the tanh and sigmoid modes' kernels beside their previous forward
      forms, with their errors against the float64 formulas
      (`--sections modes`, issue 20);
-  h. each mode's kernel as shipped beside the exact and tanh modes'
-     previous forwards and cheaper candidates (not shipped), with each
+  h. each mode's kernel as shipped beside the exact mode's previous
+     forward and cheaper candidates (not shipped), with each
      one's largest relative error and, on TensorFlow, its operations a
      lane in XLA's optimized HLO (`--sections kernels`, issue 20).
 
@@ -1093,14 +1093,16 @@ def bench_modes(harness, args, out):
 
 
 # --- h. Fifth round: each mode's kernel beside other forwards. -----------
-# Issue 20 item 4: each mode's forward as shipped, the exact and tanh
-# modes' previous forwards and cheaper candidates (not shipped), each with
+# Issue 20 item 4: each mode's forward as shipped, the exact mode's
+# previous forward and cheaper candidates (not shipped), each with
 # its mode's derivative kernel unchanged (the derivative's tests bound its
 # slope, not only its values: section f). The candidates' polynomials, fitted for minimax relative
-# error by linear programming: exp(r) on |r| <= ln2 / 2 by degree 4
-# (2.8e-6; degree 5: 7e-8), 2**f by formulas._EXP2_MINIMAX_4.
+# error by linear programming: exp(r) on |r| <= ln2 / 2 and 2**f on
+# |f| <= 1/2 by degree 4 (2.8e-6 each; degree 5: 7e-8).
 _EXP_MINIMAX_4 = (1.0, 0.9999671722992499, 0.5000320522529009, 0.1678723899865425,
                   0.04149833214210375)  # fmt: skip
+_EXP2_MINIMAX_4 = (1.0, 0.6931241184421075, 0.24024107278673373, 0.05590682995345042,
+                   0.009582576647333349)  # fmt: skip
 
 
 def _exact_forward(constants):
@@ -1141,8 +1143,8 @@ def _sigmoid_forward(polynomial):
 
 def kernel_candidates():
     """name -> (fn, options, mode): ReLU, each mode's kernel as shipped, the
-    exact and tanh modes' previous forwards and the candidates (each with
-    its mode's derivative kernel)."""
+    exact mode's previous forward and the candidates (each with its mode's
+    derivative kernel)."""
     from keras_gelu.activations import formulas as a
     from keras_gelu.activations import fusion
 
@@ -1154,8 +1156,9 @@ def kernel_candidates():
         "exact, previous forward ((4, 5) Mills rational)": ("none", _exact_forward(previous), grad),
         "exact, shipped with a degree-4 exp (not shipped)": ("none", _exact_forward(exp_4), grad),
         "exact, shipped, rebuilt here (same constants)": ("none", _exact_forward(shipped), grad),
-        "tanh, previous forward (degree-5 2**f)": ("tanh", _tanh_forward(a._EXP2_MINIMAX_5), a._gelu_tanh_grad),
-        "sigmoid, degree-4 2**f (not shipped)": ("sigmoid", _sigmoid_forward(a._EXP2_MINIMAX_4), a._gelu_sigmoid_grad),
+        "tanh, shipped, rebuilt here (degree-5 2**f)": ("tanh", _tanh_forward(a._EXP2_MINIMAX_5), a._gelu_tanh_grad),
+        "tanh, degree-4 2**f (not shipped)": ("tanh", _tanh_forward(_EXP2_MINIMAX_4), a._gelu_tanh_grad),
+        "sigmoid, degree-4 2**f (not shipped)": ("sigmoid", _sigmoid_forward(_EXP2_MINIMAX_4), a._gelu_sigmoid_grad),
     }
     candidates = {
         BASELINE: (ops.relu, {}, None),
@@ -1218,7 +1221,7 @@ def bench_kernels(harness, args, out):
     targets = {None: (None, None), "none": EXACT_TARGET, "tanh": APPROXIMATE_TARGET, "sigmoid": APPROXIMATE_TARGET}
     rows = [(n, fwd[n], fwd_bwd[n], targets[mode]) for n, (_, _, mode) in candidates.items()]
     out(
-        f"#### h. Each mode's kernel beside cheaper forwards, {args.size:,} float32 "
+        f"#### h. Each mode's kernel beside its previous forward and cheaper ones, {args.size:,} float32 "
         f"elements ({harness.name})\n"
     )
     out(_table(rows))
@@ -1226,6 +1229,21 @@ def bench_kernels(harness, args, out):
         name: _kernel_error(fn, mode, harness)
         for name, (fn, _, mode) in list(candidates.items())[1:]
     }
+    pairs = [
+        ("exact, shipped / previous", "exact, shipped, rebuilt here (same constants)",
+         "exact, previous forward ((4, 5) Mills rational)"),
+        ("tanh, degree-4 / shipped", "tanh, degree-4 2**f (not shipped)", "tanh, shipped, rebuilt here (degree-5 2**f)"),
+    ]  # fmt: skip
+    out(
+        "\nSame rounds, one forward against another, both built here "
+        "(median of the per-round time ratios, [interquartile range]): "
+        + "; ".join(
+            f"{mode} forward {_summary([a / b for a, b in zip(fwd[new], fwd[old])])}, "
+            f"forward+backward {_summary([a / b for a, b in zip(fwd_bwd[new], fwd_bwd[old])])}"
+            for mode, new, old in pairs
+        )
+        + "."
+    )
     if BACKEND == "tensorflow":
         counts = {
             name: (hlo_operations(fn), hlo_operations(fn, gradient=True))

@@ -348,18 +348,6 @@ _EXP2_MINIMAX_5 = (
     0.009674951930205714,
     0.0013202982320091221,
 )
-# The tanh mode's forward: degree 4 (2.8e-6, same fit; issue 20, fifth
-# round). Two operations a lane fewer; the mode's largest relative error
-# against float64 x * sigmoid(2u) 7.8e-6 -> 1.0e-5, inside its 2e-5
-# (docs/benchmarks.md, section h). The sigmoid mode keeps degree 5: its
-# 3.5e-6 would become 6.2e-6, past the 5e-6 its tests hold it to.
-_EXP2_MINIMAX_4 = (
-    1.0,
-    0.6931241184421075,
-    0.24024107278673373,
-    0.05590682995345042,
-    0.009582576647333349,
-)
 
 
 def _exp2(w, polynomial=_EXP2_MINIMAX_5):
@@ -386,7 +374,7 @@ def _gelu_tanh(x):
         return _gelu_tanh_saturating(x)
     x = ops.maximum(x, -11.0)
     w = ops.clip(x * (_TANH_W_LINEAR + _TANH_W_CUBIC * (x * x)), -127.0, 128.0)
-    return x / (1.0 + _exp2(w, _EXP2_MINIMAX_4))
+    return x / (1.0 + _exp2(w))
 
 
 _gelu_tanh_grad = _clipped(_gelu_tanh_grad_formula, TANH_CLIP)
