@@ -1094,11 +1094,12 @@ def bench_modes(harness, args, out):
 
 # --- h. Fifth round: each mode's kernel beside other forwards. -----------
 # Issue 20 item 4: each mode's forward as shipped, the exact mode's
-# previous forward and cheaper candidates (not shipped), each with
-# its mode's derivative kernel unchanged (the derivative's tests bound its
-# slope, not only its values: section f). The candidates' polynomials, fitted for minimax relative
-# error by linear programming: exp(r) on |r| <= ln2 / 2 and 2**f on
-# |f| <= 1/2 by degree 4 (2.8e-6 each; degree 5: 7e-8).
+# previous forward and cheaper candidates (not shipped), each with its
+# mode's derivative kernel unchanged (the derivative's tests bound its
+# slope, not only its values: section f). The candidates' polynomials,
+# fitted for minimax relative error by linear programming: exp(r) on
+# |r| <= ln2 / 2 and 2**f on |f| <= 1/2 by degree 4 (2.8e-6 each;
+# degree 5: 7e-8).
 _EXP_MINIMAX_4 = (1.0, 0.9999671722992499, 0.5000320522529009, 0.1678723899865425,
                   0.04149833214210375)  # fmt: skip
 _EXP2_MINIMAX_4 = (1.0, 0.6931241184421075, 0.24024107278673373, 0.05590682995345042,
