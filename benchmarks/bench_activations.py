@@ -34,7 +34,11 @@ Sections:
      (`--sections exact_parts`);
   g. the tanh and sigmoid modes' kernels beside their previous forward
      forms, with their errors against the float64 formulas
-     (`--sections modes`, issue 20).
+     (`--sections modes`, issue 20);
+  h. each mode's kernel as shipped beside the exact mode's previous
+     forward and cheaper candidates (not shipped), with each
+     one's largest relative error and, on TensorFlow, its operations a
+     lane in XLA's optimized HLO (`--sections kernels`, issue 20).
 
 Absolute times drift on a shared machine; `--clock process` times the
 process's CPU time instead of the wall clock (steadier under load).
@@ -975,7 +979,7 @@ def exact_parts_candidates():
         "this kernel, no exp (g -> 1 - t²/2: time only)": _this_variant(gaussian=lambda t: 1.0 - 0.5 * t * t),
         "this kernel, no rational (m -> 0.4: time only)": _this_variant(mills=lambda t: 0.4),
         "this kernel, no division (P·Q for P/Q: time only)": _this_variant(
-            mills=lambda t: a._horner(t, a._GAUSS_FORWARD[2]) * a._horner_monic(t, a._MILLS_Q_MONIC)
+            mills=lambda t: a._horner(t, a._GAUSS_FORWARD[2]) * a._horner_monic(t, a._GAUSS_FORWARD[3])
         ),
     }
     candidates = {
@@ -1088,6 +1092,180 @@ def bench_modes(harness, args, out):
     )
 
 
+# --- h. Fifth round: each mode's kernel beside other forwards. -----------
+# Issue 20 item 4: each mode's forward as shipped, the exact mode's
+# previous forward and cheaper candidates (not shipped), each with its
+# mode's derivative kernel unchanged (the derivative's tests bound its
+# slope, not only its values: section f). The candidates' polynomials,
+# fitted for minimax relative error by linear programming: exp(r) on
+# |r| <= ln2 / 2 and 2**f on |f| <= 1/2 by degree 4 (2.8e-6 each;
+# degree 5: 7e-8).
+_EXP_MINIMAX_4 = (1.0, 0.9999671722992499, 0.5000320522529009, 0.1678723899865425,
+                  0.04149833214210375)  # fmt: skip
+_EXP2_MINIMAX_4 = (1.0, 0.6931241184421075, 0.24024107278673373, 0.05590682995345042,
+                   0.009582576647333349)  # fmt: skip
+
+
+def _exact_forward(constants):
+    """keras_gelu's compiled exact forward with `constants`
+    (formulas._gauss_constants)."""
+    from keras_gelu.activations import formulas as a
+
+    def forward(x):
+        t, g, m, _ = a._compiled_gaussian_and_mills(ops.abs(x), constants)
+        return ops.maximum(x, 0.0) - (t * m) * g
+
+    return forward
+
+
+def _tanh_forward(polynomial):
+    """keras_gelu's compiled tanh forward with `polynomial` for 2**f."""
+    from keras_gelu.activations import formulas as a
+
+    def forward(x):
+        x = ops.maximum(x, -11.0)
+        w = ops.clip(x * (a._TANH_W_LINEAR + a._TANH_W_CUBIC * (x * x)), -127.0, 128.0)
+        return x / (1.0 + a._exp2(w, polynomial))
+
+    return forward
+
+
+def _sigmoid_forward(polynomial):
+    """keras_gelu's compiled sigmoid forward with `polynomial` for 2**f."""
+    from keras_gelu.activations import formulas as a
+
+    def forward(x):
+        x = ops.maximum(x, -a.SIGMOID_CLIP)
+        w = ops.clip(x * (-a.SIGMOID_SCALE * a._LOG2E), -127.0, 128.0)
+        return x / (1.0 + a._exp2(w, polynomial))
+
+    return forward
+
+
+def kernel_candidates():
+    """name -> (fn, options, mode): ReLU, each mode's kernel as shipped, the
+    exact mode's previous forward and the candidates (each with its mode's
+    derivative kernel)."""
+    from keras_gelu.activations import formulas as a
+    from keras_gelu.activations import fusion
+
+    shipped = a._GAUSS_FORWARD
+    previous = a._gauss_constants(a._EXP_MINIMAX_5)
+    exp_4 = a._gauss_constants(_EXP_MINIMAX_4, a._MILLS_34_P, a._MILLS_34_Q)
+    grad = a._gelu_exact_grad
+    variants = {
+        "exact, previous forward ((4, 5) Mills rational)": ("none", _exact_forward(previous), grad),
+        "exact, shipped with a degree-4 exp (not shipped)": ("none", _exact_forward(exp_4), grad),
+        "exact, shipped, rebuilt here (same constants)": ("none", _exact_forward(shipped), grad),
+        "tanh, shipped, rebuilt here (degree-5 2**f)": ("tanh", _tanh_forward(a._EXP2_MINIMAX_5), a._gelu_tanh_grad),
+        "tanh, degree-4 2**f (not shipped)": ("tanh", _tanh_forward(_EXP2_MINIMAX_4), a._gelu_tanh_grad),
+        "sigmoid, degree-4 2**f (not shipped)": ("sigmoid", _sigmoid_forward(_EXP2_MINIMAX_4), a._gelu_sigmoid_grad),
+    }
+    candidates = {
+        BASELINE: (ops.relu, {}, None),
+        "exact, keras_gelu.gelu (as shipped)": (keras_gelu.gelu, {}, "none"),
+        "tanh, keras_gelu.gelu_tanh (as shipped)": (keras_gelu.gelu_tanh, {}, "tanh"),
+        "sigmoid, keras_gelu.gelu_sigmoid (as shipped)": (keras_gelu.gelu_sigmoid, {}, "sigmoid"),
+    }
+    for k, (name, (mode, forward, derivative)) in enumerate(variants.items()):
+        candidates[name] = (fusion.fused(f"bench_kernels_{k}", forward, derivative), {}, mode)
+    return candidates
+
+
+def _kernel_error(fn, mode, harness):
+    """Largest relative error of `fn`'s compiled forward: exact mode against
+    float64 x·Φ(x) where GELU is a normal float32 (x in [-13.14, 12]); the
+    other modes against float64 x·σ(2u) / x·σ(1.702x) on [-130, 130] where
+    that is >= 1e-30."""
+    if mode == "none":
+        return _worst_relative_error(fn, harness)
+    x = np.linspace(-130.0, 130.0, 400_001).astype(np.float32)
+    x64 = x.astype(np.float64)
+    scale = 2.0 * math.sqrt(2.0 / math.pi) * (1.0 + 0.044715 * x64**2) if mode == "tanh" else _SIGMOID_SCALE
+    with np.errstate(over="ignore"):
+        expected = x64 / (1.0 + np.exp(-scale * x64))
+    step = harness.forward(fn, harness.tensor(x))
+    y = np.asarray(ops.convert_to_numpy(harness.sync(step())), np.float64)
+    keep = np.abs(expected) >= 1e-30
+    return float(np.max(np.abs(y[keep] / expected[keep] - 1.0)))
+
+
+_NOT_A_LANE_OPERATION = {"parameter", "constant", "broadcast", "fusion", "tuple", "get-tuple-element", "bitcast", "copy"}
+
+
+def hlo_operations(fn, gradient=False):
+    """TensorFlow: operations a lane in XLA's optimized HLO of `fn`'s
+    forward (or of its vector-Jacobian product alone), compiled whole;
+    constants, broadcasts and bitcasts of layout not counted. A multiply
+    and an add are two (XLA's CPU backend does not contract them to FMAs)."""
+    import re
+
+    import tensorflow as tf
+
+    def vjp(x, dy):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        return tape.gradient(y, x, output_gradients=dy)
+
+    x = tf.constant(np.linspace(-3.0, 3.0, 1024, dtype=np.float32))
+    step = tf.function(vjp if gradient else (lambda x: fn(x)), jit_compile=True, autograph=False)
+    hlo = step.experimental_get_compiler_ir(*((x, x) if gradient else (x,)))(stage="optimized_hlo")
+    ops_found = re.findall(r"= \S+ ([a-z][\w-]*)\(", hlo)
+    return sum(1 for op in ops_found if op not in _NOT_A_LANE_OPERATION)
+
+
+def bench_kernels(harness, args, out):
+    candidates = kernel_candidates()
+    timed = {name: (fn, options) for name, (fn, options, _) in candidates.items()}
+    fwd, fwd_bwd, fwd_base, fwd_bwd_base = _time_on_normal_inputs(harness, timed, args, seed=8)
+    targets = {None: (None, None), "none": EXACT_TARGET, "tanh": APPROXIMATE_TARGET, "sigmoid": APPROXIMATE_TARGET}
+    rows = [(n, fwd[n], fwd_bwd[n], targets[mode]) for n, (_, _, mode) in candidates.items()]
+    out(
+        f"#### h. Each mode's kernel beside its previous forward and cheaper ones, {args.size:,} float32 "
+        f"elements ({harness.name})\n"
+    )
+    out(_table(rows))
+    errors = {
+        name: _kernel_error(fn, mode, harness)
+        for name, (fn, _, mode) in list(candidates.items())[1:]
+    }
+    pairs = [
+        ("exact, shipped / previous", "exact, shipped, rebuilt here (same constants)",
+         "exact, previous forward ((4, 5) Mills rational)"),
+        ("tanh, degree-4 / shipped", "tanh, degree-4 2**f (not shipped)", "tanh, shipped, rebuilt here (degree-5 2**f)"),
+    ]  # fmt: skip
+    out(
+        "\nSame rounds, one forward against another, both built here "
+        "(median of the per-round time ratios, [interquartile range]): "
+        + "; ".join(
+            f"{mode} forward {_summary([a / b for a, b in zip(fwd[new], fwd[old])])}, "
+            f"forward+backward {_summary([a / b for a, b in zip(fwd_bwd[new], fwd_bwd[old])])}"
+            for mode, new, old in pairs
+        )
+        + "."
+    )
+    if BACKEND == "tensorflow":
+        counts = {
+            name: (hlo_operations(fn), hlo_operations(fn, gradient=True))
+            for name, (fn, _, _) in candidates.items()
+        }
+        out(
+            "\nOperations a lane in XLA's optimized HLO, forward / backward (the "
+            "vector-Jacobian product alone, dy times f'(x)), each compiled whole: "
+            + "; ".join(f"{name}: {f} / {b}" for name, (f, b) in counts.items())
+            + "."
+        )
+    out(
+        f"\nReLU absolute (median): forward {_ms(_median(fwd_base))}, forward+backward "
+        f"{_ms(_median(fwd_bwd_base))}. Largest relative error, as compiled here (exact: "
+        f"against float64 x·Φ(x) where GELU is a normal float32; tanh, sigmoid: against "
+        f"float64 x·σ(2u), x·σ(1.702x) on [−130, 130] where ≥ 1e-30): "
+        + "; ".join(f"{name}: {error:.1e}" for name, error in errors.items())
+        + ".\n"
+    )
+
+
 # --- CLI. ------------------------------------------------------------------
 
 SECTIONS = {
@@ -1098,6 +1276,7 @@ SECTIONS = {
     "exact_history": bench_exact_history,
     "exact_parts": bench_exact_parts,
     "modes": bench_modes,
+    "kernels": bench_kernels,
 }
 
 

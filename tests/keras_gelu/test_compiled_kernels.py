@@ -131,3 +131,23 @@ def test_compiled_limits_at_infinity_and_nan(name, dtype):
     assert np.isnan(y[1])
     g = compiled_grad(fn, EDGES)
     np.testing.assert_array_equal(g[[0, 2]], [0.0, 1.0])
+
+
+def test_compiled_forward_mills_rational_matches_scipy_on_the_clipped_range():
+    # The compiled exact forward's (3, 4) rational (issue 20, fifth round)
+    # against scipy's Mills ratio Phi(-t) / phi(t) = sqrt(pi / 2) erfcx(t /
+    # sqrt 2), in float64: within its fit wherever t is not clipped, and
+    # below R near GELU's minimum (x = -0.7518), as fitted.
+    from scipy import special
+
+    from keras_gelu.activations import formulas
+
+    t = np.linspace(0.0, np.sqrt(176.0), 200_001)
+    mills = np.sqrt(np.pi / 2.0) * special.erfcx(t / np.sqrt(2.0))
+    fitted = np.polyval(formulas._MILLS_34_P[::-1], t) / np.polyval(
+        formulas._MILLS_34_Q[::-1], t
+    )
+    relative = fitted / mills - 1.0
+    assert np.max(np.abs(relative)) <= 5e-7
+    near_minimum = (t >= 0.55) & (t <= 0.95)
+    assert np.all(relative[near_minimum] <= -0.99e-7)
