@@ -10,9 +10,20 @@ runs are interleaved (A B C A B C ...) and each model's median tokens/s is
 compared, so drift of this shared machine hits every model alike. After
 the last round every model has taken the same steps on the same windows,
 and its validation loss is printed beside its speed (issue 20 §2: faster
-at an equal loss). One more row is kg-train's model with a fused
-query-key-value projection (`FusedSelfAttention` below, the same
-weights), to measure whether fusing pays.
+at an equal loss). kg-train's model projects query, key and value in one
+matmul (`lm_layers.FusedSelfAttention`, issue 20 §2); one more row is the
+same model with Keras' own `MultiHeadAttention` (separate projections, the
+same weights), to measure what fusing pays.
+
+`--variants` adds rows for what else might pay (issue 20 §2 and §3): the
+kg-train model with GPT-2's initializer family, N(0, 0.02) (so the loss
+column compares like with like), MultiHeadAttention's einsum attention
+instead of `ops.dot_product_attention`, the exact GELU formula op by op
+(no nested XLA kernel), and on TensorFlow each model again compiled by
+XLA (`jit_compile=True`), interleaved with the rest; each is paired with
+its counterpart in the step ratios printed below the table:
+
+    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py --variants
 
     KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py
     KERAS_BACKEND=jax .venv/bin/python benchmarks/bench_language_model.py
@@ -295,80 +306,6 @@ def main():
     args.repeats = args.repeats or 5
     return versus_gpt2(args)
 
-class FusedSelfAttention(keras.layers.MultiHeadAttention):
-    """Keras' `MultiHeadAttention`, its causal self-attention with one fused
-    query-key-value projection (issue 20 §2: measured here, not adopted).
-
-    The weights are MultiHeadAttention's own, the same variables, shapes,
-    names and order (query, key and value kernels `(d, H, K)` with biases
-    `(H, K)`, output kernel `(H, K, d)` and bias `(d,)`), so a saved model,
-    the stacked model (`stacked.py`), the attention-entropy probe and
-    anything that reads MultiHeadAttention's weights read these unchanged.
-    Only `layer(x, x, use_causal_mask=True)` without dropout, masks or
-    scores is computed differently: the three kernels side by side,
-    `x @ [Wq | Wk | Wv]`, one matmul instead of three, then the same
-    `ops.dot_product_attention(..., is_causal=True)` call and the output
-    projection as one matmul. Every other call (the probe's
-    `return_attention_scores=True`, dropout in training, a mask) is
-    MultiHeadAttention's. The table's validation-loss column shows it
-    trains as the model with separate projections (the same weights).
-    """
-
-    def call(self, query, value, key=None, attention_mask=None,
-             return_attention_scores=False, training=None, use_causal_mask=False, **kwargs):
-        fused = (
-            use_causal_mask
-            and value is query
-            and (key is None or key is query)
-            and attention_mask is None
-            and not return_attention_scores
-            and not kwargs
-            and self._dropout == 0
-            and not getattr(self, "_use_gate", False)
-            and getattr(self, "_sliding_window", None) is None
-            and len(query.shape) == 3
-            and getattr(query, "_keras_mask", None) is None
-        )
-        if not fused:
-            return super().call(
-                query, value, key=key, attention_mask=attention_mask,
-                return_attention_scores=return_attention_scores, training=training,
-                use_causal_mask=use_causal_mask, **kwargs,
-            )
-        return self._fused_causal(query)
-
-    def _fused_causal(self, x):
-        projections = (self._query_dense, self._key_dense, self._value_dense)
-        d = x.shape[-1]
-        widths = [self._num_heads * self._key_dim] * 2 + [self._num_heads * self._value_dim]
-        kernel = ops.concatenate(
-            [ops.reshape(p.kernel, (d, w)) for p, w in zip(projections, widths)], axis=-1
-        )
-        shape = ops.shape(x)
-        # 2-D matmuls, (batch * t, d) @ (d, n): TensorFlow runs a 3-D @ 2-D
-        # matmul as a broadcast batched one (1.8x this layer's step time).
-        y = ops.matmul(ops.reshape(x, (-1, d)), ops.cast(kernel, x.dtype))
-        if self._use_bias:
-            bias = ops.concatenate([ops.reshape(p.bias, (w,)) for p, w in zip(projections, widths)])
-            y = y + ops.cast(bias, y.dtype)
-        q, k, v = ops.split(y, [widths[0], widths[0] + widths[1]], axis=-1)
-        rows = (shape[0], shape[1], self._num_heads)
-        out = ops.dot_product_attention(
-            ops.reshape(q, rows + (self._key_dim,)),
-            ops.reshape(k, rows + (self._key_dim,)),
-            ops.reshape(v, rows + (self._value_dim,)),
-            scale=self._inverse_sqrt_key_dim,
-            is_causal=True,
-            flash_attention=self._flash_attention,
-        )
-        out = ops.reshape(out, (-1, widths[2]))
-        output = self._output_dense
-        y = ops.matmul(out, ops.cast(ops.reshape(output.kernel, (widths[2], d)), out.dtype))
-        if self._use_bias:
-            y = y + ops.cast(output.bias, y.dtype)
-        return ops.reshape(y, (shape[0], shape[1], d))
-
-
 class EinsumAttention(keras.layers.MultiHeadAttention):
     """Keras' `MultiHeadAttention` on its einsum path (scaled query, scores,
     masked softmax, weighted values), not `ops.dot_product_attention`: the
@@ -385,7 +322,7 @@ def with_attention(model, cls):
     """`model` with every attention layer a `cls` (the same weights, copied)."""
 
     def clone(layer):
-        kind = cls if type(layer) is keras.layers.MultiHeadAttention else type(layer)
+        kind = cls if isinstance(layer, keras.layers.MultiHeadAttention) else type(layer)
         return kind.from_config(layer.get_config())
 
     copy = keras.models.clone_model(model, clone_function=clone)
@@ -393,10 +330,11 @@ def with_attention(model, cls):
     return copy
 
 
-def fused_qkv(model):
-    """`model` with every attention layer a `FusedSelfAttention` (the same
-    weights, copied): the fused query-key-value projection, measured."""
-    return with_attention(model, FusedSelfAttention)
+def separate_qkv(model):
+    """`model` with Keras' own `MultiHeadAttention` (query, key and value
+    projected by three EinsumDense layers) in place of kg-train's
+    `FusedSelfAttention` (the same weights, copied): what fusing saves."""
+    return with_attention(model, keras.layers.MultiHeadAttention)
 
 
 def gpt2_initialized(model, seed=0):
@@ -441,8 +379,8 @@ def versus_gpt2(args):
     # name -> (model, jit_compile, keras_gelu.xla_fusion); interleaved in this order.
     models = {base: (gpt2(*dims), jit, True),
               "kg-train LM, gelu_tanh": (kg_model("gelu_tanh", *dims), jit, True)}
-    fused = "kg-train LM, gelu_tanh, fused QKV"
-    models[fused] = (fused_qkv(models["kg-train LM, gelu_tanh"][0]), jit, True)
+    separate = "kg-train LM, gelu_tanh, separate Q, K, V (MultiHeadAttention)"
+    models[separate] = (separate_qkv(models["kg-train LM, gelu_tanh"][0]), jit, True)
     models["kg-train LM, gelu (exact)"] = (kg_model("gelu", *dims), jit, True)
     models["kg-train LM, relu"] = (kg_model("relu", *dims), jit, True)
     unfused = "kg-train LM, gelu (exact), formula op by op"
@@ -451,28 +389,27 @@ def versus_gpt2(args):
     # issue 20 §2 (b), (c): what else pays, and the initializers made equal.
     pairs = [("GELU (exact) / ReLU", "kg-train LM, gelu (exact)", "kg-train LM, relu"),
              ("GELU (tanh) / ReLU", "kg-train LM, gelu_tanh", "kg-train LM, relu"),
-             ("fused QKV / separate Q, K, V (gelu_tanh)", fused, "kg-train LM, gelu_tanh")]
+             ("fused QKV / separate Q, K, V (gelu_tanh)", "kg-train LM, gelu_tanh", separate)]
     if args.kernels or args.variants:
         pairs.append(("GELU (exact, formula op by op, no nested XLA kernel) / ReLU",
                       unfused, "kg-train LM, relu"))
     if args.variants:
         init = "kg-train LM, gelu_tanh, N(0, 0.02) init"
         models[init] = (gpt2_initialized(kg_model("gelu_tanh", *dims)), jit, True)
-        models[init + ", fused QKV"] = (fused_qkv(models[init][0]), jit, True)
+        models[init + ", separate Q, K, V"] = (separate_qkv(models[init][0]), jit, True)
         einsum = "kg-train LM, gelu (exact), einsum attention"
         models[einsum] = (with_attention(models["kg-train LM, gelu (exact)"][0],
                                          EinsumAttention), jit, True)
         pairs += [("einsum attention / ops.dot_product_attention (gelu exact)",
                    einsum, "kg-train LM, gelu (exact)"),
                   ("fused QKV / separate (gelu_tanh, N(0, 0.02) init)",
-                   init + ", fused QKV", init),
+                   init, init + ", separate Q, K, V"),
                   ("GELU (exact) / GELU (tanh)", "kg-train LM, gelu (exact)",
                    "kg-train LM, gelu_tanh")]
         if keras.backend.backend() == "tensorflow" and not args.xla:  # JAX: always XLA
             copies = {base: lambda: gpt2(*dims),
                       "kg-train LM, gelu_tanh": lambda: kg_model("gelu_tanh", *dims),
-                      fused: lambda: with_attention(kg_model("gelu_tanh", *dims),
-                                                    FusedSelfAttention),
+                      separate: lambda: separate_qkv(kg_model("gelu_tanh", *dims)),
                       "kg-train LM, gelu (exact)": lambda: kg_model("gelu", *dims),
                       "kg-train LM, relu": lambda: kg_model("relu", *dims)}
             for name, build in copies.items():  # the same weights, compiled by XLA
