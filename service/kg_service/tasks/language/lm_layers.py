@@ -102,8 +102,11 @@ class FusedSelfAttention(keras.layers.MultiHeadAttention):
 
     as two 2-D matmuls around the same `ops.dot_product_attention(...,
     is_causal=True)` call that MultiHeadAttention makes, instead of four
-    EinsumDense layers (measured in docs/benchmarks.md with
-    `benchmarks/bench_language_model.py`). The weights are
+    EinsumDense layers. Not built by `model.py`: measured with
+    `benchmarks/bench_language_model.py` (its fused QKV row), it was 0.88x
+    to 1.04x MultiHeadAttention's step on TensorFlow but 1.07x and 1.17x
+    on JAX (docs/benchmarks.md, issue 20 §2), so the model keeps Keras'
+    layer; switching is one line in `model.py`. The weights are
     MultiHeadAttention's own (the same variables, names, shapes and order),
     so a saved model, the stacked model (`stacked.py` matches
     MultiHeadAttention along the MRO) and the attention-entropy probe read

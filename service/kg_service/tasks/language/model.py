@@ -3,14 +3,13 @@
 `build_language_model` is GPT-2's layout at any size: byte embedding +
 learned positions, then one block per width w in `model.hidden_units`:
 
-    x = x + MultiHeadAttention(LN(x), causal)   (lm_layers.FusedSelfAttention)
+    x = x + MultiHeadAttention(LN(x), causal)
     x = x + keras_gelu.FeedForward(w, activation, output_dim=d)(LN(x))
 
 then a final LN and the logits, through the token embedding transposed
 (`model.tie_embeddings`) or a Dense head. `model.layer_norm: false` removes
 every LayerNorm ("normalization-free", as in the paper). Every Keras piece
-is Keras' own (the attention is `MultiHeadAttention` with its query, key
-and value projected in one matmul, its variables unchanged), the FFN is
+is Keras' own (`MultiHeadAttention` with `use_causal_mask`), the FFN is
 keras_gelu's, so any activation of `keras_gelu.names()` fits, gated ones
 parameter-matched with `model.match_params`.
 """
@@ -53,7 +52,7 @@ def build_language_model(model_cfg, activation, corpus, dtype=None, name=None):
     )(x)
     for i, width in enumerate(model_cfg.hidden_units):
         h = _norm(x, model_cfg, f"block_{i}_attention_norm", dtype)
-        attended = lm_layers.FusedSelfAttention(
+        attended = keras.layers.MultiHeadAttention(
             model_cfg.heads,
             key_dim=d // model_cfg.heads,
             dropout=model_cfg.dropout,
