@@ -10,10 +10,9 @@ runs are interleaved (A B C A B C ...) and each model's median tokens/s is
 compared, so drift of this shared machine hits every model alike. After
 the last round every model has taken the same steps on the same windows,
 and its validation loss is printed beside its speed (issue 20 §2: faster
-at an equal loss). kg-train's model projects query, key and value in one
-matmul (`lm_layers.FusedSelfAttention`, issue 20 §2); one more row is the
-same model with Keras' own `MultiHeadAttention` (separate projections, the
-same weights), to measure what fusing pays.
+at an equal loss). One more row is kg-train's model with a fused
+query-key-value projection (`lm_layers.FusedSelfAttention`, the same
+weights; not what model.py builds), to measure whether fusing pays.
 
 `--variants` adds rows for what else might pay (issue 20 §2 and §3): the
 kg-train model with GPT-2's initializer family, N(0, 0.02) (so the loss
@@ -291,6 +290,9 @@ def main():
     parser.add_argument("--variants", action="store_true",
                         help="add rows: GPT-2's N(0, 0.02) init, einsum attention, the "
                              "formula op by op, and (TensorFlow) XLA beside auto")
+    parser.add_argument("--only", default="",
+                        help="comma-separated parts of row names: time only those rows "
+                             "(and GPT2Backbone), e.g. --only gelu_tanh")
     parser.add_argument("--kernels", action="store_true",
                         help="add the exact-GELU model traced with keras_gelu.xla_fusion(False)")
     parser.add_argument("--xla", action="store_true",
@@ -330,11 +332,12 @@ def with_attention(model, cls):
     return copy
 
 
-def separate_qkv(model):
-    """`model` with Keras' own `MultiHeadAttention` (query, key and value
-    projected by three EinsumDense layers) in place of kg-train's
-    `FusedSelfAttention` (the same weights, copied): what fusing saves."""
-    return with_attention(model, keras.layers.MultiHeadAttention)
+def fused_qkv(model):
+    """`model` with every attention layer a `lm_layers.FusedSelfAttention`
+    (query, key and value in one matmul; the same weights, copied)."""
+    from kg_service.tasks.language.lm_layers import FusedSelfAttention
+
+    return with_attention(model, FusedSelfAttention)
 
 
 def gpt2_initialized(model, seed=0):
@@ -369,18 +372,16 @@ def corpus_windows(args):
     return rounds, corpus.windows("validation", limit=args.eval_windows)
 
 
-def versus_gpt2(args):
-    """kg-train's LM against GPT2Backbone: tokens/s and the validation loss
-    after the same steps on the same windows; see the module docstring."""
+def comparison_models(args, base, jit):
+    """The table's rows, `name -> (model, jit_compile, keras_gelu.xla_fusion)`
+    in the order they are interleaved, and the paired step ratios to print,
+    `(label, slow row, fast row)`."""
     dims = (args.layers, args.heads, args.width, args.ffn, args.context, 256)
-    rounds, (val_x, val_y) = corpus_windows(args)
-    jit = True if args.xla else "auto"
-    base = "keras-hub GPT2Backbone (gelu tanh)"
     # name -> (model, jit_compile, keras_gelu.xla_fusion); interleaved in this order.
     models = {base: (gpt2(*dims), jit, True),
               "kg-train LM, gelu_tanh": (kg_model("gelu_tanh", *dims), jit, True)}
-    separate = "kg-train LM, gelu_tanh, separate Q, K, V (MultiHeadAttention)"
-    models[separate] = (separate_qkv(models["kg-train LM, gelu_tanh"][0]), jit, True)
+    fused = "kg-train LM, gelu_tanh, fused QKV"
+    models[fused] = (fused_qkv(models["kg-train LM, gelu_tanh"][0]), jit, True)
     models["kg-train LM, gelu (exact)"] = (kg_model("gelu", *dims), jit, True)
     models["kg-train LM, relu"] = (kg_model("relu", *dims), jit, True)
     unfused = "kg-train LM, gelu (exact), formula op by op"
@@ -389,27 +390,27 @@ def versus_gpt2(args):
     # issue 20 §2 (b), (c): what else pays, and the initializers made equal.
     pairs = [("GELU (exact) / ReLU", "kg-train LM, gelu (exact)", "kg-train LM, relu"),
              ("GELU (tanh) / ReLU", "kg-train LM, gelu_tanh", "kg-train LM, relu"),
-             ("fused QKV / separate Q, K, V (gelu_tanh)", "kg-train LM, gelu_tanh", separate)]
+             ("fused QKV / separate Q, K, V (gelu_tanh)", fused, "kg-train LM, gelu_tanh")]
     if args.kernels or args.variants:
         pairs.append(("GELU (exact, formula op by op, no nested XLA kernel) / ReLU",
                       unfused, "kg-train LM, relu"))
     if args.variants:
         init = "kg-train LM, gelu_tanh, N(0, 0.02) init"
         models[init] = (gpt2_initialized(kg_model("gelu_tanh", *dims)), jit, True)
-        models[init + ", separate Q, K, V"] = (separate_qkv(models[init][0]), jit, True)
+        models[init + ", fused QKV"] = (fused_qkv(models[init][0]), jit, True)
         einsum = "kg-train LM, gelu (exact), einsum attention"
         models[einsum] = (with_attention(models["kg-train LM, gelu (exact)"][0],
                                          EinsumAttention), jit, True)
         pairs += [("einsum attention / ops.dot_product_attention (gelu exact)",
                    einsum, "kg-train LM, gelu (exact)"),
                   ("fused QKV / separate (gelu_tanh, N(0, 0.02) init)",
-                   init, init + ", separate Q, K, V"),
+                   init + ", fused QKV", init),
                   ("GELU (exact) / GELU (tanh)", "kg-train LM, gelu (exact)",
                    "kg-train LM, gelu_tanh")]
         if keras.backend.backend() == "tensorflow" and not args.xla:  # JAX: always XLA
             copies = {base: lambda: gpt2(*dims),
                       "kg-train LM, gelu_tanh": lambda: kg_model("gelu_tanh", *dims),
-                      separate: lambda: separate_qkv(kg_model("gelu_tanh", *dims)),
+                      fused: lambda: fused_qkv(kg_model("gelu_tanh", *dims)),
                       "kg-train LM, gelu (exact)": lambda: kg_model("gelu", *dims),
                       "kg-train LM, relu": lambda: kg_model("relu", *dims)}
             for name, build in copies.items():  # the same weights, compiled by XLA
@@ -419,6 +420,21 @@ def versus_gpt2(args):
             pairs += [(f"XLA / auto ({name})", name + ", XLA", name) for name in copies]
             pairs.append(("GELU (exact) / ReLU, both XLA", "kg-train LM, gelu (exact), XLA",
                           "kg-train LM, relu, XLA"))
+    return models, pairs
+
+
+def versus_gpt2(args):
+    """kg-train's LM against GPT2Backbone: tokens/s and the validation loss
+    after the same steps on the same windows; see the module docstring."""
+    load_at_start = os.getloadavg()[0]
+    rounds, (val_x, val_y) = corpus_windows(args)
+    jit = True if args.xla else "auto"
+    base = "keras-hub GPT2Backbone (gelu tanh)"
+    models, pairs = comparison_models(args, base, jit)
+    if args.only:  # a few rows, more rounds in the same time (GPT2Backbone stays)
+        models = {name: row for name, row in models.items()
+                  if name == base or any(part in name for part in args.only.split(","))}
+        pairs = [pair for pair in pairs if pair[1] in models and pair[2] in models]
     for name, (model, jit_compile, fusion) in models.items():
         compiled(model, args.steps, jit_compile)
         # The fused kernel is chosen when the step is traced: at this fit.
@@ -438,7 +454,7 @@ def versus_gpt2(args):
           f"{args.steps} steps per timed run, median of {args.repeats} interleaved runs; "
           f"python_code corpus {args.corpus_bytes:,} bytes, validation loss on "
           f"{len(val_x)} windows after {(args.repeats + 1) * args.steps} steps each; "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"load average {load_at_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     print("| model | parameters | tokens/s | vs GPT2Backbone | validation loss (nats) |")
     print("|---|---|---|---|---|")
     for name in models:
