@@ -11,8 +11,18 @@ compared, so drift of this shared machine hits every model alike. After
 the last round every model has taken the same steps on the same windows,
 and its validation loss is printed beside its speed (issue 20 §2: faster
 at an equal loss). One more row is kg-train's model with a fused
-query-key-value projection (`FusedSelfAttention` below, the same
-weights), to measure whether fusing pays.
+query-key-value projection (`lm_layers.FusedSelfAttention`, the same
+weights; not what model.py builds), to measure whether fusing pays.
+
+`--variants` adds rows for what else might pay (issue 20 §2 and §3): the
+kg-train model with GPT-2's initializer family, N(0, 0.02) (so the loss
+column compares like with like), MultiHeadAttention's einsum attention
+instead of `ops.dot_product_attention`, the exact GELU formula op by op
+(no nested XLA kernel), and on TensorFlow each model again compiled by
+XLA (`jit_compile=True`), interleaved with the rest; each is paired with
+its counterpart in the step ratios printed below the table:
+
+    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py --variants
 
     KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py
     KERAS_BACKEND=jax .venv/bin/python benchmarks/bench_language_model.py
@@ -277,6 +287,12 @@ def main():
     parser.add_argument("--steps", type=int, default=10, help="steps per timed fit (--sweep: per epoch)")
     parser.add_argument("--repeats", type=int, default=None,
                         help="interleaved rounds (default 5; --sweep: 2)")
+    parser.add_argument("--variants", action="store_true",
+                        help="add rows: GPT-2's N(0, 0.02) init, einsum attention, the "
+                             "formula op by op, and (TensorFlow) XLA beside auto")
+    parser.add_argument("--only", default="",
+                        help="comma-separated parts of row names: time only those rows "
+                             "(and GPT2Backbone), e.g. --only gelu_tanh")
     parser.add_argument("--kernels", action="store_true",
                         help="add the exact-GELU model traced with keras_gelu.xla_fusion(False)")
     parser.add_argument("--xla", action="store_true",
@@ -292,91 +308,49 @@ def main():
     args.repeats = args.repeats or 5
     return versus_gpt2(args)
 
-class FusedSelfAttention(keras.layers.MultiHeadAttention):
-    """Keras' `MultiHeadAttention`, its causal self-attention with one fused
-    query-key-value projection (issue 20 §2: measured here, not adopted).
+class EinsumAttention(keras.layers.MultiHeadAttention):
+    """Keras' `MultiHeadAttention` on its einsum path (scaled query, scores,
+    masked softmax, weighted values), not `ops.dot_product_attention`: the
+    fused kernel's share of the step (issue 20 §2). Overriding
+    `_compute_attention` makes `call` build the causal mask explicitly."""
 
-    The weights are MultiHeadAttention's own, the same variables, shapes,
-    names and order (query, key and value kernels `(d, H, K)` with biases
-    `(H, K)`, output kernel `(H, K, d)` and bias `(d,)`), so a saved model,
-    the stacked model (`stacked.py`), the attention-entropy probe and
-    anything that reads MultiHeadAttention's weights read these unchanged.
-    Only `layer(x, x, use_causal_mask=True)` without dropout, masks or
-    scores is computed differently: the three kernels side by side,
-    `x @ [Wq | Wk | Wv]`, one matmul instead of three, then the same
-    `ops.dot_product_attention(..., is_causal=True)` call and the output
-    projection as one matmul. Every other call (the probe's
-    `return_attention_scores=True`, dropout in training, a mask) is
-    MultiHeadAttention's. The table's validation-loss column shows it
-    trains as the model with separate projections (the same weights).
-    """
+    def _compute_attention(self, query, key, value, attention_mask=None, training=None,
+                           return_attention_scores=False, **kwargs):
+        out, _ = super()._compute_attention(query, key, value, attention_mask, training, True)
+        return out, None
 
-    def call(self, query, value, key=None, attention_mask=None,
-             return_attention_scores=False, training=None, use_causal_mask=False, **kwargs):
-        fused = (
-            use_causal_mask
-            and value is query
-            and (key is None or key is query)
-            and attention_mask is None
-            and not return_attention_scores
-            and not kwargs
-            and self._dropout == 0
-            and not getattr(self, "_use_gate", False)
-            and getattr(self, "_sliding_window", None) is None
-            and len(query.shape) == 3
-            and getattr(query, "_keras_mask", None) is None
-        )
-        if not fused:
-            return super().call(
-                query, value, key=key, attention_mask=attention_mask,
-                return_attention_scores=return_attention_scores, training=training,
-                use_causal_mask=use_causal_mask, **kwargs,
-            )
-        return self._fused_causal(query)
 
-    def _fused_causal(self, x):
-        projections = (self._query_dense, self._key_dense, self._value_dense)
-        d = x.shape[-1]
-        widths = [self._num_heads * self._key_dim] * 2 + [self._num_heads * self._value_dim]
-        kernel = ops.concatenate(
-            [ops.reshape(p.kernel, (d, w)) for p, w in zip(projections, widths)], axis=-1
-        )
-        shape = ops.shape(x)
-        # 2-D matmuls, (batch * t, d) @ (d, n): TensorFlow runs a 3-D @ 2-D
-        # matmul as a broadcast batched one (1.8x this layer's step time).
-        y = ops.matmul(ops.reshape(x, (-1, d)), ops.cast(kernel, x.dtype))
-        if self._use_bias:
-            bias = ops.concatenate([ops.reshape(p.bias, (w,)) for p, w in zip(projections, widths)])
-            y = y + ops.cast(bias, y.dtype)
-        q, k, v = ops.split(y, [widths[0], widths[0] + widths[1]], axis=-1)
-        rows = (shape[0], shape[1], self._num_heads)
-        out = ops.dot_product_attention(
-            ops.reshape(q, rows + (self._key_dim,)),
-            ops.reshape(k, rows + (self._key_dim,)),
-            ops.reshape(v, rows + (self._value_dim,)),
-            scale=self._inverse_sqrt_key_dim,
-            is_causal=True,
-            flash_attention=self._flash_attention,
-        )
-        out = ops.reshape(out, (-1, widths[2]))
-        output = self._output_dense
-        y = ops.matmul(out, ops.cast(ops.reshape(output.kernel, (widths[2], d)), out.dtype))
-        if self._use_bias:
-            y = y + ops.cast(output.bias, y.dtype)
-        return ops.reshape(y, (shape[0], shape[1], d))
+def with_attention(model, cls):
+    """`model` with every attention layer a `cls` (the same weights, copied)."""
+
+    def clone(layer):
+        kind = cls if isinstance(layer, keras.layers.MultiHeadAttention) else type(layer)
+        return kind.from_config(layer.get_config())
+
+    copy = keras.models.clone_model(model, clone_function=clone)
+    copy.set_weights(model.get_weights())
+    return copy
 
 
 def fused_qkv(model):
-    """`model` with every attention layer a `FusedSelfAttention` (the same
-    weights, copied): the fused query-key-value projection, measured."""
+    """`model` with every attention layer a `lm_layers.FusedSelfAttention`
+    (query, key and value in one matmul; the same weights, copied)."""
+    from kg_service.tasks.language.lm_layers import FusedSelfAttention
 
-    def clone(layer):
-        cls = FusedSelfAttention if type(layer) is keras.layers.MultiHeadAttention else type(layer)
-        return cls.from_config(layer.get_config())
+    return with_attention(model, FusedSelfAttention)
 
-    fused = keras.models.clone_model(model, clone_function=clone)
-    fused.set_weights(model.get_weights())
-    return fused
+
+def gpt2_initialized(model, seed=0):
+    """`model` with GPT-2's initializer family (issue 20 §2, a fair equal-loss
+    row): every kernel and embedding drawn from N(0, 0.02), as keras-hub's
+    GPT2Backbone draws its own (`RandomNormal(stddev=0.02)` for the dense
+    kernels, the token and the position embeddings); biases stay zeros and
+    LayerNorm scales ones, as in both models already."""
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        if weight.path.rsplit("/", 1)[-1] in ("kernel", "embeddings"):
+            weight.assign(rng.normal(0.0, 0.02, weight.shape).astype(weight.dtype))
+    return model
 
 
 def corpus_windows(args):
@@ -398,61 +372,98 @@ def corpus_windows(args):
     return rounds, corpus.windows("validation", limit=args.eval_windows)
 
 
+def comparison_models(args, base, jit):
+    """The table's rows, `name -> (model, jit_compile, keras_gelu.xla_fusion)`
+    in the order they are interleaved, and the paired step ratios to print,
+    `(label, slow row, fast row)`."""
+    dims = (args.layers, args.heads, args.width, args.ffn, args.context, 256)
+    # name -> (model, jit_compile, keras_gelu.xla_fusion); interleaved in this order.
+    models = {base: (gpt2(*dims), jit, True),
+              "kg-train LM, gelu_tanh": (kg_model("gelu_tanh", *dims), jit, True)}
+    fused = "kg-train LM, gelu_tanh, fused QKV"
+    models[fused] = (fused_qkv(models["kg-train LM, gelu_tanh"][0]), jit, True)
+    models["kg-train LM, gelu (exact)"] = (kg_model("gelu", *dims), jit, True)
+    models["kg-train LM, relu"] = (kg_model("relu", *dims), jit, True)
+    unfused = "kg-train LM, gelu (exact), formula op by op"
+    if args.kernels or args.variants:  # issue 20 §3: the GELU kernel's share of the step
+        models[unfused] = (kg_model("gelu", *dims), jit, False)
+    # issue 20 §2 (b), (c): what else pays, and the initializers made equal.
+    pairs = [("GELU (exact) / ReLU", "kg-train LM, gelu (exact)", "kg-train LM, relu"),
+             ("GELU (tanh) / ReLU", "kg-train LM, gelu_tanh", "kg-train LM, relu"),
+             ("fused QKV / separate Q, K, V (gelu_tanh)", fused, "kg-train LM, gelu_tanh")]
+    if args.kernels or args.variants:
+        pairs.append(("GELU (exact, formula op by op, no nested XLA kernel) / ReLU",
+                      unfused, "kg-train LM, relu"))
+    if args.variants:
+        init = "kg-train LM, gelu_tanh, N(0, 0.02) init"
+        models[init] = (gpt2_initialized(kg_model("gelu_tanh", *dims)), jit, True)
+        models[init + ", fused QKV"] = (fused_qkv(models[init][0]), jit, True)
+        einsum = "kg-train LM, gelu (exact), einsum attention"
+        models[einsum] = (with_attention(models["kg-train LM, gelu (exact)"][0],
+                                         EinsumAttention), jit, True)
+        pairs += [("einsum attention / ops.dot_product_attention (gelu exact)",
+                   einsum, "kg-train LM, gelu (exact)"),
+                  ("fused QKV / separate (gelu_tanh, N(0, 0.02) init)",
+                   init + ", fused QKV", init),
+                  ("GELU (exact) / GELU (tanh)", "kg-train LM, gelu (exact)",
+                   "kg-train LM, gelu_tanh")]
+        if keras.backend.backend() == "tensorflow" and not args.xla:  # JAX: always XLA
+            copies = {base: lambda: gpt2(*dims),
+                      "kg-train LM, gelu_tanh": lambda: kg_model("gelu_tanh", *dims),
+                      fused: lambda: fused_qkv(kg_model("gelu_tanh", *dims)),
+                      "kg-train LM, gelu (exact)": lambda: kg_model("gelu", *dims),
+                      "kg-train LM, relu": lambda: kg_model("relu", *dims)}
+            for name, build in copies.items():  # the same weights, compiled by XLA
+                copy = build()
+                copy.set_weights(models[name][0].get_weights())
+                models[name + ", XLA"] = (copy, True, True)
+            pairs += [(f"XLA / auto ({name})", name + ", XLA", name) for name in copies]
+            pairs.append(("GELU (exact) / ReLU, both XLA", "kg-train LM, gelu (exact), XLA",
+                          "kg-train LM, relu, XLA"))
+    return models, pairs
+
+
 def versus_gpt2(args):
     """kg-train's LM against GPT2Backbone: tokens/s and the validation loss
     after the same steps on the same windows; see the module docstring."""
-    dims = (args.layers, args.heads, args.width, args.ffn, args.context, 256)
+    load_at_start = os.getloadavg()[0]
     rounds, (val_x, val_y) = corpus_windows(args)
-    models = {
-        "keras-hub GPT2Backbone (gelu tanh)": gpt2(*dims),
-        "kg-train LM, gelu_tanh": kg_model("gelu_tanh", *dims),
-    }
-    fused = "kg-train LM, gelu_tanh, fused QKV"
-    models[fused] = fused_qkv(models["kg-train LM, gelu_tanh"])
-    models["kg-train LM, gelu (exact)"] = kg_model("gelu", *dims)
-    models["kg-train LM, relu"] = kg_model("relu", *dims)
-    unfused = "kg-train LM, gelu (exact), formula op by op"
-    if args.kernels:  # issue 20 §3: the GELU kernel's share of the step
-        models[unfused] = kg_model("gelu", *dims)
-    for name, model in models.items():
-        compiled(model, args.steps, True if args.xla else "auto")
+    jit = True if args.xla else "auto"
+    base = "keras-hub GPT2Backbone (gelu tanh)"
+    models, pairs = comparison_models(args, base, jit)
+    if args.only:  # a few rows, more rounds in the same time (GPT2Backbone stays)
+        models = {name: row for name, row in models.items()
+                  if name == base or any(part in name for part in args.only.split(","))}
+        pairs = [pair for pair in pairs if pair[1] in models and pair[2] in models]
+    for name, (model, jit_compile, fusion) in models.items():
+        compiled(model, args.steps, jit_compile)
         # The fused kernel is chosen when the step is traced: at this fit.
-        with keras_gelu.xla_fusion(name != unfused):
+        with keras_gelu.xla_fusion(fusion):
             tokens_per_second(model, *rounds[0], args.batch)  # compile and warm up
     rates = {name: [] for name in models}
     for x, y in rounds[1:]:
-        for name, model in models.items():
+        for name, (model, _, _) in models.items():
             rates[name].append(tokens_per_second(model, x, y, args.batch))
     median = {name: statistics.median(r) for name, r in rates.items()}
     loss = {name: m.evaluate(val_x, val_y, batch_size=args.batch, verbose=0)
-            for name, m in models.items()}
-    base = "keras-hub GPT2Backbone (gelu tanh)"
-    params = {name: m.count_params() for name, m in models.items()}
+            for name, (m, _, _) in models.items()}
+    params = {name: m.count_params() for name, (m, _, _) in models.items()}
     print(f"backend {keras.backend.backend()}; {args.layers} layers x {args.heads} heads, "
           f"width {args.width}, FFN {args.ffn}, context {args.context}, vocabulary 256, "
-          f"batch {args.batch}, AdamW, fit, jit_compile {'True' if args.xla else 'auto'}, "
+          f"batch {args.batch}, AdamW, fit, jit_compile {jit}, "
           f"{args.steps} steps per timed run, median of {args.repeats} interleaved runs; "
           f"python_code corpus {args.corpus_bytes:,} bytes, validation loss on "
           f"{len(val_x)} windows after {(args.repeats + 1) * args.steps} steps each; "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"load average {load_at_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     print("| model | parameters | tokens/s | vs GPT2Backbone | validation loss (nats) |")
     print("|---|---|---|---|---|")
     for name in models:
         print(f"| {name} | {params[name]:,} | {median[name]:,.0f} | "
               f"{median[name] / median[base]:.2f}x | {loss[name]:.4f} |")
-
-    def step_ratio(slow, fast):  # time ratio slow / fast, median of the rounds' pairs
-        return statistics.median(f / s for s, f in zip(rates[slow], rates[fast]))
-
-    print(f"\nGELU (exact) / ReLU training-step time, median of paired runs: "
-          f"{step_ratio('kg-train LM, gelu (exact)', 'kg-train LM, relu'):.3f}x")
-    print(f"GELU (tanh) / ReLU training-step time, median of paired runs: "
-          f"{step_ratio('kg-train LM, gelu_tanh', 'kg-train LM, relu'):.3f}x")
-    print(f"fused QKV / separate Q, K, V (gelu_tanh) training-step time, median of paired "
-          f"runs: {step_ratio(fused, 'kg-train LM, gelu_tanh'):.3f}x")
-    if args.kernels:
-        print(f"GELU (exact, formula op by op, no nested XLA kernel) / ReLU training-step "
-              f"time, median of paired runs: {step_ratio(unfused, 'kg-train LM, relu'):.3f}x")
+    print()
+    for label, slow, fast in pairs:  # time ratio slow / fast, median of the rounds' pairs
+        ratio = statistics.median(f / s for s, f in zip(rates[slow], rates[fast]))
+        print(f"{label} training-step time, median of paired runs: {ratio:.3f}x")
 
 
 if __name__ == "__main__":

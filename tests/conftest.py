@@ -74,6 +74,7 @@ SLOW = [
     "service/tasks/test_language.py::test_served_model_answers_a_prompt_string",
     "service/tasks/test_language.py::test_the_language_model_trains_and_exports_under_jax",
     "service/tasks/test_language.py::test_stacked_seeds_train_as_each_seed_alone",
+    "service/tasks/test_lm_layers.py::test_fused_self_attention_trains_as_keras",  # one SGD step
     "service/tasks/test_mixed_stacking.py::test_each_member_of_a_mixed_activation_stack_trains_",
     "service/tasks/test_tasks.py::test_a_task_defined_in_a_test_runs_a_whole_sweep",
     "service/tasks/test_tasks.py::test_a_sweep_runs_on_another_tracking_store_without_mlflow",
