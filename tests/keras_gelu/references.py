@@ -14,6 +14,16 @@ from scipy import special
 
 BACKEND = keras.backend.backend()
 
+# `keras_gelu.xla_fusion` switches TensorFlow's nested XLA kernels on and
+# off; every other backend reads neither setting (fusion.py checks
+# `backend() == "tensorflow"` before it looks), so there a test run
+# under both settings runs the same code twice. Tests parametrized over
+# the setting take it from here: both on TensorFlow, the default
+# elsewhere; test_activations checks that off TensorFlow the setting
+# changes no output bit.
+FUSION_SETTINGS = [True, False] if BACKEND == "tensorflow" else [True]
+FUSION_IDS = ["fused", "unfused"] if BACKEND == "tensorflow" else ["default"]
+
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 TANH_CUBIC = 0.044715
 SIGMOID_SCALE = 1.702

@@ -22,9 +22,7 @@ DENSE = np.linspace(-12.0, 12.0, 200_001).astype(np.float32)
 # A coarser grid for gradients and the other activations.
 GRID = np.linspace(-12.0, 12.0, 20_001).astype(np.float32)
 
-FUSION = pytest.mark.parametrize(
-    "fusion", [True, False], ids=["fused", "unfused"]
-)
+FUSION = pytest.mark.parametrize("fusion", ref.FUSION_SETTINGS, ids=ref.FUSION_IDS)
 
 ELEMENTWISE = {
     "gelu": ref.gelu,
@@ -230,6 +228,25 @@ def test_unknown_gelu_mode_raises_value_error_with_valid_modes(
     for valid in ("none", "tanh", "sigmoid"):
         assert valid in message
     assert f'Did you mean "{suggestion}"?' in message
+
+
+@pytest.mark.skipif(
+    ref.BACKEND == "tensorflow", reason="TensorFlow runs both settings in every FUSION test"
+)
+@pytest.mark.parametrize("name", ["gelu", "gelu_tanh", "gelu_sigmoid", "geglu", "swiglu"])
+def test_the_fusion_setting_changes_no_bit_off_tensorflow(name):
+    # Why FUSION tests run one setting here (references.FUSION_SETTINGS):
+    # off TensorFlow the setting must be read nowhere, so values and
+    # gradients are bit-identical under both.
+    x = np.concatenate([GRID[::20], [-np.inf, np.inf, np.nan]]).astype(np.float32)
+    x = x[: 2 * (x.size // 2)].reshape(-1, 2) if name in ("geglu", "swiglu") else x
+    fn = keras_gelu.get(name)
+    results = []
+    for fusion in (True, False):
+        with keras_gelu.xla_fusion(fusion):
+            results.append((ref.numpy(fn(ops.convert_to_tensor(x))), ref.grad(fn, x)))
+    for on, off in zip(*results):
+        np.testing.assert_array_equal(on, off)
 
 
 # --- Exact mode: accuracy on the whole range. ---------------------------------

@@ -28,7 +28,7 @@ def test_every_gated_name_is_checked_here():
     assert sorted(ref.GATED) == keras_gelu.names("gated")
 
 
-@pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("fusion", ref.FUSION_SETTINGS, ids=ref.FUSION_IDS)
 @pytest.mark.parametrize("name", sorted(ref.GATED))
 def test_gated_function_value_and_gradient_match_float64_reference(name, fusion):
     rng = np.random.default_rng(0)
@@ -44,7 +44,7 @@ def test_gated_function_value_and_gradient_match_float64_reference(name, fusion)
     np.testing.assert_allclose(grad, _reference_grad(name, h), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("fusion", ref.FUSION_SETTINGS, ids=ref.FUSION_IDS)
 def test_glu_equals_keras_ops_glu(fusion):
     x = np.random.default_rng(1).normal(size=(5, 3, 8)).astype("float32")
     with keras_gelu.xla_fusion(fusion):

@@ -12,9 +12,7 @@ from keras import ops
 import keras_gelu
 from tests.keras_gelu import references as ref
 
-FUSION = pytest.mark.parametrize(
-    "fusion", [True, False], ids=["fused", "unfused"]
-)
+FUSION = pytest.mark.parametrize("fusion", ref.FUSION_SETTINGS, ids=ref.FUSION_IDS)
 MODES = ["none", "tanh", "sigmoid"]
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # 3.4028235e38
