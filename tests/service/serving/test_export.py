@@ -1,6 +1,5 @@
 """SavedModel export: verification before registration."""
 
-import dataclasses
 
 import keras
 import numpy as np
