@@ -1,6 +1,5 @@
 """SavedModel export: verification before registration."""
 
-
 import keras
 import numpy as np
 import pytest
