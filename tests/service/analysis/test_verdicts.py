@@ -21,7 +21,6 @@ from kg_service.analysis import verdict_wording
 from kg_service.analysis import wording
 from kg_service.results import MemberResult
 from tests.service.analysis import scipy_reference
-from tests.service.analysis.members import member
 from tests.service.analysis.members import sweep
 
 RNG = np.random.default_rng(18)
