@@ -64,15 +64,7 @@ def find(client, experiment_id, sweep_run_id):
 
 
 def read(client, key, run):
-    """The `MemberResult` a member's run holds, its model loaded."""
-    # Keras (TensorFlow: seconds) only once a model is loaded: a store
-    # or experiment that is wrong fails before it (measured: kg report
-    # on a missing experiment, 8 s against 19 s with these at the top).
-    import keras
-
-    import keras_gelu  # noqa: F401 -- registers its layers for loading
-    from kg_service.tasks.language import lm_layers  # noqa: F401 -- a language model's own layers
-
+    """The `MemberResult` a member's run holds (its model loads on first use)."""
     tags, metrics = run.data.tags, run.data.metrics
     history, final = {}, {}
     for name in sorted(metrics):
@@ -81,19 +73,17 @@ def read(client, key, run):
             history[name] = [m.value for m in points]
         elif name not in store.MEMBER_FINALS:
             final[name] = metrics[name]  # a task's own, e.g. test_perplexity
-    model = test_correct = None
+    model_file = test_correct = None
     if tags.get("kg.role") != store.TUNING_ROLE:  # a tuning member keeps its scores only
         with tempfile.TemporaryDirectory() as tmp:
             folder = client.download_artifacts(run.info.run_id, "member", tmp)
-            # compile=False: the report and the registry need the weights
-            # only; restoring the optimizer printed Keras' "Skipping variable
-            # loading for optimizer" once per member.
-            model = keras.saving.load_model(os.path.join(folder, MEMBER_MODEL), compile=False)
+            with open(os.path.join(folder, MEMBER_MODEL), "rb") as f:
+                model_file = f.read()
             kept = os.path.join(folder, MEMBER_TEST_CORRECT)
             if os.path.exists(kept):  # members logged before it was kept have none
                 test_correct = np.load(kept)
     epoch = tags.get("failure.epoch")
-    return MemberResult(
+    result = StoredMemberResult(
         activation=key[0],
         seed=key[1],
         history=history,
@@ -102,10 +92,55 @@ def read(client, key, run):
         epochs_to_threshold=(
             int(metrics["epochs_to_threshold"]) if "epochs_to_threshold" in metrics else None
         ),
-        model=model,
         train_seconds=metrics.get("train_seconds", 0.0),
         failure=tags.get("failure.reason"),
         failed_epoch=int(epoch) if epoch else None,
         final=final,
         test_correct=test_correct,
     )
+    result.model_file = model_file
+    return result
+
+
+class StoredMemberResult(MemberResult):
+    """A member read back from the store: its Keras model loads on first use.
+
+    A report draws only each activation's panel member, and a resumed sweep
+    registers only champions, so most members' models are never used
+    (loading one is Keras' deserialization, seconds for a language model).
+    `model_file` holds the `.keras` file's bytes until then; assigning
+    `model` replaces them.
+    """
+
+    model_file = None
+
+    @property
+    def model(self):
+        if self.model_file is not None:
+            self.__dict__["_model"] = _load(self.model_file)
+            self.model_file = None
+        return self.__dict__.get("_model")
+
+    @model.setter
+    def model(self, value):
+        self.model_file = None
+        self.__dict__["_model"] = value
+
+
+def _load(model_file):
+    # Keras (TensorFlow: seconds) only once a model is loaded: a store
+    # or experiment that is wrong fails before it (measured: kg report
+    # on a missing experiment, 8 s against 19 s with these at the top).
+    import keras
+
+    import keras_gelu  # noqa: F401 -- registers its layers for loading
+    from kg_service.tasks.language import lm_layers  # noqa: F401 -- a language model's own layers
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, MEMBER_MODEL)
+        with open(path, "wb") as f:
+            f.write(model_file)
+        # compile=False: the report and the registry need the weights
+        # only; restoring the optimizer printed Keras' "Skipping variable
+        # loading for optimizer" once per member.
+        return keras.saving.load_model(path, compile=False)
