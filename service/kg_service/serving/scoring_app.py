@@ -37,6 +37,10 @@ against it (MLflow 3.17, a kg-train model), and mended here:
 
 Everything else (wrong width, NaN/inf: 400 from the schema check or the
 model's own `checked_input`) is MLflow's answer, unchanged.
+
+A JSON matrix of finite numbers for one of kg's classifier pyfuncs does
+not go through MLflow's app: `fast_path` answers it as that app would, at
+a fraction of its cost (docs/benchmarks.md, "Serving, round 8").
 """
 
 import asyncio
@@ -46,9 +50,11 @@ import os
 
 import h11
 import mlflow.pyfunc
+from mlflow.exceptions import MlflowException
 from mlflow.pyfunc import scoring_server
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from kg_service.serving import fast_path
 from kg_service.serving import model_input
 from kg_service.serving import request_checks
 
@@ -71,6 +77,8 @@ ECHOING = ("Failed to predict data '", "Failed to enforce schema of data '")
 MEDIA_TYPES = ("application/json", "text/csv")
 OPEN_PATHS = ("/ping", "/health")  # a load balancer's probes need no token
 DOCS_PATHS = ("/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/version")
+# MLflow's answer when a request outlives MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT.
+TIMED_OUT = "Request processing time exceeded limit"
 # MLflow's error codes (mlflow.protos.databricks_pb2), by HTTP status.
 ERROR_CODES = {
     401: "UNAUTHENTICATED",
@@ -94,7 +102,12 @@ class Guard:
         token=None,
         expose_docs=False,
         client_timeout=DEFAULT_CLIENT_TIMEOUT,
+        fast=None,
+        timeout=None,
     ):
+        """`fast`: a `fast_path.FastPath` for the requests it takes (None:
+        MLflow's app answers every request); `timeout`: seconds a request
+        may take on it (MLflow's MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT)."""
         self.app = app
         self.max_bytes = max_bytes
         self.features = features
@@ -102,6 +115,8 @@ class Guard:
         self.token = token
         self.expose_docs = expose_docs
         self.client_timeout = client_timeout
+        self.fast = fast
+        self.timeout = timeout
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -171,11 +186,13 @@ class Guard:
                 return await _answer(send, 413, self._too_large(f"over {size}"))
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if size <= INLINE_BYTES and media_type == "application/json":
-            body, problem = self._checked(media_type, body)
+            body, problem, rows = self._checked(media_type, body)
         else:
-            body, problem = await asyncio.to_thread(self._checked, media_type, body)
+            body, problem, rows = await asyncio.to_thread(self._checked, media_type, body)
         if problem:
             return await _answer(send, 400, problem)
+        if rows is not None:
+            return await self._fast_answer(send, rows)
         # MLflow compares media types case-sensitively, and reads CSV wrong.
         scope = {**scope, "headers": _replace_content_type(scope["headers"])}
 
@@ -191,19 +208,31 @@ class Guard:
         await self.app(scope, replay, _mended(send, self._mend))
 
     def _checked(self, media_type, body):
-        """`(body, problem)`: a CSV body as JSON; a JSON body as it came."""
+        """`(body, problem, rows)`: a CSV body as JSON; a JSON body as it
+        came, and its rows as the fast path's matrix where it takes them
+        (else None)."""
         if media_type == "text/csv":
-            return model_input.csv_as_json(body, self.features)
-        return body, self._json_problem(body)
-
-    def _json_problem(self, body):
+            return (*model_input.csv_as_json(body, self.features), None)
         try:
-            request_checks.check(
-                request_checks.decode(body), self.features, self.param_names
-            )
+            request = request_checks.decode(body)
+            request_checks.check(request, self.features, self.param_names)
         except request_checks.BadRequest as error:
-            return f"bad model input: {error}"
-        return None
+            return body, f"bad model input: {error}", None
+        return body, None, self.fast.matrix(request) if self.fast else None
+
+    async def _fast_answer(self, send, rows):
+        try:
+            answer = await _within(lambda: self.fast.predict(rows), self.timeout)
+        except asyncio.TimeoutError:
+            return await _answer(send, 504, TIMED_OUT)
+        except MlflowException as error:  # with its code, as MLflow's app answers it
+            return await _answer(
+                send, error.get_http_status_code(), _cut(error.message), code=error.error_code
+            )
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": _json_headers(answer)}
+        )
+        await send({"type": "http.response.body", "body": answer})
 
     def _too_large(self, size):
         return (
@@ -334,9 +363,9 @@ def _replace_content_type(headers):
     ]
 
 
-async def _answer(send, status, message, headers=()):
+async def _answer(send, status, message, headers=(), code=None):
     # MLflow's own error body: {"error_code": ..., "message": ...}.
-    body = _error_body(_error_code(status), message)
+    body = _error_body(code or _error_code(status), message)
     await send(
         {
             "type": "http.response.start",
@@ -408,6 +437,8 @@ class ClientTimeouts(H11Protocol):
 
 
 def build(model_path, max_bytes):
+    from mlflow.environment_variables import MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT
+
     model = mlflow.pyfunc.load_model(model_path)
     token_file = os.environ.get(TOKEN_FILE_ENV)
     return Guard(
@@ -418,6 +449,8 @@ def build(model_path, max_bytes):
         token=read_token(token_file) if token_file else None,
         expose_docs=os.environ.get(EXPOSE_DOCS_ENV) == "1",
         client_timeout=float(os.environ.get(CLIENT_TIMEOUT_ENV, DEFAULT_CLIENT_TIMEOUT)),
+        fast=fast_path.FastPath.of(model),
+        timeout=MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT.get(),
     )
 
 
