@@ -33,6 +33,7 @@ network layer.
     python benchmarks/bench_serving.py --guard               # the guard's cost, by stage
     python benchmarks/bench_serving.py --pyfunc-of DIR       # also the model with an older pyfunc.py
     python benchmarks/bench_serving.py --stages              # the pyfunc's batch-1 stages, in-process
+    python benchmarks/bench_serving.py --fast-path           # kg serve's fast path vs MLflow's app, in-process
 
 *vs floor per round* divides each round's model figure by the same
 round's floor (the two measured one after the other): the load of a
@@ -473,6 +474,89 @@ def guard_costs(floor, features, args):
     return rows
 
 
+def fast_path_costs(tracking_uri, floor_uri, model_uri, args, blocks=20):
+    """CPU µs per request (this process, all its threads) of the model
+    behind kg's guard with its fast path and without it (MLflow's scoring
+    app, as before the fast path), the floor through MLflow's app beside
+    them, and the fast path's own steps; one request at a time and
+    `args.clients` in flight, as uvicorn's event loop holds them; the
+    rows timed in turn in `blocks` blocks, median.
+
+    Returns [(batch, row, µs)]."""
+    import asyncio
+
+    import mlflow
+    from mlflow.pyfunc import scoring_server
+
+    from kg_service.serving import fast_path
+    from kg_service.serving import scoring_app
+
+    mlflow.set_tracking_uri(tracking_uri)
+    floor = mlflow.pyfunc.load_model(floor_uri)
+    model = mlflow.pyfunc.load_model(model_uri)
+    features = int(model.metadata.get_input_schema().inputs[0].shape[-1])
+    path = fast_path.FastPath.of(model)
+    apps = {
+        "model, guard + fast path (kg serve now)": scoring_app.Guard(
+            scoring_server.init(model), 100 * 2**20, features, fast=path, timeout=60
+        ),
+        "model, guard + MLflow's app (kg serve before)": scoring_app.Guard(
+            scoring_server.init(model), 100 * 2**20, features
+        ),
+        "floor, guard + MLflow's app": scoring_app.Guard(
+            scoring_server.init(floor), 100 * 2**20, features
+        ),
+    }
+    rng = np.random.default_rng(0)
+    rows = []
+    for batch in args.batch:
+        x = rng.normal(size=(batch, features)).round(4).astype("float32")
+        body = json.dumps({"inputs": x.tolist()}).encode()
+        request = json.loads(body)
+        repeat = 100 if batch == 1 else 20
+
+        async def one(app):
+            await asgi_request(app, body)
+
+        async def together(app):
+            await asyncio.gather(*(asgi_request(app, body) for _ in range(args.clients)))
+
+        steps = {}
+        for name, app in apps.items():
+            steps[f"{name}, one at a time"] = (lambda app=app: one(app), 1)
+            steps[f"{name}, {args.clients} in flight"] = (lambda app=app: together(app), args.clients)
+        matrix = path.matrix(request)
+        output = path.python_model.predict(None, matrix)
+        parts = {
+            "fast path: the rows as a float32 matrix (FastPath.matrix)": lambda: path.matrix(request),
+            "fast path: kg's predict, called directly": lambda: path.python_model.predict(None, matrix),
+            "MLflow's app: PyFuncModel.predict (schema check, kg's predict)": lambda: model.predict(matrix),
+            "fast path: the answer's JSON (json.dumps of .tolist())": lambda: json.dumps(
+                {"predictions": output.tolist()}
+            ),
+        }
+
+        async def timed():
+            times = {name: [] for name in [*steps, *parts]}
+            for k in range(blocks + 1):  # block 0 warms
+                names = list(times) if k % 2 else list(times)[::-1]
+                for name in names:
+                    started = time.process_time()
+                    for _ in range(repeat):
+                        if name in steps:
+                            await steps[name][0]()
+                        else:
+                            parts[name]()
+                    per = steps[name][1] if name in steps else 1
+                    if k:
+                        times[name].append((time.process_time() - started) / repeat / per * 1e6)
+            return times
+
+        for name, each in asyncio.run(timed()).items():
+            rows.append((batch, name, statistics.median(each)))
+    return rows
+
+
 def pyfunc_stages(tmp, tracking_uri, floor_uri, model_uri, blocks=20, repeat=300):
     """CPU per batch-1 call of each stage of the model's pyfunc, in this
     process, one call at a time; stages in turn in `blocks` blocks, median.
@@ -553,6 +637,9 @@ def main():
     parser.add_argument("--epochs", type=int, default=5, help="of the kg-train sweep")
     parser.add_argument("--guard", action="store_true",
                         help="only the guard's cost per stage, in this process (no servers, no training)")
+    parser.add_argument("--fast-path", action="store_true",
+                        help="only kg serve's fast path against MLflow's scoring app for the same "
+                        "model, CPU per request in this process (a short training, no servers)")
     parser.add_argument("--stages", action="store_true",
                         help="only the model pyfunc's stages at batch 1, in this process (a short "
                         "training, no servers)")
@@ -591,6 +678,19 @@ def main():
         # keras_gelu's exact GELU, whichever activation won the sweep.
         model_uri = "models:/moons-gelu@champion"
         floor_uri = log_floor(tmp, uri, features)
+        if args.fast_path:
+            rows = fast_path_costs(uri, floor_uri, model_uri, args)
+            print(
+                f"\nA request through kg's guard as uvicorn calls it, in this process (no HTTP): "
+                f"CPU µs per request, median of 20 blocks, rows in turn; {os.cpu_count()} cores, "
+                f"load average {load_before[0]:.1f} -> {os.getloadavg()[0]:.1f}, mlflow "
+                f"{mlflow.__version__}, tensorflow backend\n"
+            )
+            print("| batch | path | CPU µs per request |")
+            print("|---|---|---|")
+            for batch, name, us in rows:
+                print(f"| {batch} | {name} | {us:.1f} |")
+            return
         if args.stages:
             rows = pyfunc_stages(tmp, uri, floor_uri, model_uri)
             print(

@@ -2,9 +2,7 @@
 decoded request straight to the model, around MLflow's scoring app.
 
 MLflow's app pays, for every request, what the guard has already done or
-what kg's pyfunc does again (MLflow 3.17, measured with `python
-benchmarks/bench_serving.py --guard`, docs/benchmarks.md "Serving, round
-8"): Starlette's `BaseHTTPMiddleware` and a `wait_for` task for its
+what kg's pyfunc does again (MLflow 3.17): Starlette's `BaseHTTPMiddleware` and a `wait_for` task for its
 timeout, the body decoded a second time, `parse_tf_serving_input`, a
 thread hop per request, `PyFuncModel.predict` (signature `inspect`, the
 schema enforcement that `checked_input` repeats), and the answer written
@@ -13,7 +11,11 @@ has decoded and checked is made a float32 matrix once (numpy), the
 requests that arrive while the model runs are computed in one call in
 one thread hop (the rows of kg's classifiers are independent: their
 pyfunc already computes concurrent requests together, `Combined`), and
-each answer is MLflow's `{"predictions": [...]}`, byte for byte.
+each answer is MLflow's `{"predictions": [...]}`, byte for byte. A
+batch-1 request with 8 in flight: 109 µs of CPU here, 732 through
+MLflow's app (`python benchmarks/bench_serving.py --fast-path`, in one
+process; served, 4.9x the requests/s: docs/benchmarks.md "Serving,
+round 8").
 
 Only what this path answers exactly as MLflow's app would: a model whose
 Python model is kg's `KerasGeluModel` or `SavedModelModel`
