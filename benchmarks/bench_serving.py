@@ -11,6 +11,11 @@ temporary sqlite store:
 - floor: a pyfunc model that returns its input, logged with the same
   float32 tensor signature, so MLflow's request parsing, schema
   enforcement and JSON encoding cost it exactly what they cost the model.
+  (Since kg serve's fast path, service/kg_service/serving/fast_path.py,
+  a kg classifier's JSON matrix no longer goes through MLflow's app; the
+  floor, not a kg pyfunc, still does. The ratio then compares the two
+  paths; `--server kg kg@DIR`, DIR an older tree, serves the same model
+  before and after side by side.)
 
 The same bounded load goes to each, alternating floor and model round by
 round so that a busy machine slows both alike: N requests (2,000) from C
