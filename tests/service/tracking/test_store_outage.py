@@ -116,7 +116,7 @@ class Sweep:
 
     def __init__(self, folder, server, experiment, model_prefix, *args):
         _golden_config(folder, experiment, model_prefix)
-        self.folder, self.experiment, self.model_prefix = folder, experiment, model_prefix
+        self.folder, self.experiment = folder, experiment
         self.out, self.err = folder / "kg-train.out", folder / "kg-train.err"
         with open(self.out, "w") as out, open(self.err, "w") as err:
             self.process = subprocess.Popen(
@@ -142,12 +142,13 @@ class Sweep:
 def outage(tmp_path_factory):
     """One real `mlflow server` over a sqlite file and two sweeps on it,
     cut by one outage (issue 17: each start of the server is ~6 CPU s, and
-    one outage serves both tests). `within` keeps the default tries going
-    for 600 s; `past` gives up after 3 s. The server is stopped once each
-    sweep has a member in the store, started again once `past` has
-    exited, and `within` is then waited for; the server stays up for the
-    tests (`past`'s resume). Their sweeps are two experiments with their
-    own registered models, so neither sees the other's runs."""
+    one outage serves both tests). `within` retries for 600 s (the default
+    120 s would have to cover `past`'s exit too); `past` gives up after
+    3 s. The server is stopped once each sweep has a member in the store,
+    started again once `past` has exited, and `within` is then waited for;
+    the server stays up for the tests (`past`'s resume). Their sweeps are
+    two experiments with their own registered models, so neither sees the
+    other's runs."""
     folder = tmp_path_factory.mktemp("outage-server")
     (folder / "server-artifacts").mkdir()
     server = servers.MlflowServer(f"sqlite:///{folder / 'server.db'}", str(folder / "server-artifacts"))
