@@ -122,7 +122,6 @@ REPOSITORY_BUILDS = {"tests/service/test_ci.py", "tests/service/test_packaging.p
 PER_TEST = {
     "tests/service/test_smoke_configs.py",
     "tests/service/sweep/test_faults.py",
-    "tests/service/tracking/test_store_outage.py",
     # One test, the longest of the suite (the whole compose stack): handed
     # out first, not after the modules with more slow tests.
     "tests/service/stack/test_stack.py",

@@ -16,6 +16,9 @@ import tempfile
 import time
 import urllib.request
 
+from kg_service.tracking import destinations
+from kg_service.tracking import empty_store
+
 VENV_BIN = os.path.dirname(sys.executable)
 
 
@@ -134,6 +137,10 @@ class MlflowServer:
     It runs in its own process group: `mlflow server` starts uvicorn as a
     child, which a signal to the parent alone would leave serving. MLflow's
     job runner (huey workers, unused here) is off: it quarters start-up.
+    A new sqlite store starts as a copy of the product's cached empty store
+    (`kg_service.tracking.empty_store`, what kg-train does for its own):
+    MLflow then finds its schema at head instead of migrating a new file
+    on the server's first start (~1.1 of its ~6 CPU s, measured).
     """
 
     def __init__(self, backend_store_uri, artifacts_dir):
@@ -145,6 +152,10 @@ class MlflowServer:
         self.process = None
 
     def start(self, timeout=180):
+        if self.backend_store_uri.startswith("sqlite:///"):
+            database = destinations.sqlite_file(self.backend_store_uri)
+            if database:  # None: in memory
+                empty_store.place(database)  # a no-op once the file exists
         with open(self.log_path, "a") as log:
             self.process = subprocess.Popen(
                 [

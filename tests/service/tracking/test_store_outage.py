@@ -12,10 +12,12 @@
   the kept members without training them again and finishes the sweep
   with the numbers of an uninterrupted one.
 
-The two outage tests share one module-scoped server (issue 17: a fresh
-`mlflow server` over a new sqlite store is ~8 CPU s): each stops and starts
-it, and leaves it running as it found it; their sweeps are two experiments
-with their own registered models, so neither sees the other's runs.
+The two outage tests share one module-scoped server and one outage
+(issue 17: a start of `mlflow server` is ~6 CPU s): their two sweeps run
+at once, one that outlasts the outage and one that gives up, and the
+server is stopped once and started again once for both (`outage`). The
+resume runs in the test's process; each sweep that met the outage is a
+kg-train process.
 """
 
 import collections
@@ -36,8 +38,8 @@ import pytest
 from kg_service.tracking import member_runs
 from kg_service.tracking import mlflow_store as tracking
 from kg_service.tracking import retry
+from tests.service import in_process
 from tests.service import servers
-from tests.service.sweep.test_faults import kg_train_process
 from tests.service.sweep.test_golden import GOLDEN
 from tests.service.sweep.test_golden import _same
 
@@ -96,35 +98,83 @@ def test_a_request_the_store_refuses_is_raised_at_once(tmp_path, caplog):
 # --- A real server, stopped mid-sweep. ---------------------------------------
 
 
-@pytest.fixture(scope="module")
-def shared_server(tmp_path_factory):
-    """A restartable `mlflow server` over a sqlite file, for the module."""
-    folder = tmp_path_factory.mktemp("outage-server")
-    (folder / "server-artifacts").mkdir()
-    server = servers.MlflowServer(f"sqlite:///{folder / 'server.db'}", str(folder / "server-artifacts"))
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def server(shared_server):
-    """The module's server, running (started again here if a failed test
-    left it stopped)."""
-    if shared_server.process is None:
-        shared_server.start()
-    return shared_server
-
-
-def _golden_config(tmp_path, experiment, model_prefix):
-    """GOLDEN's config.yaml in tmp_path as experiment `experiment`, its
+def _golden_config(folder, experiment, model_prefix):
+    """GOLDEN's config.yaml in `folder` as experiment `experiment`, its
     models `{model_prefix}-{activation}`: the sweep's numbers are GOLDEN's."""
     text = (GOLDEN / "config.yaml").read_text()
     for old, new in [("experiment: golden-tiny\n", f"experiment: {experiment}\n"),
                      ('model_name: "golden-{activation}"', f'model_name: "{model_prefix}-{{activation}}"')]:
         assert text.count(old) == 1, old
         text = text.replace(old, new)
-    (tmp_path / "config.yaml").write_text(text)
+    (folder / "config.yaml").write_text(text)
+
+
+class Sweep:
+    """A kg-train process of GOLDEN's config in `folder` against the
+    server, its stdout and stderr in files (two run at once: a pipe
+    nobody reads while the other is waited for could fill and stall it)."""
+
+    def __init__(self, folder, server, experiment, model_prefix, *args):
+        _golden_config(folder, experiment, model_prefix)
+        self.folder, self.experiment = folder, experiment
+        self.out, self.err = folder / "kg-train.out", folder / "kg-train.err"
+        with open(self.out, "w") as out, open(self.err, "w") as err:
+            self.process = subprocess.Popen(
+                [os.path.join(servers.VENV_BIN, "kg-train"), "--config", "config.yaml",
+                 "--tracking-uri", server.uri, *args, "--quiet"],
+                cwd=folder, stdout=out, stderr=err,
+                env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+            )  # fmt: skip
+
+    def wait(self):
+        """Its exit code, once it has exited; its stdout and stderr."""
+        self.process.wait(timeout=600)
+        self.stdout, self.stderr = self.out.read_text(), self.err.read_text()
+        return self.process.returncode
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def outage(tmp_path_factory):
+    """One real `mlflow server` over a sqlite file and two sweeps on it,
+    cut by one outage (issue 17: each start of the server is ~6 CPU s, and
+    one outage serves both tests). `within` retries for 600 s (the default
+    120 s would have to cover `past`'s exit too); `past` gives up after
+    3 s. The server is stopped once each sweep has a member in the store,
+    started again once `past` has exited, and `within` is then waited for;
+    the server stays up for the tests (`past`'s resume). Their sweeps are
+    two experiments with their own registered models, so neither sees the
+    other's runs."""
+    folder = tmp_path_factory.mktemp("outage-server")
+    (folder / "server-artifacts").mkdir()
+    server = servers.MlflowServer(f"sqlite:///{folder / 'server.db'}", str(folder / "server-artifacts"))
+    server.start()
+    client = _backend(server)
+    sweeps = {}
+    try:
+        # A long window for `within`: the server is down while `past`
+        # notices, gives up and exits, and then while it starts again.
+        sweeps["within"] = Sweep(tmp_path_factory.mktemp("within"), server, "outage-within",
+                                 "within", "--set", "tracking.retry_seconds=600")
+        sweeps["past"] = Sweep(tmp_path_factory.mktemp("past"), server, "outage-past", "past",
+                               "--set", "tracking.retry_seconds=3")
+        for sweep in sweeps.values():
+            _wait_for_first_member(client, sweep.process, sweep.experiment)
+        # A sweep already over would meet no outage: say so, not later.
+        assert sweeps["within"].process.poll() is None, "the within sweep ended before the outage"
+        server.stop()
+        sweeps["past"].wait()
+        server.start()
+        sweeps["within"].wait()
+        yield server, sweeps
+    finally:
+        for sweep in sweeps.values():
+            sweep.kill()
+        server.stop()
 
 
 def _backend(server):
@@ -144,11 +194,7 @@ def _wait_for_first_member(client, process, experiment_name, timeout=300):
         ):
             return
         time.sleep(0.1)
-    exited = process.poll()
-    if exited is None:  # not left training beside the module's next test
-        process.kill()
-        process.wait()
-    raise AssertionError(f"no member reached the store; kg-train: {exited}")
+    raise AssertionError(f"no member of {experiment_name} reached the store; kg-train: {process.poll()}")
 
 
 def _assert_the_sweep_is_whole_and_once(client, tmp_path, experiment_name, model_prefix):
@@ -176,18 +222,11 @@ def _assert_the_sweep_is_whole_and_once(client, tmp_path, experiment_name, model
     _same(json.loads((GOLDEN / "summary.json").read_text()), json.loads(summary.read_text()))
 
 
-def test_a_server_stopped_mid_sweep_and_back_within_the_window_loses_and_doubles_nothing(
-    tmp_path, server
-):
-    _golden_config(tmp_path, "outage-within", "within")
-    # The default window (120 s) covers a restart (20-40 s here, measured).
-    process = kg_train_process(tmp_path, "--config", "config.yaml", "--tracking-uri", server.uri)
-    client = _backend(server)
-    _wait_for_first_member(client, process, "outage-within")
-    server.stop()
-    server.start()
-    _, stderr = process.communicate(timeout=600)
-    assert process.returncode == 0, stderr[-3000:]
+def test_a_server_stopped_mid_sweep_and_back_within_the_window_loses_and_doubles_nothing(outage):
+    server, sweeps = outage
+    within = sweeps["within"]
+    assert within.process.returncode == 0, within.stderr[-3000:]
+    stderr = within.stderr
     # The first failed call may meet the server half-stopped (a reset or a
     # dropped connection) rather than refused: the retry is what matters,
     # and at least one attempt finds nothing listening.
@@ -195,7 +234,7 @@ def test_a_server_stopped_mid_sweep_and_back_within_the_window_loses_and_doubles
     assert retries and re.search(r"retrying in \d+ s \(attempt 2/\d+\)$", retries[0]), stderr[-3000:]
     assert any("ConnectionRefusedError" in line for line in retries), stderr[-3000:]
     assert "is back after" in stderr
-    _assert_the_sweep_is_whole_and_once(client, tmp_path, "outage-within", "within")
+    _assert_the_sweep_is_whole_and_once(_backend(server), within.folder, "outage-within", "within")
     # The server answers a refused request with a 4xx: raised at once.
     tracker = tracking.Tracker(server.uri, "outage-within", retry_seconds=60)
     with pytest.raises(mlflow.exceptions.RestException):
@@ -203,18 +242,12 @@ def test_a_server_stopped_mid_sweep_and_back_within_the_window_loses_and_doubles
 
 
 def test_a_server_down_past_the_window_stops_keeps_the_members_and_resume_finishes(
-    tmp_path, server
+    outage, monkeypatch
 ):
-    _golden_config(tmp_path, "outage-past", "past")
-    process = kg_train_process(
-        tmp_path, "--config", "config.yaml", "--tracking-uri", server.uri,
-        "--set", "tracking.retry_seconds=3",
-    )
-    client = _backend(server)
-    _wait_for_first_member(client, process, "outage-past")
-    server.stop()
-    _, stderr = process.communicate(timeout=600)
-    assert process.returncode == 75, stderr[-3000:]
+    server, sweeps = outage
+    past = sweeps["past"]
+    tmp_path, stderr = past.folder, past.stderr
+    assert past.process.returncode == 75, stderr[-3000:]
     assert "Traceback" not in stderr
     assert "did not come back within 3 s" in stderr
     held = int(re.search(r"(\d+) of 12 members are in the tracking store", stderr).group(1))
@@ -224,6 +257,7 @@ def test_a_server_down_past_the_window_stops_keeps_the_members_and_resume_finish
     spooled = sorted(p.name for p in (tmp_path / "kg-output" / "spool" / run_id).iterdir())
     # Whole activations trained: the ones in the store and the ones kept.
     assert held >= 1 and kept == len(spooled) and (held + kept) % 3 == 0
+    client = _backend(server)
     runs = client.search_runs([client.get_experiment_by_name("outage-past").experiment_id])
     (parent,) = [r for r in runs if r.data.tags["kg.role"] == "sweep"]
     assert parent.info.run_id == run_id and parent.info.status == "RUNNING"
@@ -244,15 +278,16 @@ def test_a_server_down_past_the_window_stops_keeps_the_members_and_resume_finish
     assert len(whole_but_running) <= 1
     assert client.search_registered_models("name LIKE 'past-%'") == []
 
-    server.start()
+    # The server is back (the fixture started it again). The printed
+    # command runs in this process (click's runner): what it finds in the
+    # store and the spool is the point, not the process; the sweeps that
+    # met the outage are processes, and so are test_faults.py's resumes.
     words = shlex.split(command)
     assert words[:2] == ["kg-train", "--config"] and server.uri in words
-    resumed = subprocess.run(
-        [os.path.join(servers.VENV_BIN, "kg-train"), *words[1:], "--quiet"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
-        env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
-    )
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    monkeypatch.chdir(tmp_path)  # the config, its output_dir: relative
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    resumed = in_process.kg_train(*words[1:])
+    assert resumed.exit_code == 0, (resumed.stderr + str(resumed.exception))[-3000:]
     done_now, kept_now = held + len(whole_but_running), kept - len(whole_but_running)
     assert f"resumed, {done_now} members already done" in resumed.stdout, resumed.stdout[:500]
     assert (f", {kept_now} kept locally to log" in resumed.stdout) == (kept_now > 0), (
