@@ -20,7 +20,6 @@ import urllib.parse
 
 import pytest
 
-from tests.service import in_process
 from tests.service import servers
 from tests.service.stack import harness
 from tests.service.stack.harness import interpolate
@@ -422,21 +421,17 @@ def test_without_allowed_hosts_the_preflight_names_the_host_check_and_exits_2(
         assert healthcheck(compose, uri).returncode != 0
         # 127.1 reaches 127.0.0.1 but is no name MLflow trusts by default,
         # as mlflow:5000 is none: kg-train sends that Host header.
-        # kg-train in this process (click's runner): what is checked is its
-        # exit code, its one paragraph and an empty folder; a kg-train
-        # process refused at its preflight is cli/test_preflight.py's
-        # (issue 17: a process paid TensorFlow's and MLflow's start-up).
         port = uri.rsplit(":", 1)[1]
         cwd = tmp_path / "cwd"
         cwd.mkdir()
-        with pytest.MonkeyPatch.context() as patch:
-            patch.chdir(cwd)
-            patch.delenv("MLFLOW_TRACKING_URI", raising=False)
-            patch.setenv("MLFLOW_TRACKING_USERNAME", admin(dot_env)[0])
-            patch.setenv("MLFLOW_TRACKING_PASSWORD", admin(dot_env)[1])
-            result = in_process.kg_train("--config", os.path.join(ROOT, "configs", "tiny.yaml"),
-                                         "--tracking-uri", f"http://127.1:{port}")
-    assert result.exit_code == 2, result.output + repr(result.exception)
+        result = subprocess.run(
+            [sys.executable, "-m", "kg_service.cli.train", "--config",
+             os.path.join(ROOT, "configs", "tiny.yaml"), "--tracking-uri", f"http://127.1:{port}"],
+            cwd=cwd, env=servers.server_env(PYTHONPATH=ROOT, MLFLOW_TRACKING_USERNAME=admin(dot_env)[0],
+                                            MLFLOW_TRACKING_PASSWORD=admin(dot_env)[1]),
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
     message = result.stderr.strip()
     assert "Traceback" not in message and "\n" not in message, message
     assert f"refuses the Host header '127.1:{port}'" in message
@@ -518,19 +513,13 @@ def test_users_job_makes_an_account_that_reads_what_the_admin_wrote_and_cannot_c
         assert status == 403, (path, status, answer)
 
 
-def test_users_job_refuses_to_demote_the_admin_with_exit_2(
-    compose, dot_env, stack_server, monkeypatch, capsys
-):
-    # The job's script in this process (its `__main__`): the job as a
-    # process is the test above's first run, and the stack test's.
+def test_users_job_refuses_to_demote_the_admin_with_exit_2(compose, dot_env, stack_server):
     uri, _ = stack_server
     same = dict(dot_env, MLFLOW_READER_USERNAME=dot_env["MLFLOW_TRACKING_USERNAME"])
-    with pytest.raises(SystemExit) as exited:
-        run_users_job_here(compose, same, uri, monkeypatch, capsys)
-    stderr = capsys.readouterr().err
-    assert exited.value.code == 2, stderr
-    assert "MLFLOW_READER_USERNAME is the admin's name" in stderr
-    assert "Traceback" not in stderr
+    result = run_users_job(compose, same, uri)
+    assert result.returncode == 2, result.stderr
+    assert "MLFLOW_READER_USERNAME is the admin's name" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_model_server_signs_in_read_only_and_takes_its_token_from_a_secret(compose):
