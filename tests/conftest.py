@@ -98,10 +98,8 @@ SLOW = [
 ]
 
 SERVER = [
-    "service/cli/test_run_output.py::test_printed_serve_command_is_kg_serve_and_answers_a_csv_request",
     "service/serving/test_kg.py::test_kg_serve_with_a_token_file_requires_the_bearer_token",
     "service/serving/test_kg.py::test_kg_serve_of_a_savedmodel_with_workers_stops_its_whole_process_group",
-    "service/serving/test_serving.py::test_served_model_answers_400_to_bad_input_and_keeps_answering",
     "service/sweep/test_end_to_end.py::test_served_model_",
     "service/sweep/test_end_to_end.py::test_sweep_under_jax_against_postgres_backed_mlflow_server",
     "service/stack/test_stack.py",

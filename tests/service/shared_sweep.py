@@ -12,7 +12,8 @@ reader asserts its own part: serving/test_kg.py (kg serve, predict,
 models), cli/test_run_output.py (which store wins, the printed `Serve:`
 command) and cli/test_telemetry.py (no telemetry host contacted).
 A second shared sweep, `tiny-smoke-sweep`: configs/tiny.yaml `--smoke` without
-export (two activations of two seeds: something to compare), for the
+export (two activations of two seeds: something to compare), trained in
+the first asking worker's own process (`train_smoke`), for the
 readers that need a comparison: analysis/test_report.py (`kg report`
 and `kg plan` of it) and sweep/test_shards.py (the single-machine sweep
 two shards must equal). `tiny_smoke_sweep` in tests/service/conftest.py
@@ -97,16 +98,31 @@ def train(cwd):
 
 def train_smoke(cwd):
     """`kg-train --config configs/tiny.yaml --smoke --set export.enabled=false
-    --output-dir sweep` in `cwd` (empty), MLFLOW_TRACKING_URI unset: the
-    experiment kg-smoke-smoke, models tiny-{relu,gelu}-smoke; a `TinySweep`."""
+    --output-dir sweep -q` in `cwd` (empty), MLFLOW_TRACKING_URI unset: the
+    experiment kg-smoke-smoke, models tiny-{relu,gelu}-smoke; a `TinySweep`.
+
+    Run in this process (click's runner, tests/service/in_process.py): its
+    readers check what it leaves in the store and the folder, not the
+    process, and a kg-train process paid TensorFlow's and MLflow's
+    start-up, which this worker has paid already (issue 17). This config's
+    `--smoke` as a kg-train process: test_smoke_configs.py[tiny]."""
+    import pytest
+    from mlflow.tracking._model_registry import utils as registry_utils
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    from tests.service import in_process
+
     uri = f"sqlite:///{cwd / 'mlflow.db'}"
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    done = subprocess.run(
-        [os.path.join(servers.VENV_BIN, "kg-train"), "--config", str(TINY), "--smoke",
-         "--set", "export.enabled=false", "--tracking-uri", uri, "--output-dir", "sweep", "-q"],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    return TinySweep(cwd, uri, None, done.returncode, done.stdout, done.stderr)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)  # --output-dir is relative
+        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        # The sweep sets MLflow's process-wide URIs: the asking test's are put back.
+        patch.setattr(registry_utils, "_registry_uri", registry_utils._registry_uri)
+        patch.setattr(tracking_utils, "_tracking_uri", tracking_utils._tracking_uri)
+        done = in_process.kg_train("--config", TINY, "--smoke", "--set", "export.enabled=false",
+                                   "--tracking-uri", uri, "--output-dir", "sweep")
+    stderr = done.stderr + ("" if done.exception is None or done.exit_code == 0 else repr(done.exception))
+    return TinySweep(cwd, uri, None, done.exit_code, done.stdout, stderr)
 
 
 def once(shared_root, name="tiny-sweep", trainer=train):

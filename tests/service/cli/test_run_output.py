@@ -1,16 +1,12 @@
 """What a real `kg train` process writes where, and what it tells the user
 to run next: the session's shared sweep of configs/tiny.yaml in a
 subprocess (tests/service/shared_sweep.py), with `--tracking-uri` and
-`MLFLOW_TRACKING_URI` naming two different stores, then the printed
-`Serve:` command run as printed."""
+`MLFLOW_TRACKING_URI` naming two different stores, and the printed
+`Serve:` command (run as printed by serving/test_kg.py's server)."""
 
-import http.client
 import os
 import shlex
 import sqlite3
-import subprocess
-
-from tests.service import servers
 
 
 def runs_in(db):
@@ -34,34 +30,14 @@ def test_tracking_uri_flag_wins_over_the_environment_in_a_real_run(tiny_sweep):
     assert runs_in(tiny_sweep.cwd / "env.db") == 0
 
 
-def test_printed_serve_command_is_kg_serve_and_answers_a_csv_request(tiny_sweep, tmp_path):
+def test_printed_serve_command_is_kg_serve_of_the_champion_on_the_sweeps_store(tiny_sweep):
     # The line named plain `mlflow models serve`, which answers any CSV
-    # request with a stack trace in the body (issue 15).
-    cwd, stdout = tiny_sweep.cwd, tiny_sweep.stdout
+    # request with a stack trace in the body (issue 15). The line run as
+    # printed, answering a CSV request: serving/test_kg.py, whose server is
+    # started from it (one kg serve process for both, issue 17).
+    stdout = tiny_sweep.stdout
     (line,) = [l for l in stdout.splitlines() if l.startswith("Serve:")]
     words = shlex.split(line[len("Serve:"):])
     assert os.path.basename(words[0]) == "kg" and words[1] == "serve", line
-    assert tiny_sweep.uri in words, line
+    assert words[2] == "models:/tiny-gelu@champion" and tiny_sweep.uri in words, line
     assert "mlflow models serve" in stdout  # still offered, as the alternative
-    port = servers.free_port()
-    log_path = tmp_path / "serve.log"  # not in the shared sweep's folder
-    env = servers.server_env()
-    env.pop("MLFLOW_TRACKING_URI", None)
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            [*words, "--port", str(port)], cwd=cwd, env=env, stdout=log,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        servers.wait_for_http(f"http://127.0.0.1:{port}/ping", process, 300, log_path)
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        connection.request(
-            "POST", "/invocations", "x,y\n0.5,-0.2\n", {"Content-Type": "text/csv"}
-        )
-        response = connection.getresponse()
-        body = response.read().decode()
-        connection.close()
-        assert response.status == 200, body
-        assert "predictions" in body and "Traceback" not in body, body
-    finally:
-        servers.stop(process)

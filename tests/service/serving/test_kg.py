@@ -12,6 +12,7 @@ import http.client
 import io
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -30,22 +31,19 @@ FEATURES = 2
 KG = os.path.join(servers.VENV_BIN, "kg")
 
 
-def kg_process(args, cwd, **kwargs):
-    env = servers.server_env()
-    env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.Popen(
-        [KG, *args], cwd=cwd, env=env, stdout=kwargs.pop("stdout", subprocess.PIPE),
-        stderr=subprocess.STDOUT, text=True, **kwargs,
-    )  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def sweep(tiny_sweep, tmp_path_factory):
     """One gelu member of configs/tiny.yaml, trained by `kg train`: the
     session's shared sweep (tests/service/shared_sweep.py), which other
     modules read too; "logs" is this module's own folder."""
     return {"cwd": tiny_sweep.cwd, "uri": tiny_sweep.uri, "saved_model": tiny_sweep.saved_model,
-            "logs": tmp_path_factory.mktemp("kg")}  # fmt: skip
+            "stdout": tiny_sweep.stdout, "logs": tmp_path_factory.mktemp("kg")}  # fmt: skip
+
+
+def printed_serve_command(stdout):
+    """The words of the `Serve:` line `kg train` printed."""
+    (line,) = [l for l in stdout.splitlines() if l.startswith("Serve:")]
+    return shlex.split(line[len("Serve:"):])
 
 
 @pytest.fixture(scope="module")
@@ -60,15 +58,21 @@ def local(sweep):
 
 @pytest.fixture(scope="module")
 def server(sweep):
-    """`kg serve MODEL` on a free loopback port; stopped with SIGTERM."""
+    """`kg serve MODEL --tracking-uri URI` as the shared sweep printed it
+    (its `Serve:` line, run by cli/test_run_output.py before: one kg serve
+    process less, issue 17), on a free loopback port; stopped with SIGTERM."""
     port = servers.free_port()
     log_path = sweep["logs"] / "kg-serve.log"
+    words = printed_serve_command(sweep["stdout"])
+    assert os.path.basename(words[0]) == "kg" and words[1:] == ["serve", MODEL, "--tracking-uri",
+                                                                 sweep["uri"]], words
+    env = servers.server_env()
+    env.pop("MLFLOW_TRACKING_URI", None)
     with open(log_path, "w") as log:
-        process = kg_process(
+        process = subprocess.Popen(
             # A short client timeout: the slow-client tests wait for it.
-            ["serve", MODEL, "--tracking-uri", sweep["uri"], "--port", str(port),
-             "--client-timeout", "3"],
-            sweep["cwd"], stdout=log,
+            [*words, "--port", str(port), "--client-timeout", "3"], cwd=sweep["cwd"], env=env,
+            stdout=log, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
     try:
         servers.wait_for_http(f"http://127.0.0.1:{port}/ping", process, 300, log_path)
@@ -128,6 +132,15 @@ def test_served_predictions_equal_the_locally_loaded_model_in_every_format(serve
     status, answer = post(server["port"], csv, "text/csv")
     assert status == 200, answer
     np.testing.assert_allclose(json.loads(answer)["predictions"], expected, atol=1e-6)
+
+
+def test_the_printed_serve_command_answers_a_csv_request(server):
+    # `kg train`'s `Serve:` line named plain `mlflow models serve`, which
+    # answers any CSV request with a stack trace in the body (issue 15);
+    # the line itself is read in cli/test_run_output.py.
+    status, answer = post(server["port"], "x,y\n0.5,-0.2\n", "text/csv")
+    assert status == 200, answer
+    assert "predictions" in answer and "Traceback" not in answer, answer
 
 
 def run_kg(*args, input=None):

@@ -1,20 +1,19 @@
 """The registered pyfunc model: its signature, its answers for every batch
-size and backend, under concurrency, for bad input, and in a real
-`mlflow models serve` process.
+size and backend, under concurrency, and for bad input.
 
 References are the Keras model's own `predict` (a different code path
 from the served one) and, for bad input, the HTTP status MLflow's scoring
-server gives an `INVALID_PARAMETER_VALUE` exception (400).
+server gives an `INVALID_PARAMETER_VALUE` exception (400). The same model
+code in a real `mlflow models serve` process, its 400s to bad input and
+its clean log: sweep/test_end_to_end.py's served moons champion (one
+server start for both, issue 17).
 """
 
 import concurrent.futures
-import json
 import os
 import subprocess
 import sys
 import textwrap
-import urllib.error
-import urllib.request
 
 import keras
 import numpy as np
@@ -23,7 +22,6 @@ import pytest
 import keras_gelu
 from kg_service.tracking import mlflow_store as tracking
 from kg_service.tracking import model_logging
-from tests.service import servers
 
 FEATURES, CLASSES = 2, 3
 
@@ -198,46 +196,3 @@ def test_pyfunc_loads_in_a_fresh_process_on_every_backend(registered, backend, t
     # The model's own copy of keras_gelu (logged code path), not the checkout's.
     assert "/code/keras_gelu/" in done.stdout, done.stdout
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), reference(registered, x), atol=1e-5)
-
-
-def post(url, body):
-    request = urllib.request.Request(
-        f"{url}/invocations", data=body.encode(), headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-
-
-def test_served_model_answers_400_to_bad_input_and_keeps_answering(registered, monkeypatch):
-    # As a user starts it: TensorFlow's log level is the model file's default.
-    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
-    x = [[0.5, -0.2], [1.0, 0.3]]
-    expected = reference(registered, x)
-    with servers.model_server(
-        registered["model_uri"], registered["uri"], str(registered["root"])
-    ) as url:
-        status, body = post(url, json.dumps({"inputs": x}))
-        assert status == 200
-        np.testing.assert_allclose(body["predictions"], expected, atol=1e-5)
-        bad = {
-            '{"inputs": [[NaN, 0.2]]}': "got nan in row 0, column 0",
-            '{"inputs": [[0.1, 0.2], [Infinity, 0.2]]}': "got inf in row 1, column 0",
-            '{"inputs": [[1e39, 0.2]]}': "got inf in row 0, column 0",
-            '{"inputs": [[0.1, 0.2, 0.3]]}': "(1, 3) does not match expected shape (-1, 2)",
-            '{"inputs": [["a", 0.2]]}': "could not convert string to float",
-        }
-        for request, fragment in bad.items():
-            status, body = post(url, request)
-            assert status == 400, (request, body)
-            assert fragment in body["message"], (request, body)
-        status, body = post(url, json.dumps({"inputs": x}))
-        assert status == 200
-        np.testing.assert_allclose(body["predictions"], expected, atol=1e-5)
-    log = (registered["root"] / "model-server.log").read_text(errors="replace")
-    assert "Add type hints" not in log
-    assert "Traceback" not in log
-    if not os.path.exists("/proc/driver/nvidia/version"):
-        assert "failed call to cuInit" not in log

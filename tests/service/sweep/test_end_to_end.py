@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import urllib.error
 import urllib.request
 
 import numpy as np
@@ -247,19 +248,44 @@ def test_sweep_writes_report_and_prints_the_verdict(sweep):
     assert "mlflow models serve" in result.stdout
 
 
-def served_and_saved(cwd, uri, name, x):
+def post(url, body):
+    """(status, JSON answer) of a POST to the server's /invocations."""
+    request = urllib.request.Request(
+        f"{url}/invocations", data=body.encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def served_and_saved(cwd, uri, name, x, in_a_server=True, while_served=None):
     """Probabilities for raw rows `x` from `models:/<name>@champion` served by
-    a fresh `mlflow models serve`, and from the champion's SavedModel."""
+    a fresh `mlflow models serve` (`in_a_server=False`: the same registered
+    pyfunc model loaded in this process, fed `x` as the server's JSON
+    parsing feeds it, float32), and from the champion's SavedModel.
+    `while_served(url, x, served)` runs while the server is up."""
+    import mlflow
     import tensorflow as tf
 
-    with servers.model_server(f"models:/{name}@champion", uri, str(cwd)) as url:
-        request = urllib.request.Request(
-            f"{url}/invocations",
-            data=json.dumps({"inputs": x.tolist()}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=60) as response:
-            served = np.array(json.loads(response.read())["predictions"])
+    model_uri = f"models:/{name}@champion"
+    if in_a_server:
+        with servers.model_server(model_uri, uri, str(cwd)) as url:
+            status, answer = post(url, json.dumps({"inputs": x.tolist()}))
+            assert status == 200, answer
+            served = np.array(answer["predictions"])
+            if while_served is not None:
+                while_served(url, x, served)
+    else:
+        previous = mlflow.get_tracking_uri(), mlflow.get_registry_uri()
+        mlflow.set_tracking_uri(uri)
+        mlflow.set_registry_uri(uri)
+        try:
+            served = mlflow.pyfunc.load_model(model_uri).predict(np.asarray(x, "float32"))
+        finally:
+            mlflow.set_tracking_uri(previous[0])
+            mlflow.set_registry_uri(previous[1])
     version = client(uri).get_model_version_by_alias(name, "champion")
     saved = tf.saved_model.load(str(cwd / "exports" / name / str(version.version)))
     out = saved.signatures["serving_default"](tf.constant(x, dtype=tf.float32))
@@ -279,19 +305,61 @@ def accuracy(probs, y):
     return float((np.argmax(probs, axis=1) == y).mean())
 
 
-def test_served_model_takes_a_fresh_raw_moons_sample_at_the_reported_accuracy(sweep):
+# Bad input to `mlflow models serve` and what its 400 says: the model's own
+# checks (INVALID_PARAMETER_VALUE), and MLflow's parsing for the string.
+BAD_INPUT = {
+    '{"inputs": [[NaN, 0.2]]}': "got nan in row 0, column 0",
+    '{"inputs": [[0.1, 0.2], [Infinity, 0.2]]}': "got inf in row 1, column 0",
+    '{"inputs": [[1e39, 0.2]]}': "got inf in row 0, column 0",
+    '{"inputs": [[0.1, 0.2, 0.3]]}': "(1, 3) does not match expected shape (-1, 2)",
+    '{"inputs": [["a", 0.2]]}': "could not convert string to float",
+}
+
+
+def bad_input_is_400_and_the_server_answers_on(url, x, served):
+    """Each of BAD_INPUT is a 400 naming what is wrong; rows sent before
+    and after get the answer the whole batch gave them."""
+    rows = json.dumps({"inputs": x[:2].tolist()})
+    status, answer = post(url, rows)
+    assert status == 200, answer
+    np.testing.assert_allclose(answer["predictions"], served[:2], atol=1e-5)
+    for request, fragment in BAD_INPUT.items():
+        status, answer = post(url, request)
+        assert status == 400, (request, answer)
+        assert fragment in answer["message"], (request, answer)
+    status, answer = post(url, rows)
+    assert status == 200, answer
+    np.testing.assert_allclose(answer["predictions"], served[:2], atol=1e-5)
+
+
+def test_served_model_takes_a_fresh_raw_moons_sample_at_the_reported_accuracy(
+    sweep, monkeypatch
+):
     """A fresh make_moons sample, drawn with a seed the service never used
     and sent as make_moons returns it, to the served champion and to its
     SavedModel: accuracy on it estimates what the test accuracy estimates,
     so the two agree within sampling noise: 3 standard errors of the
     difference of two binomial proportions (2000 fresh points, the test
-    split's 200), plus 1 pp."""
+    split's 200), plus 1 pp.
+
+    The same server answers bad input with 400 and keeps answering, its
+    log clean (`bad_input_is_400_and_the_server_answers_on`: the checks of
+    serving/test_serving.py's own `mlflow models serve`, issue 17)."""
     from sklearn.datasets import make_moons
 
+    # As a user starts it: TensorFlow's log level is the model file's default.
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
     cwd, _, uri = sweep
     x, y = make_moons(2000, noise=0.2, random_state=12345)
-    served, saved, version = served_and_saved(cwd, uri, "tiny-gelu", x)
+    served, saved, version = served_and_saved(
+        cwd, uri, "tiny-gelu", x, while_served=bad_input_is_400_and_the_server_answers_on
+    )
     np.testing.assert_allclose(served, saved, atol=1e-5)
+    log = (cwd / "model-server.log").read_text(errors="replace")
+    assert "Add type hints" not in log
+    assert "Traceback" not in log
+    if not os.path.exists("/proc/driver/nvidia/version"):
+        assert "failed call to cuInit" not in log
     reported = reported_test_accuracy(cwd, "tiny", version)
     assert reported > 0.9  # trained: the comparison means something
     p = min(reported, 0.95)
@@ -308,9 +376,15 @@ def test_served_model_takes_raw_load_digits_rows_at_the_reported_accuracy(
     load_digits() with scikit-learn's own split (test first, stratified,
     data seed 0), not through the service, and sent as load_digits returns
     them (pixels 0..16). The model never trained on them, and they are the
-    rows its reported test accuracy was measured on, so the served and
-    exported models must score it to within one example (a float tie); a
-    model expecting rescaled or standardized pixels scores far lower."""
+    rows its reported test accuracy was measured on, so the registered
+    and exported models must score it to within one example (a float tie);
+    a model expecting rescaled or standardized pixels scores far lower.
+
+    The registered model is loaded in this process, not served: what
+    differs from moons is the model, not the server (issue 17: an `mlflow
+    models serve` start and stop is 7.6 CPU s, its uvicorn worker's share
+    never in the suite's timeline); the moons test above serves its
+    champion in a real `mlflow models serve`."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
@@ -319,7 +393,7 @@ def test_served_model_takes_raw_load_digits_rows_at_the_reported_accuracy(
     _, x_test, _, y_test = train_test_split(
         x, y, test_size=0.2, stratify=y, random_state=0
     )
-    served, saved, version = served_and_saved(cwd, uri, "digits-gelu", x_test)
+    served, saved, version = served_and_saved(cwd, uri, "digits-gelu", x_test, in_a_server=False)
     np.testing.assert_allclose(served, saved, atol=1e-5)
     reported = reported_test_accuracy(cwd, "tiny-digits", version)
     assert reported > 0.9
