@@ -1,9 +1,4 @@
 import dataclasses
-import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import keras
 import numpy as np
@@ -30,9 +25,6 @@ from kg_service.training import loop
 from kg_service.training.loop import train_sweep
 
 HISTORY_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")
-REPO = os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-)
 
 
 @pytest.fixture(autouse=True)
@@ -483,72 +475,3 @@ def test_describe_device_reports_cpu_and_refuses_a_missing_gpu():
 def test_unknown_optimizer_raises_service_error(dataset):
     with pytest.raises(ServiceError, match="adam"):
         train_sweep(tasks.get(dataset.name), dataset, _config(optimizer="lbfgs"))
-
-
-JAX_SWEEP = textwrap.dedent("""
-    import json, sys
-    import numpy as np
-    sys.path.insert(0, sys.argv[1])
-    import keras
-    from kg_service.config.derived import member_source_seeds
-    from kg_service.config.schema import Config, DataConfig, ModelConfig, TrainingConfig
-    from kg_service.tasks import base as tasks
-    from kg_service.tasks.classification.data import resplit
-    from kg_service.tasks.base import load_dataset
-    from kg_service.tasks.classification.models import build_model
-    from kg_service.training.loop import train_sweep
-
-    ds = load_dataset(DataConfig(n_samples=200))
-    config = Config(
-        activations=("gelu", "learnable_leaky_relu"),
-        seeds=(0, 1),
-        model=ModelConfig(hidden_units=(4,)),
-        training=TrainingConfig(epochs=2, batch_size=24, learning_rate=0.01),
-    )
-    results = train_sweep(tasks.get(ds.name), ds, config)
-    # Member gelu/seed 1 against the plain model trained alone: its split,
-    # initial weights and batch order from its own source seeds.
-    sources = member_source_seeds(config, 1)
-    ds = resplit(ds, sources["split"])
-    keras.utils.set_random_seed(sources["init"])
-    ref = build_model(config.model, "gelu", ds.input_dim, ds.n_classes,
-                      normalization=ds.normalization)
-    ref.compile(optimizer=keras.optimizers.Adam(0.01),
-                loss="sparse_categorical_crossentropy")
-    rng = np.random.default_rng(sources["order"])
-    for _ in range(2):
-        order = rng.permutation(len(ds.y_train))
-        for i in range(0, len(order), 24):
-            ref.train_on_batch(ds.x_train[order[i:i + 24]], ds.y_train[order[i:i + 24]])
-    diff = max(float(np.abs(a - b).max())
-               for a, b in zip(ref.get_weights(), results[1].model.get_weights()))
-    print(json.dumps({
-        "backend": keras.backend.backend(),
-        "members": [
-            [r.activation, r.seed, len(r.history["val_loss"])] for r in results
-        ],
-        "weight_diff": diff,
-    }))
-    """)
-
-
-def test_sweep_runs_on_the_jax_backend():
-    pytest.importorskip("jax")
-    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run(
-        [sys.executable, "-c", JAX_SWEEP, REPO],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["backend"] == "jax"
-    assert out["members"] == [
-        ["gelu", 0, 2],
-        ["gelu", 1, 2],
-        ["learnable_leaky_relu", 0, 2],
-        ["learnable_leaky_relu", 1, 2],
-    ]
-    assert out["weight_diff"] < 1e-4
