@@ -307,8 +307,12 @@ def sweep(tmp_path_factory):
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     config = Config(
         experiment="lm-test",
-        activations=("relu", "geglu"),
-        baseline="relu",
+        # Two gated FFNs of one width: one architecture, so the four members
+        # train as one stacked model, one set of traces (issue 17; relu beside
+        # geglu was two). A plain FFN's language model is trained, exported
+        # and registered by test_smoke_configs.py (glu-variants, revival).
+        activations=("geglu", "swiglu"),
+        baseline="geglu",
         seeds=(0, 1),
         output_dir=str(tmp / "out"),
         data=SWEEP_DATA,
@@ -357,7 +361,7 @@ def test_saved_model_takes_token_ids(sweep):
     import tensorflow as tf
 
     tmp, _, _ = sweep
-    (path,) = (tmp / "exports" / "lm-relu").glob("1")
+    (path,) = (tmp / "exports" / "lm-swiglu").glob("1")
     signature = tf.saved_model.load(str(path)).signatures["serving_default"]
     (spec,) = signature.structured_input_signature[1].values()
     assert spec.dtype == tf.int32 and spec.shape.as_list() == [None, None]
@@ -371,7 +375,7 @@ def test_registered_model_continues_a_prompt_in_process_as_greedy_decoding(sweep
 
     tmp, uri, config = sweep
     mlflow.set_registry_uri(uri)
-    model = mlflow.pyfunc.load_model("models:/lm-relu@champion")
+    model = mlflow.pyfunc.load_model("models:/lm-swiglu@champion")
     out = model.predict({"prompt": ["import os\n", "def main("]}, params={"max_new_tokens": 5})
     assert list(out.columns) == ["continuation", "next_token_logprobs"]
     assert len(out) == 2
@@ -386,7 +390,7 @@ def test_registered_model_continues_a_prompt_in_process_as_greedy_decoding(sweep
             logits = keras_model.predict_on_batch(np.array([ids], "int32"))
             ids.append(int(np.argmax(logits[0, -1])))
         assert bytes(ids[len(prompt):]).decode("utf-8", "replace") == continuation
-    info = _client(uri).get_model_version_by_alias("lm-relu", "champion")
+    info = _client(uri).get_model_version_by_alias("lm-swiglu", "champion")
     assert info.tags["val_loss"] and info.tags["test_loss"]
 
 
