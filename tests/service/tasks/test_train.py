@@ -87,6 +87,16 @@ class _References:
 
     def __init__(self):
         self._compiled = {}
+        self._trained = {}
+
+    def trained(self, key, dataset, train):
+        """`train()`'s result for member `key`, trained once per module:
+        tests that need the same member trained alone (the same split,
+        initial weights, batches and optimizer) read one training (issue
+        17). `dataset` is kept alive with it: `key` holds its `id`."""
+        if key not in self._trained:
+            self._trained[key] = (dataset, train())
+        return self._trained[key][1]
 
     def model(self, config, activation, dataset, seed):
         """The member's model, compiled, at its initial weights (seed `seed`)."""
@@ -126,8 +136,20 @@ def _standardize(dataset, x):
 
 
 def _train_alone(dataset, config, activation, seed, references):
+    """Member (activation, seed) trained alone: `(weights, history, test
+    probabilities)`. A batch of the split or larger is one batch of the
+    whole split, so the member's training depends on min(batch, rows)."""
     # Member `seed`'s own split, initial weights and batch order (issue 19).
     sources = member_source_seeds(config, seed)
+    n = len(resplit(dataset, sources["split"]).y_train)
+    training = dataclasses.replace(
+        config.training, batch_size=min(config.training.batch_size, n))
+    key = (id(dataset), activation, tuple(sorted(sources.items())), config.model, training)
+    return references.trained(
+        key, dataset, lambda: _train_alone_now(dataset, config, activation, sources, references))
+
+
+def _train_alone_now(dataset, config, activation, sources, references):
     dataset = resplit(dataset, sources["split"])
     training = config.training
     model = references.model(config, activation, dataset, sources["init"])
@@ -151,7 +173,8 @@ def _train_alone(dataset, config, activation, seed, references):
             history[prefix + "accuracy"].append(
                 accuracy_score(y, probs.argmax(1))
             )
-    return model, history
+    probs = keras.ops.convert_to_numpy(model(_standardize(dataset, dataset.x_test)))
+    return model.get_weights(), history, probs
 
 
 @pytest.mark.parametrize(
@@ -220,12 +243,12 @@ def _assert_members_equal_models_trained_alone(dataset, config, references):
     members = [(r.activation, r.seed) for r in results]
     assert members == [(activation, seed) for seed in config.seeds]
     for result in results:
-        reference, history = _train_alone(
+        reference, history, _ = _train_alone(
             dataset, config, activation, result.seed, references
         )
         weights = result.model.get_weights()
-        assert len(weights) == len(reference.get_weights())
-        for got, want in zip(weights, reference.get_weights()):
+        assert len(weights) == len(reference)
+        for got, want in zip(weights, reference):
             np.testing.assert_allclose(got, want, atol=1e-4)
         for key in HISTORY_KEYS:
             np.testing.assert_allclose(
@@ -243,12 +266,11 @@ def _assert_members_equal_models_trained_alone(dataset, config, references):
 def _differences(result, dataset, config, activation, seed, references):
     """Largest |difference| of `result`'s weights, history and test loss
     from member (activation, seed) trained alone, one number each."""
-    reference, history = _train_alone(dataset, config, activation, seed, references)
+    want, history, probs = _train_alone(dataset, config, activation, seed, references)
     split = resplit(dataset, member_source_seeds(config, seed)["split"])
-    probs = keras.ops.convert_to_numpy(reference(_standardize(split, split.x_test)))
     probs = probs.astype("float64")
     probs /= probs.sum(axis=1, keepdims=True)  # float32 rounding
-    got, want = result.model.get_weights(), reference.get_weights()
+    got = result.model.get_weights()
     assert [w.shape for w in got] == [w.shape for w in want]
     return (
         max(float(np.max(np.abs(g - w))) for g, w in zip(got, want)),
