@@ -290,11 +290,14 @@ def test_stacked_language_model_computes_each_member_as_its_plain_model(corpus):
     stack_weights(stacked, plain)
     x = np.stack([corpus.windows("validation", limit=4)[0]] * 3, axis=1)
     x[:, 1] = x[:, 1, ::-1]  # members see different windows
-    logits = np.asarray(stacked.predict_on_batch(x))
+    # Eager calls: the same layers' math without tracing four models (issue
+    # 17); the stacked model's traced steps are the training tests' above.
+    logits = keras.ops.convert_to_numpy(stacked(x, training=False))
     assert logits.shape == (4, 3, corpus.context, 256)
     for m, model in enumerate(plain):
-        np.testing.assert_allclose(logits[:, m], model.predict_on_batch(x[:, m]),
-                                   rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            logits[:, m], keras.ops.convert_to_numpy(model(x[:, m], training=False)),
+            rtol=1e-5, atol=1e-5)
     assert np.abs(logits[:, 0] - logits[:, 2]).max() > 1e-3
 
 
