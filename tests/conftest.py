@@ -72,13 +72,13 @@ SLOW = [
     "service/tasks/test_language.py::test_saved_model_takes_token_ids",
     "service/tasks/test_language.py::test_registered_model_continues_a_prompt",
     "service/tasks/test_language.py::test_served_model_answers_a_prompt_string",
-    "service/tasks/test_language.py::test_the_language_model_trains_and_exports_under_jax",
     "service/tasks/test_language.py::test_stacked_seeds_train_as_each_seed_alone",
     "service/tasks/test_lm_layers.py::test_fused_self_attention_trains_as_keras",  # one SGD step
+    # One JAX process: a classification sweep and the LM under bfloat16 + XLA.
+    "service/tasks/test_jax_backend.py",
     "service/tasks/test_mixed_stacking.py::test_each_member_of_a_mixed_activation_stack_trains_",
     "service/tasks/test_tasks.py::test_a_task_defined_in_a_test_runs_a_whole_sweep",
     "service/tasks/test_tasks.py::test_a_sweep_runs_on_another_tracking_store_without_mlflow",
-    "service/tasks/test_train.py::test_sweep_runs_on_the_jax_backend",
     "service/tasks/test_train.py::test_mixed_precision_xla_and_dropout_train_and_restore_the_policy",
     "service/tasks/test_train.py::test_a_short_run_takes_one_step_per_call_and_its_members_still_",
     # Issue 20: a mixed-activation stack's 8 members against each trained alone.

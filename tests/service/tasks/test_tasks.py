@@ -15,9 +15,12 @@ from kg_service.tasks import base as tasks
 from kg_service.errors import ServiceError
 from tests.service.tasks import blobs
 
+# relu and gelu: one architecture, one stacked model (issue 17: a gated
+# unit beside relu was a second model to build and trace, for nothing the
+# plug-in checks below need).
 TOY_CONFIG = """\
 experiment: toy-blobs
-activations: [relu, swiglu]
+activations: [relu, gelu]
 seeds: 2
 data: {dataset: blobs, n_samples: 300}
 model: {hidden_units: [8]}
@@ -83,16 +86,16 @@ def test_a_task_defined_in_a_test_runs_a_whole_sweep(blobs_task, tmp_path, monke
     members = [r for r in runs if r.data.tags.get("kg.role") == "member"]
     assert sorted(
         (r.data.tags["activation"], r.data.tags["seed"]) for r in members
-    ) == [("relu", "0"), ("relu", "1"), ("swiglu", "0"), ("swiglu", "1")]
+    ) == [("gelu", "0"), ("gelu", "1"), ("relu", "0"), ("relu", "1")]
     for run in members:
         history = client.get_metric_history(run.info.run_id, "val_accuracy")
         assert len(history) == 3
         assert 0.0 <= run.data.metrics["test_accuracy"] <= 1.0
-    for activation in ("relu", "swiglu"):
+    for activation in ("relu", "gelu"):
         version = client.get_model_version_by_alias(f"blobs-{activation}", "champion")
         assert version.tags["dataset"] == "blobs"
     text = "\n".join(lines)
-    assert "relu" in text and "swiglu" in text
+    assert "relu" in text and "gelu" in text
     (report,) = list((tmp_path / "kg-output").rglob("report.md"))
     assert "three blob coordinates" in report.read_text()
     assert not list((tmp_path / "kg-output").rglob("decision_boundaries.png"))

@@ -1,9 +1,4 @@
 import dataclasses
-import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import keras
 import numpy as np
@@ -30,9 +25,6 @@ from kg_service.training import loop
 from kg_service.training.loop import train_sweep
 
 HISTORY_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")
-REPO = os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-)
 
 
 @pytest.fixture(autouse=True)
@@ -95,6 +87,16 @@ class _References:
 
     def __init__(self):
         self._compiled = {}
+        self._trained = {}
+
+    def trained(self, key, dataset, train):
+        """`train()`'s result for member `key`, trained once per module:
+        tests that need the same member trained alone (the same split,
+        initial weights, batches and optimizer) read one training (issue
+        17). `dataset` is kept alive with it: `key` holds its `id`."""
+        if key not in self._trained:
+            self._trained[key] = (dataset, train())
+        return self._trained[key][1]
 
     def model(self, config, activation, dataset, seed):
         """The member's model, compiled, at its initial weights (seed `seed`)."""
@@ -134,8 +136,20 @@ def _standardize(dataset, x):
 
 
 def _train_alone(dataset, config, activation, seed, references):
+    """Member (activation, seed) trained alone: `(weights, history, test
+    probabilities)`. A batch of the split or larger is one batch of the
+    whole split, so the member's training depends on min(batch, rows)."""
     # Member `seed`'s own split, initial weights and batch order (issue 19).
     sources = member_source_seeds(config, seed)
+    n = len(resplit(dataset, sources["split"]).y_train)
+    training = dataclasses.replace(
+        config.training, batch_size=min(config.training.batch_size, n))
+    key = (id(dataset), activation, tuple(sorted(sources.items())), config.model, training)
+    return references.trained(
+        key, dataset, lambda: _train_alone_now(dataset, config, activation, sources, references))
+
+
+def _train_alone_now(dataset, config, activation, sources, references):
     dataset = resplit(dataset, sources["split"])
     training = config.training
     model = references.model(config, activation, dataset, sources["init"])
@@ -159,7 +173,8 @@ def _train_alone(dataset, config, activation, seed, references):
             history[prefix + "accuracy"].append(
                 accuracy_score(y, probs.argmax(1))
             )
-    return model, history
+    probs = keras.ops.convert_to_numpy(model(_standardize(dataset, dataset.x_test)))
+    return model.get_weights(), history, probs
 
 
 @pytest.mark.parametrize(
@@ -228,12 +243,12 @@ def _assert_members_equal_models_trained_alone(dataset, config, references):
     members = [(r.activation, r.seed) for r in results]
     assert members == [(activation, seed) for seed in config.seeds]
     for result in results:
-        reference, history = _train_alone(
+        reference, history, _ = _train_alone(
             dataset, config, activation, result.seed, references
         )
         weights = result.model.get_weights()
-        assert len(weights) == len(reference.get_weights())
-        for got, want in zip(weights, reference.get_weights()):
+        assert len(weights) == len(reference)
+        for got, want in zip(weights, reference):
             np.testing.assert_allclose(got, want, atol=1e-4)
         for key in HISTORY_KEYS:
             np.testing.assert_allclose(
@@ -251,12 +266,11 @@ def _assert_members_equal_models_trained_alone(dataset, config, references):
 def _differences(result, dataset, config, activation, seed, references):
     """Largest |difference| of `result`'s weights, history and test loss
     from member (activation, seed) trained alone, one number each."""
-    reference, history = _train_alone(dataset, config, activation, seed, references)
+    want, history, probs = _train_alone(dataset, config, activation, seed, references)
     split = resplit(dataset, member_source_seeds(config, seed)["split"])
-    probs = keras.ops.convert_to_numpy(reference(_standardize(split, split.x_test)))
     probs = probs.astype("float64")
     probs /= probs.sum(axis=1, keepdims=True)  # float32 rounding
-    got, want = result.model.get_weights(), reference.get_weights()
+    got = result.model.get_weights()
     assert [w.shape for w in got] == [w.shape for w in want]
     return (
         max(float(np.max(np.abs(g - w))) for g, w in zip(got, want)),
@@ -483,72 +497,3 @@ def test_describe_device_reports_cpu_and_refuses_a_missing_gpu():
 def test_unknown_optimizer_raises_service_error(dataset):
     with pytest.raises(ServiceError, match="adam"):
         train_sweep(tasks.get(dataset.name), dataset, _config(optimizer="lbfgs"))
-
-
-JAX_SWEEP = textwrap.dedent("""
-    import json, sys
-    import numpy as np
-    sys.path.insert(0, sys.argv[1])
-    import keras
-    from kg_service.config.derived import member_source_seeds
-    from kg_service.config.schema import Config, DataConfig, ModelConfig, TrainingConfig
-    from kg_service.tasks import base as tasks
-    from kg_service.tasks.classification.data import resplit
-    from kg_service.tasks.base import load_dataset
-    from kg_service.tasks.classification.models import build_model
-    from kg_service.training.loop import train_sweep
-
-    ds = load_dataset(DataConfig(n_samples=200))
-    config = Config(
-        activations=("gelu", "learnable_leaky_relu"),
-        seeds=(0, 1),
-        model=ModelConfig(hidden_units=(4,)),
-        training=TrainingConfig(epochs=2, batch_size=24, learning_rate=0.01),
-    )
-    results = train_sweep(tasks.get(ds.name), ds, config)
-    # Member gelu/seed 1 against the plain model trained alone: its split,
-    # initial weights and batch order from its own source seeds.
-    sources = member_source_seeds(config, 1)
-    ds = resplit(ds, sources["split"])
-    keras.utils.set_random_seed(sources["init"])
-    ref = build_model(config.model, "gelu", ds.input_dim, ds.n_classes,
-                      normalization=ds.normalization)
-    ref.compile(optimizer=keras.optimizers.Adam(0.01),
-                loss="sparse_categorical_crossentropy")
-    rng = np.random.default_rng(sources["order"])
-    for _ in range(2):
-        order = rng.permutation(len(ds.y_train))
-        for i in range(0, len(order), 24):
-            ref.train_on_batch(ds.x_train[order[i:i + 24]], ds.y_train[order[i:i + 24]])
-    diff = max(float(np.abs(a - b).max())
-               for a, b in zip(ref.get_weights(), results[1].model.get_weights()))
-    print(json.dumps({
-        "backend": keras.backend.backend(),
-        "members": [
-            [r.activation, r.seed, len(r.history["val_loss"])] for r in results
-        ],
-        "weight_diff": diff,
-    }))
-    """)
-
-
-def test_sweep_runs_on_the_jax_backend():
-    pytest.importorskip("jax")
-    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run(
-        [sys.executable, "-c", JAX_SWEEP, REPO],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["backend"] == "jax"
-    assert out["members"] == [
-        ["gelu", 0, 2],
-        ["gelu", 1, 2],
-        ["learnable_leaky_relu", 0, 2],
-        ["learnable_leaky_relu", 1, 2],
-    ]
-    assert out["weight_diff"] < 1e-4
