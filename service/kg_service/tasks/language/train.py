@@ -101,13 +101,13 @@ def language_metrics(loss):
 
 # keras_gelu runs each activation as one XLA-fused kernel on TensorFlow
 # (`keras_gelu.xla_fusion`): cheaper steps, but every kernel is compiled
-# when first run, per shape, forward and backward, which a short run never
-# earns back. Measured (issue 17, glu-variants' five gated activations as
-# one stacked model, first epoch's CPU s, load ~12): 7.0 fused vs 3.2 at
-# 2 steps of smoke sizes; at its full sizes (3 gated activations, 2 seeds,
-# 50 steps an epoch) the fused epochs were ~1 CPU s cheaper each, so the
-# compiles pay off after ~200 steps.
-FUSION_MIN_STEPS = 256
+# when first run, per shape, forward and backward, which a few steps never
+# earn back. Measured (issue 17, benchmarks/bench_smoke_lm.py, a fresh
+# process per variant, interleaved): glu-variants --smoke (4 steps) trains
+# in 6.5 CPU s unfused vs 7.6 fused (load 7-9); at its full sizes
+# (glu, geglu, swiglu, 2 seeds, 150 steps) fused saves ~0.1 CPU s a step
+# (76 vs 91 s, load 7-9), so the compiles pay off after a few dozen steps.
+FUSION_MIN_STEPS = 32
 
 
 def fusion_for(steps, epochs):
@@ -124,8 +124,8 @@ def _build_optimizer(model):
     Keras on TensorFlow (no distribution strategy) creates them while
     tracing the first training step, and tf.function then traces the
     step once more, now forbidden to create variables: built here, the
-    step is traced once (issue 17: the second trace was ~40% of a smoke
-    LM's first epoch)."""
+    step is traced once (issue 17, benchmarks/bench_smoke_lm.py:
+    glu-variants --smoke trains in 7.6 CPU s instead of 9.8, load 7-9)."""
     model.optimizer.build(model.trainable_variables)
 
 
