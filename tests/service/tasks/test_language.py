@@ -276,6 +276,19 @@ def test_stacked_seeds_train_as_each_seed_alone_and_record_every_series():
     assert result.ok
 
 
+def test_a_short_run_trains_without_the_fused_kernels_a_long_one_as_configured():
+    import keras_gelu
+    from keras_gelu.activations.fusion import xla_fusion_enabled
+
+    short, long = language.FUSION_MIN_STEPS - 1, language.FUSION_MIN_STEPS
+    with language.fusion_for(short, 1):
+        assert not xla_fusion_enabled()
+    for configured in (True, False):  # a long run keeps the user's setting
+        with keras_gelu.xla_fusion(configured), language.fusion_for(long, 1):
+            assert xla_fusion_enabled() == configured
+    assert xla_fusion_enabled()  # restored
+
+
 def test_stacked_language_model_computes_each_member_as_its_plain_model(corpus):
     # The forward pass alone, every stacked layer at once, gated FFN.
     from keras_gelu.stacking import stack_weights

@@ -29,6 +29,7 @@ learnable leaky ReLU (`probes.py`).
 Pure apart from the device settings: no MLflow, no files.
 """
 
+import contextlib
 import math
 import time
 
@@ -36,6 +37,7 @@ import keras
 import numpy as np
 from keras import ops
 
+import keras_gelu
 from keras_gelu import name_table
 from keras_gelu.stacking import stack_weights
 from keras_gelu.stacking import unstack_weights
@@ -70,14 +72,16 @@ def _evaluate(model, x, y, batch_size):
 
     `x`, `y`: `[n, t]` windows for a plain model, a float each; `[n, M, t]`
     for a stacked one, an `[M]` array each (member m's over its windows).
-    A last, short batch is padded to `batch_size` (and the padding
-    dropped): one compiled shape, not a retrace for the remainder.
+    A short batch (the last one, or all of a split smaller than
+    `batch_size`: a smoke run's validation windows) is padded to
+    `batch_size` and the padding dropped: one compiled shape for every
+    split, not a predict function traced per size (issue 17).
     """
     total_loss, correct, count = 0.0, 0, 0
     for start in range(0, len(x), batch_size):
         batch = x[start : start + batch_size]
         target = y[start : start + batch_size]
-        if len(batch) < batch_size and len(x) > batch_size:
+        if len(batch) < batch_size:
             padding = np.zeros((batch_size - len(batch),) + batch.shape[1:], batch.dtype)
             batch = np.concatenate([batch, padding])
         logits = np.asarray(model.predict_on_batch(batch), dtype=np.float64)[: len(target)]
@@ -93,6 +97,36 @@ def _evaluate(model, x, y, batch_size):
 def language_metrics(loss):
     """`{perplexity, bits_per_byte}` of a mean loss in nats per byte."""
     return {"perplexity": math.exp(min(loss, 700.0)), "bits_per_byte": loss / math.log(2)}
+
+
+# keras_gelu runs each activation as one XLA-fused kernel on TensorFlow
+# (`keras_gelu.xla_fusion`): cheaper steps, but every kernel is compiled
+# when first run, per shape, forward and backward, which a few steps never
+# earn back. Measured (issue 17, benchmarks/bench_smoke_lm.py, a fresh
+# process per variant, interleaved): glu-variants --smoke (4 steps) trains
+# in 6.5 CPU s unfused vs 7.6 fused (load 7-9); at its full sizes
+# (glu, geglu, swiglu, 2 seeds, 150 steps) fused saves ~0.1 CPU s a step
+# (76 vs 91 s, load 7-9), so the compiles pay off after a few dozen steps.
+FUSION_MIN_STEPS = 32
+
+
+def fusion_for(steps, epochs):
+    """keras_gelu's fusion setting for a run of `epochs` x `steps` steps:
+    as configured (on by default) from `FUSION_MIN_STEPS` on, off below."""
+    if steps * epochs >= FUSION_MIN_STEPS:
+        return contextlib.nullcontext()
+    return keras_gelu.xla_fusion(False)
+
+
+def _build_optimizer(model):
+    """Creates the compiled `model`'s optimizer variables before `fit`.
+
+    Keras on TensorFlow (no distribution strategy) creates them while
+    tracing the first training step, and tf.function then traces the
+    step once more, now forbidden to create variables: built here, the
+    step is traced once (issue 17, benchmarks/bench_smoke_lm.py:
+    glu-variants --smoke trains in 7.6 CPU s instead of 9.8, load 7-9)."""
+    model.optimizer.build(model.trainable_variables)
 
 
 def _timed_epoch(model, x, y, batch_size):
@@ -258,10 +292,12 @@ def train_members(task, corpus, config, members, report):
         jit_compile=True if config.device.xla else "auto",
         steps_per_execution=steps_per_execution(steps, training.epochs),
     )
-    histories = _fit_stacked(stacked, plain, corpora, config,
-                             [s["order"] for s in sources], steps, report)
-    test_x, test_y = _per_member([c.windows("test") for c in corpora])
-    test_loss, test_accuracy = _evaluate(stacked, test_x, test_y, training.batch_size)
+    _build_optimizer(stacked)
+    with fusion_for(steps, training.epochs):  # traced in here: fit, evaluate, probe
+        histories = _fit_stacked(stacked, plain, corpora, config,
+                                 [s["order"] for s in sources], steps, report)
+        test_x, test_y = _per_member([c.windows("test") for c in corpora])
+        test_loss, test_accuracy = _evaluate(stacked, test_x, test_y, training.batch_size)
     unstack_weights(stacked, plain)
     seconds = (time.perf_counter() - start) / count
     for model in plain:
@@ -384,10 +420,11 @@ def train_one_by_one(task, corpus, config, activation, seeds, report):
             model = task.build_model(
                 config.model, activation, corpus, name=f"{activation}_seed{seed}"
             )
-        _compile_plain(model, config, steps)
-        history = _fit_member(model, own, training, source["order"], steps, (val_x, val_y),
-                              report)
-        test_loss, test_accuracy = _evaluate(model, test_x, test_y, training.batch_size)
+        _build_optimizer(_compile_plain(model, config, steps))
+        with fusion_for(steps, training.epochs):
+            history = _fit_member(model, own, training, source["order"], steps, (val_x, val_y),
+                                  report)
+            test_loss, test_accuracy = _evaluate(model, test_x, test_y, training.batch_size)
         results.append(_member_result(activation, seed, model, history, test_loss,
                                       test_accuracy, training, time.perf_counter() - start))
     return results
