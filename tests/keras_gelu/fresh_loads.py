@@ -1,18 +1,22 @@
-"""Saved .keras files loaded in fresh processes, one per backend.
+"""Saved .keras files loaded in fresh processes, one per other backend.
 
 test_serialization.py saves its models once and hands the folder to
-`load_everywhere`: one fresh interpreter per backend loads every file and
-writes back the outputs. A fresh interpreter costs an import of Keras and
-a backend (3-7 CPU s here) and each backend's suite starts three, so the
-other checks that need a fresh interpreter ride in these (issue 17):
+`load_everywhere`: one fresh interpreter for each of the two other
+backends loads every file and writes back the outputs. The suite's own
+backend reloads the files in its own process (bit for bit): a fresh
+interpreter costs an import of Keras and a backend (5-7 CPU s here), and
+every backend's fresh load is still checked, by the other two suites
+(issue 17). The other checks that need a fresh interpreter ride in these:
 
-- the suite's own backend loads keras_gelu/name_table.py alone first,
-  with nothing imported (kg-train validates configs against it without
-  paying for Keras, issue 16), then imports keras_gelu before keras;
-- the other backends import keras before keras_gelu;
+- the first of the two (in the cycle tensorflow -> jax -> torch after the
+  suite's own) loads keras_gelu/name_table.py alone first, with nothing
+  imported (kg-train validates configs against it without paying for
+  Keras, issue 16), then imports keras_gelu before keras;
+- the second imports keras before keras_gelu;
 
 so every suite loads its files after either import order (issue 16: a
-lazy package face broke the keras_gelu-first one).
+lazy package face broke the keras_gelu-first one), and over the three
+suites every backend loads after either order.
 """
 
 import json
@@ -68,7 +72,8 @@ with open(os.path.join(directory, name + ".json"), "w") as f:
 
 
 # JAX's persistent compilation cache, for the fresh JAX processes alone:
-# each backend's suite starts one, and all three load the same models
+# the TensorFlow and torch suites start one each (the JAX suite reloads in
+# its own process, with the same cache: conftest.py), and all load the same models
 # (same shapes, same ops: the same XLA programs), which JAX compiles op by
 # op. Compiling was half of such a process's CPU: 16-18 CPU s cold, 8 with
 # the programs cached (issue 17). Under the repository's .pytest_cache
@@ -95,19 +100,29 @@ def subprocess_env(backend):
     return env
 
 
+def others(own_backend, backends):
+    """The backends other than `own_backend`, in the cycle that follows
+    it: (jax, torch) for tensorflow, (torch, tensorflow) for jax,
+    (tensorflow, jax) for torch. The first imports keras_gelu first."""
+    start = backends.index(own_backend)
+    return [backends[(start + i) % len(backends)] for i in range(1, len(backends))]
+
+
 def load_everywhere(directory, backends, own_backend):
     """Loads FILES (and inputs.npy) from `directory` in one fresh process
-    per backend, all at once (most of their time is imports).
+    per backend of `backends` other than `own_backend`, all at once (most
+    of their time is imports).
 
     Returns {backend: ({file: outputs}, facts)}, or the process's last
-    output where it failed. `own_backend`'s process imports keras_gelu
-    first, after loading the name table alone; the others keras first.
+    output where it failed. The first of `others(...)` imports keras_gelu
+    first, after loading the name table alone; the second keras first.
     """
+    order = others(own_backend, list(backends))
     processes = {
         backend: subprocess.Popen(
             [
                 sys.executable, "-c", LOADER, str(directory),
-                "keras_gelu" if backend == own_backend else "keras",
+                "keras_gelu" if backend == order[0] else "keras",
             ],
             env=subprocess_env(backend),
             cwd=str(directory),
@@ -115,7 +130,7 @@ def load_everywhere(directory, backends, own_backend):
             stderr=subprocess.STDOUT,
             text=True,
         )
-        for backend in backends
+        for backend in order
     }
     loaded = {}
     for backend, process in processes.items():

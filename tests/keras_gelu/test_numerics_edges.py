@@ -4,6 +4,8 @@ normal range, and torch's compiled / off-CPU path.
 References are float64 scipy and mpmath (references.py), never keras_gelu.
 """
 
+import functools
+
 import keras
 import numpy as np
 import pytest
@@ -225,6 +227,30 @@ def test_torch_exact_gelu_off_the_cpu_path_syncs_nothing(monkeypatch):
     _check_exact_gelu(y, g)
 
 
+@functools.lru_cache(maxsize=None)
+def _torch_compiled_modes():
+    """GELU in every mode through ONE inductor compile: one function with
+    a value per mode, fullgraph=True (a graph break in any mode raises),
+    then each mode's gradient through the compiled backward. Compiling is
+    most of the cost (three compiles were 20 + 4 + 3 s in CI, issue 17);
+    each mode's test asks Dynamo first, for that mode alone, whether it
+    breaks the graph, so a failure still names its mode.
+    Returns {mode: (value, gradient)}."""
+    import torch
+
+    def fn(v):
+        return tuple(keras_gelu.gelu(v, approximate=mode) for mode in MODES)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True)  # inductor, needs gcc
+    x = torch.tensor(TORCH_GRID, requires_grad=True)
+    values = compiled(x)
+    return {
+        mode: (y, torch.autograd.grad(y.sum(), x, retain_graph=True)[0])
+        for mode, y in zip(MODES, values)
+    }
+
+
 @torch_only
 @pytest.mark.parametrize("mode", MODES)
 def test_torch_gelu_compiles_as_one_graph(mode):
@@ -233,15 +259,10 @@ def test_torch_gelu_compiles_as_one_graph(mode):
     def fn(v):
         return keras_gelu.gelu(v, approximate=mode)
 
-    x = torch.tensor(TORCH_GRID)
     torch._dynamo.reset()
-    explanation = torch._dynamo.explain(fn)(x)
+    explanation = torch._dynamo.explain(fn)(torch.tensor(TORCH_GRID))
     assert explanation.graph_break_count == 0, explanation.break_reasons
-    torch._dynamo.reset()
-    compiled = torch.compile(fn, fullgraph=True)  # inductor, needs gcc
-    x = x.clone().requires_grad_(True)
-    y = compiled(x)
-    (g,) = torch.autograd.grad(y.sum(), x)
+    y, g = _torch_compiled_modes()[mode]
     if mode == "none":
         _check_exact_gelu(y, g)
     else:

@@ -2,10 +2,12 @@
 
 The .keras checks are batched: one functional model holding every public
 function and layer, one Sequential and one subclassed model are saved
-once; one fresh process per backend loads all three. The current backend
-must reproduce the outputs bit for bit, the other two to ~1e-6. Those
-processes also check that the name table's file loads alone without
-Keras, and both import orders of keras and keras_gelu (fresh_loads.py).
+once; the current backend reloads all three in this process and must
+reproduce the outputs bit for bit, one fresh process for each of the two
+other backends loads them to ~1e-6. Those processes also check that the
+name table's file loads alone without Keras, and both import orders of
+keras and keras_gelu (fresh_loads.py). Every backend's fresh-process load
+is checked by the other two backends' suites.
 """
 
 import inspect
@@ -288,14 +290,18 @@ def test_dense_activation_config_round_trip_keeps_the_function(label, fn):
 # --- .keras files in fresh processes. -----------------------------------------
 
 
+MODELS = ["functional", "sequential", "subclassed"]
+
+
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    """Saves the three models, loads them in a fresh process per backend
-    (fresh_loads.py: those processes also check the name table alone and
-    both import orders).
+    """Saves the three models, reloads them here and loads them in a fresh
+    process for each other backend (fresh_loads.py: those processes also
+    check the name table alone and both import orders).
 
     Returns ({model name: outputs here}, {backend: ({name: outputs
-    there}, facts)}), or the process's output where loading failed.
+    there}, facts)}), or the process's output where loading failed; this
+    backend's facts are None (no fresh process).
     """
     keras.utils.set_random_seed(42)
     directory = tmp_path_factory.mktemp("keras_files")
@@ -309,7 +315,17 @@ def saved(tmp_path_factory):
         expected[name] = outputs_of(model)
         model.save(str(directory / f"{name}.keras"))
     np.save(directory / "inputs.npy", X)
-    return expected, fresh_loads.load_everywhere(directory, BACKENDS, ref.BACKEND)
+    loaded = fresh_loads.load_everywhere(directory, BACKENDS, ref.BACKEND)
+    # This backend's fresh-process load is the other suites' check (their
+    # processes load on it); here the files reload in this process.
+    loaded[ref.BACKEND] = (
+        {
+            name: outputs_of(keras.saving.load_model(str(directory / f"{name}.keras")))
+            for name in MODELS
+        },
+        None,
+    )
+    return expected, loaded
 
 
 def _loaded(saved, backend, facts=False):
@@ -319,9 +335,6 @@ def _loaded(saved, backend, facts=False):
         result, tuple
     ), f"loading under {backend} failed:\n{result}"
     return result[1] if facts else (expected, result[0])
-
-
-MODELS = ["functional", "sequential", "subclassed"]
 
 
 def test_functional_model_holds_every_public_function_and_layer():
@@ -339,9 +352,22 @@ def test_functional_model_holds_every_public_function_and_layer():
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_keras_file_loads_bit_identical_in_fresh_process(saved, name):
+def test_keras_file_reloads_bit_identical_on_its_own_backend(saved, name):
     expected, loaded = _loaded(saved, ref.BACKEND)
     assert np.array_equal(loaded[name], expected[name])
+
+
+def test_over_the_three_suites_every_backend_loads_fresh_after_either_import_order():
+    # What moving this backend's own load into this process rests on: each
+    # suite starts a fresh process for both other backends, and over the
+    # three suites every backend loads in a fresh process once after
+    # importing keras_gelu first (with the name table alone before it)
+    # and once after importing keras first.
+    roles = [fresh_loads.others(own, list(BACKENDS)) for own in BACKENDS]
+    for own, (first, second) in zip(BACKENDS, roles):
+        assert sorted([own, first, second]) == sorted(BACKENDS)
+    assert sorted(first for first, _ in roles) == sorted(BACKENDS)
+    assert sorted(second for _, second in roles) == sorted(BACKENDS)
 
 
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b != ref.BACKEND])
@@ -368,8 +394,10 @@ def test_loaded_outputs_are_not_trivially_equal(saved):
 def test_name_table_file_loads_alone_without_keras(saved):
     # kg-train validates configs against the name table without paying for
     # Keras (issue 16): the table's file loads alone and imports nothing.
-    # Checked in this backend's fresh process, before it imports keras_gelu.
-    facts = _loaded(saved, ref.BACKEND, facts=True)
+    # Checked in the first other backend's fresh process, before it
+    # imports keras_gelu.
+    first = fresh_loads.others(ref.BACKEND, list(BACKENDS))[0]
+    facts = _loaded(saved, first, facts=True)
     assert facts["first"] == "keras_gelu"
     assert facts["imported_with_the_table"] == []
     assert facts["table_names"] == facts["names"] == keras_gelu.names()
@@ -377,13 +405,13 @@ def test_name_table_file_loads_alone_without_keras(saved):
 
 @pytest.mark.parametrize("first", ["keras_gelu", "keras"])
 def test_saved_model_loads_after_import_keras_gelu_in_either_order(saved, first):
-    # Issue 16: a lazy package face broke the keras_gelu-first order. This
-    # backend's process imports keras_gelu first, the other two keras first;
-    # every file loaded with the outputs above (the tests above), here the
-    # Sequential's first layers by name.
-    backends = [b for b in BACKENDS if _loaded(saved, b, facts=True)["first"] == first]
-    assert backends == ([ref.BACKEND] if first == "keras_gelu" else
-                        [b for b in BACKENDS if b != ref.BACKEND])
+    # Issue 16: a lazy package face broke the keras_gelu-first order. Of
+    # the two fresh processes the first imports keras_gelu first, the
+    # second keras first; every file loaded with the outputs above (the
+    # tests above), here the Sequential's first layers by name.
+    others = fresh_loads.others(ref.BACKEND, list(BACKENDS))
+    backends = [b for b in others if _loaded(saved, b, facts=True)["first"] == first]
+    assert backends == ([others[0]] if first == "keras_gelu" else [others[1]])
     model = build_sequential()
     names = [model.layers[0].activation.__name__, type(model.layers[1]).__name__]
     assert names == ["gelu_tanh", "GEGLU"]

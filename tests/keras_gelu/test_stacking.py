@@ -70,7 +70,7 @@ def test_stacked_layer_equals_each_plain_member(make, shape):
 def test_unstack_weights_returns_each_member_to_its_plain_layer(make, shape):
     plain = _plain_copies(make, shape)
     stacked = stacking.stack(plain[0], M)
-    stacked(np.zeros((1, M) + shape, "float32"))
+    stacked(np.zeros((BATCH, M) + shape, "float32"))  # the shapes above: compiled once (JAX)
     stacking.stack_weights(stacked, plain)
     before = [[ref.numpy(v) for v in layer.weights] for layer in plain]
     for v in stacked.weights:
@@ -92,7 +92,7 @@ def test_mismatched_architectures_are_refused():
     plain = _plain_copies(lambda: keras.layers.Dense(6), (4,))
     other = _plain_copies(lambda: keras.layers.Dense(7), (4,))
     stacked = stacking.stack(plain[0], M)
-    stacked(np.zeros((1, M, 4), "float32"))
+    stacked(np.zeros((BATCH, M, 4), "float32"))
     with pytest.raises(ValueError, match="does not hold"):
         stacking.stack_weights(stacked, other)
 
