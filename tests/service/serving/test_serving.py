@@ -15,46 +15,19 @@ import subprocess
 import sys
 import textwrap
 
-import keras
 import numpy as np
 import pytest
 
-import keras_gelu
-from kg_service.tracking import mlflow_store as tracking
-from kg_service.tracking import model_logging
+from tests.service.serving import small_classifier
 
-FEATURES, CLASSES = 2, 3
+FEATURES, CLASSES = small_classifier.FEATURES, small_classifier.CLASSES
 
 
 @pytest.fixture(scope="module")
 def registered(tmp_path_factory):
     """A keras_gelu model registered through `Tracker.register`, as kg-train does."""
     root = tmp_path_factory.mktemp("serving")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential(
-        [
-            keras.Input((FEATURES,)),
-            keras.layers.Dense(16, activation=keras_gelu.gelu),
-            keras.layers.Dense(CLASSES, activation="softmax"),
-        ]
-    )
-    cwd = os.getcwd()
-    os.chdir(root)  # the sqlite store's artifacts go to ./mlruns
-    try:
-        tracker = tracking.Tracker(uri, "serving")
-        run_id = tracker.client.create_run(tracker.experiment_id).info.run_id
-        version = tracker.register(
-            run_id,
-            model,
-            "serving-gelu",
-            "champion",
-            tags={},
-            description="test model",
-            pip_requirements=model_logging.pip_requirements(),
-        )
-    finally:
-        os.chdir(cwd)
+    uri, model, version = small_classifier.register(root, "serving-gelu")
     return {
         "uri": uri,
         "root": root,

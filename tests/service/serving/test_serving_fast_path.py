@@ -10,20 +10,16 @@ A real `kg serve` process serves through it in test_kg.py.
 
 import asyncio
 import json
-import os
 import threading
 
-import keras
 import numpy as np
 import pytest
 
-import keras_gelu
 from kg_service.serving import fast_path
 from kg_service.serving import scoring_app
-from kg_service.tracking import mlflow_store as tracking
-from kg_service.tracking import model_logging
+from tests.service.serving import small_classifier
 
-FEATURES, CLASSES = 2, 3
+FEATURES, CLASSES = small_classifier.FEATURES, small_classifier.CLASSES
 MAX_BYTES = 8 * 10**6
 
 
@@ -35,26 +31,7 @@ def model(tmp_path_factory):
     import mlflow
 
     root = tmp_path_factory.mktemp("fast-path")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    keras.utils.set_random_seed(0)
-    net = keras.Sequential(
-        [
-            keras.Input((FEATURES,)),
-            keras.layers.Dense(16, activation=keras_gelu.gelu),
-            keras.layers.Dense(CLASSES, activation="softmax"),
-        ]
-    )
-    cwd = os.getcwd()
-    os.chdir(root)  # the sqlite store's artifacts go to ./mlruns
-    try:
-        tracker = tracking.Tracker(uri, "fast-path")
-        run_id = tracker.client.create_run(tracker.experiment_id).info.run_id
-        version = tracker.register(
-            run_id, net, "fast-gelu", "champion", tags={}, description="test model",
-            pip_requirements=model_logging.pip_requirements(),
-        )  # fmt: skip
-    finally:
-        os.chdir(cwd)
+    uri, _, version = small_classifier.register(root, "fast-gelu")
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
     return mlflow.pyfunc.load_model(f"models:/fast-gelu/{version}")
