@@ -57,6 +57,16 @@ into one model would save at best:
 
     KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py --step
 
+`--bf16` adds rows built under the `mixed_bfloat16` dtype policy (what
+`device.mixed_precision: mixed_bfloat16` sets): GPT2Backbone, kg-train's
+LM with each GELU mode and ReLU, and its fused-QKV copy, each paired with
+its float32 row. On TensorFlow, oneDNN runs bfloat16 matmuls on the
+CPU's AMX / AVX512-BF16 units; XLA:CPU (JAX) has no such path. With
+`--sweep` it adds the stacked sweep under the same policy:
+
+    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py --bf16
+    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py --sweep --bf16 --stacked-only
+
 `--kernels` adds to the first table the exact-GELU model traced inside
 `keras_gelu.xla_fusion(False)` (the formula op by op, not keras_gelu's
 nested XLA kernel): how much of GELU's step time the kernel saves.
@@ -136,19 +146,23 @@ def sweep(args):
     )
     task = tasks.get(config.data.dataset)
     corpus = task.load(config.data)
-    # name -> (training function, device.xla); the first row is the baseline.
-    ways = {"one by one": (language.train_one_by_one, False),
-            "stacked": (language.train_language_model, False)}
+    # name -> (training function, device.xla, device.mixed_precision); the
+    # first row is the baseline.
+    ways = {"one by one": (language.train_one_by_one, False, None),
+            "stacked": (language.train_language_model, False, None)}
     if args.xla:  # issue 20 §1, round 3: device.xla (jit_compile=True) for both paths
-        ways["one by one, XLA"] = (language.train_one_by_one, True)
-        ways["stacked, XLA"] = (language.train_language_model, True)
+        ways["one by one, XLA"] = (language.train_one_by_one, True, None)
+        ways["stacked, XLA"] = (language.train_language_model, True, None)
+    if args.bf16:  # issue 20 §2, round 9: device.mixed_precision: mixed_bfloat16
+        ways["stacked, mixed_bfloat16"] = (language.train_language_model, False, "mixed_bfloat16")
     if args.stacked_only:  # the stacked model's compilation alone, the cheap rows
         ways = {way: ways[way] for way in ways if way.startswith("stacked")}
     first = next(iter(ways))
 
     def run(way, seeds):
-        train, xla = ways[way]
-        cfg = dataclasses.replace(config, device=dataclasses.replace(config.device, xla=xla))
+        train, xla, policy = ways[way]
+        device = dataclasses.replace(config.device, xla=xla, mixed_precision=policy)
+        cfg = dataclasses.replace(config, device=device)
         start = time.perf_counter()
         results = train(task, corpus, cfg, args.activation, seeds, lambda e, v: None)
         return time.perf_counter() - start, results
@@ -295,6 +309,9 @@ def main():
                              "(and GPT2Backbone), e.g. --only gelu_tanh")
     parser.add_argument("--kernels", action="store_true",
                         help="add the exact-GELU model traced with keras_gelu.xla_fusion(False)")
+    parser.add_argument("--bf16", action="store_true",
+                        help="add rows built under the mixed_bfloat16 dtype policy (what "
+                             "device.mixed_precision sets): kg-train's LM and GPT2Backbone")
     parser.add_argument("--xla", action="store_true",
                         help="jit_compile=True (what device.xla sets; 'auto' is off on CPU); "
                              "--sweep: add both paths with device.xla on")
@@ -391,6 +408,25 @@ def comparison_models(args, base, jit):
     pairs = [("GELU (exact) / ReLU", "kg-train LM, gelu (exact)", "kg-train LM, relu"),
              ("GELU (tanh) / ReLU", "kg-train LM, gelu_tanh", "kg-train LM, relu"),
              ("fused QKV / separate Q, K, V (gelu_tanh)", fused, "kg-train LM, gelu_tanh")]
+    if args.bf16:  # bfloat16 matmuls (AMX / AVX512-BF16 through oneDNN on TensorFlow)
+        from kg_service.training.device import dtype_policy
+
+        with dtype_policy("mixed_bfloat16"):
+            models[base + ", mixed_bfloat16"] = (gpt2(*dims), jit, True)
+            for mode in ("gelu_tanh", "gelu", "relu"):
+                name = f"kg-train LM, {mode}, mixed_bfloat16"
+                models[name] = (kg_model(mode, *dims), jit, True)
+            models[fused + ", mixed_bfloat16"] = (
+                fused_qkv(models["kg-train LM, gelu_tanh, mixed_bfloat16"][0]), jit, True)
+        pairs += [("float32 / mixed_bfloat16 (GPT2Backbone)", base, base + ", mixed_bfloat16"),
+                  ("float32 / mixed_bfloat16 (kg-train LM, gelu_tanh)", "kg-train LM, gelu_tanh",
+                   "kg-train LM, gelu_tanh, mixed_bfloat16"),
+                  ("fused QKV / separate Q, K, V (gelu_tanh, mixed_bfloat16)",
+                   fused + ", mixed_bfloat16", "kg-train LM, gelu_tanh, mixed_bfloat16"),
+                  ("GELU (exact) / ReLU, both mixed_bfloat16",
+                   "kg-train LM, gelu, mixed_bfloat16", "kg-train LM, relu, mixed_bfloat16"),
+                  ("GELU (tanh) / ReLU, both mixed_bfloat16",
+                   "kg-train LM, gelu_tanh, mixed_bfloat16", "kg-train LM, relu, mixed_bfloat16")]
     if args.kernels or args.variants:
         pairs.append(("GELU (exact, formula op by op, no nested XLA kernel) / ReLU",
                       unfused, "kg-train LM, relu"))
