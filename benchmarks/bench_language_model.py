@@ -411,11 +411,18 @@ def comparison_models(args, base, jit):
     if args.bf16:  # bfloat16 matmuls (AMX / AVX512-BF16 through oneDNN on TensorFlow)
         from kg_service.training.device import dtype_policy
 
+        # Each copy starts from its float32 row's weights (variables stay
+        # float32 under the policy): the loss column then tells precision
+        # apart from initialization.
+        copies = {base: lambda: gpt2(*dims),
+                  "kg-train LM, gelu_tanh": lambda: kg_model("gelu_tanh", *dims),
+                  "kg-train LM, gelu (exact)": lambda: kg_model("gelu", *dims),
+                  "kg-train LM, relu": lambda: kg_model("relu", *dims)}
         with dtype_policy("mixed_bfloat16"):
-            models[base + ", mixed_bfloat16"] = (gpt2(*dims), jit, True)
-            for mode in ("gelu_tanh", "gelu", "relu"):
-                name = f"kg-train LM, {mode}, mixed_bfloat16"
-                models[name] = (kg_model(mode, *dims), jit, True)
+            for name, build in copies.items():
+                copy = build()
+                copy.set_weights(models[name][0].get_weights())
+                models[name + ", mixed_bfloat16"] = (copy, jit, True)
             models[fused + ", mixed_bfloat16"] = (
                 fused_qkv(models["kg-train LM, gelu_tanh, mixed_bfloat16"][0]), jit, True)
         pairs += [("float32 / mixed_bfloat16 (GPT2Backbone)", base, base + ", mixed_bfloat16"),
@@ -424,7 +431,7 @@ def comparison_models(args, base, jit):
                   ("fused QKV / separate Q, K, V (gelu_tanh, mixed_bfloat16)",
                    fused + ", mixed_bfloat16", "kg-train LM, gelu_tanh, mixed_bfloat16"),
                   ("GELU (exact) / ReLU, both mixed_bfloat16",
-                   "kg-train LM, gelu, mixed_bfloat16", "kg-train LM, relu, mixed_bfloat16"),
+                   "kg-train LM, gelu (exact), mixed_bfloat16", "kg-train LM, relu, mixed_bfloat16"),
                   ("GELU (tanh) / ReLU, both mixed_bfloat16",
                    "kg-train LM, gelu_tanh, mixed_bfloat16", "kg-train LM, relu, mixed_bfloat16")]
     if args.kernels or args.variants:

@@ -314,6 +314,43 @@ def test_stacked_language_model_computes_each_member_as_its_plain_model(corpus):
     assert np.abs(logits[:, 0] - logits[:, 2]).max() > 1e-3
 
 
+def test_stacked_language_model_under_mixed_bfloat16_computes_each_member_in_bfloat16(corpus):
+    # device.mixed_precision: mixed_bfloat16 (on TensorFlow, oneDNN's
+    # bfloat16 matmuls; docs/benchmarks.md, issue 20 §2): the stacked model
+    # keeps the policy, float32 logits and variables, and each member still
+    # computes its plain model, up to bfloat16 rounding.
+    from keras_gelu.stacking import stack_weights
+    from kg_service.tasks.language.stacked import stack_language_model
+    from kg_service.training.device import dtype_policy
+
+    plain = []
+    with dtype_policy("mixed_bfloat16"):
+        for seed in (3, 4):
+            keras.utils.set_random_seed(seed)
+            plain.append(language_model.build_language_model(SMALL_MODEL, "gelu", corpus))
+        stacked = stack_language_model(plain, 2)
+    assert keras.config.dtype_policy().name == "float32"  # restored
+    stack_weights(stacked, plain)
+    computes = {layer.compute_dtype for layer in stacked.layers if layer.name.startswith("block_")}
+    assert computes == {"bfloat16"}
+    assert {w.dtype for w in stacked.weights} == {"float32"}
+    keras.utils.set_random_seed(3)  # seed 3's weights, all float32
+    full = language_model.build_language_model(SMALL_MODEL, "gelu", corpus)
+    full.set_weights(plain[0].get_weights())
+    x = np.stack([corpus.windows("validation", limit=4)[0]] * 2, axis=1)
+    x[:, 1] = x[:, 1, ::-1]
+    logits = keras.ops.convert_to_numpy(stacked(x, training=False))
+    assert logits.dtype == np.float32
+    reference = keras.ops.convert_to_numpy(full(x[:, 0], training=False))
+    for m, model in enumerate(plain):
+        mine = keras.ops.convert_to_numpy(model(x[:, m], training=False))
+        np.testing.assert_allclose(logits[:, m], mine, rtol=0, atol=1e-2)
+    # bfloat16 (8 bits of mantissa) is really what ran: member 0 is its
+    # float32 model only to about 2**-8 of the logits' scale.
+    gap = np.abs(logits[:, 0] - reference).max()
+    assert 1e-4 < gap < 0.1, gap
+
+
 # --- A sweep, its registry version, and serving a prompt. ------------------------
 
 
