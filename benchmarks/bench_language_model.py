@@ -73,6 +73,7 @@ nested XLA kernel): how much of GELU's step time the kernel saves.
 """
 
 import argparse
+import contextlib
 import os
 import statistics
 import time
@@ -370,6 +371,25 @@ def gpt2_initialized(model, seed=0):
     return model
 
 
+CASTS_AROUND = "half-precision casts around the kernel"
+
+
+@contextlib.contextmanager
+def casts_around(enabled):
+    """While a model is traced: keras_gelu's kernels get float32 from a
+    cast of their own and are cast back after, as before issue 20 §3's
+    round 9 (`fusion._in_float32` now casts inside the nested kernel)."""
+    from keras_gelu.activations import activations
+
+    elementwise = activations._elementwise
+    if enabled:  # a plain function hides `computes_half_in_float32`
+        activations._elementwise = lambda x, kernel: elementwise(x, lambda v: kernel(v))
+    try:
+        yield
+    finally:
+        activations._elementwise = elementwise
+
+
 def corpus_windows(args):
     """The python_code corpus at `--context`: a draw of training windows
     per round (the same for every model) and the validation windows."""
@@ -390,11 +410,13 @@ def corpus_windows(args):
 
 
 def comparison_models(args, base, jit):
-    """The table's rows, `name -> (model, jit_compile, keras_gelu.xla_fusion)`
+    """The table's rows, `name -> (model, jit_compile, keras_gelu.xla_fusion or
+    CASTS_AROUND)`
     in the order they are interleaved, and the paired step ratios to print,
     `(label, slow row, fast row)`."""
     dims = (args.layers, args.heads, args.width, args.ffn, args.context, 256)
-    # name -> (model, jit_compile, keras_gelu.xla_fusion); interleaved in this order.
+    # name -> (model, jit_compile, keras_gelu.xla_fusion or CASTS_AROUND);
+    # interleaved in this order.
     models = {base: (gpt2(*dims), jit, True),
               "kg-train LM, gelu_tanh": (kg_model("gelu_tanh", *dims), jit, True)}
     fused = "kg-train LM, gelu_tanh, fused QKV"
@@ -423,6 +445,10 @@ def comparison_models(args, base, jit):
                 copy = build()
                 copy.set_weights(models[name][0].get_weights())
                 models[name + ", mixed_bfloat16"] = (copy, jit, True)
+            before = "kg-train LM, gelu (exact), mixed_bfloat16, casts around the kernel (before)"
+            copy = kg_model("gelu", *dims)
+            copy.set_weights(models["kg-train LM, gelu (exact)"][0].get_weights())
+            models[before] = (copy, jit, CASTS_AROUND)
             models[fused + ", mixed_bfloat16"] = (
                 fused_qkv(models["kg-train LM, gelu_tanh, mixed_bfloat16"][0]), jit, True)
         pairs += [("float32 / mixed_bfloat16 (GPT2Backbone)", base, base + ", mixed_bfloat16"),
@@ -430,6 +456,10 @@ def comparison_models(args, base, jit):
                    "kg-train LM, gelu_tanh, mixed_bfloat16"),
                   ("fused QKV / separate Q, K, V (gelu_tanh, mixed_bfloat16)",
                    fused + ", mixed_bfloat16", "kg-train LM, gelu_tanh, mixed_bfloat16"),
+                  ("casts around / inside the kernel (gelu exact, mixed_bfloat16)", before,
+                   "kg-train LM, gelu (exact), mixed_bfloat16"),
+                  ("GELU (exact, casts around the kernel) / ReLU, both mixed_bfloat16", before,
+                   "kg-train LM, relu, mixed_bfloat16"),
                   ("GELU (exact) / ReLU, both mixed_bfloat16",
                    "kg-train LM, gelu (exact), mixed_bfloat16", "kg-train LM, relu, mixed_bfloat16"),
                   ("GELU (tanh) / ReLU, both mixed_bfloat16",
@@ -481,7 +511,7 @@ def versus_gpt2(args):
     for name, (model, jit_compile, fusion) in models.items():
         compiled(model, args.steps, jit_compile)
         # The fused kernel is chosen when the step is traced: at this fit.
-        with keras_gelu.xla_fusion(fusion):
+        with keras_gelu.xla_fusion(fusion is not False), casts_around(fusion == CASTS_AROUND):
             tokens_per_second(model, *rounds[0], args.batch)  # compile and warm up
     rates = {name: [] for name in models}
     for x, y in rounds[1:]:

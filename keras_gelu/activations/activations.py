@@ -34,6 +34,8 @@ def _elementwise(x, kernel):
         dtype = keras.config.floatx()
         x = ops.cast(x, dtype)
     compute = _compute_dtype(dtype)
+    if compute != dtype and getattr(kernel, "computes_half_in_float32", False):
+        return kernel(x)  # the casts inside the kernel's one pass (fusion._tf_kernel)
     y = kernel(ops.cast(x, compute) if compute != dtype else x)
     return ops.cast(y, dtype) if compute != dtype else y
 

@@ -254,10 +254,18 @@ def _tf_fused_kernel(forward, derivative):
 
 def _tf_kernel(forward, backward):
     """`forward` and `backward(x, dy)` as nested XLA kernels, glued by
-    `tf.custom_gradient`."""
+    `tf.custom_gradient`.
+
+    float16 and bfloat16 tensors go in and come out as they are: each
+    kernel computes in float32 inside (`_in_float32`), so the two casts
+    are part of its one pass over memory, not passes of their own around
+    it (two forward, two backward: GELU's step under mixed_bfloat16,
+    docs/benchmarks.md, issue 20 §3). The returned function says so to
+    `activations._elementwise` with `computes_half_in_float32`."""
     # Imported here: only the TensorFlow backend needs tensorflow.
     import tensorflow as tf
 
+    forward, backward = _in_float32(forward), _in_float32(backward)
     # reduce_retracing: one trace per dtype/rank, not one per batch size;
     # XLA still specialises on the concrete shape at run time.
     compile_options = dict(jit_compile=True, reduce_retracing=True, autograph=False)
@@ -277,7 +285,25 @@ def _tf_kernel(forward, backward):
             return forward(x)
         return kernel(x)
 
+    call.computes_half_in_float32 = True
     return call
+
+
+def _in_float32(fn):
+    """`fn(x, ...)` computed in float32 when `x` is float16 or bfloat16 (every
+    argument cast up), its result cast back to `x`'s dtype; as it is
+    otherwise. The same values as casting around `fn`: only where the
+    casts run changes."""
+
+    @functools.wraps(fn)
+    def computed(x, *rest):
+        dtype = keras.backend.standardize_dtype(x.dtype)
+        if dtype not in ("float16", "bfloat16"):
+            return fn(x, *rest)
+        up = [ops.cast(v, "float32") for v in (x,) + rest]
+        return ops.cast(fn(*up), dtype)
+
+    return computed
 
 
 def _traced_as_compiled(fn):

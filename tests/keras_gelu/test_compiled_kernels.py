@@ -151,3 +151,42 @@ def test_compiled_forward_mills_rational_matches_scipy_on_the_clipped_range():
     assert np.max(np.abs(relative)) <= 5e-7
     near_minimum = (t >= 0.55) & (t <= 0.95)
     assert np.all(relative[near_minimum] <= -0.99e-7)
+
+
+@pytest.mark.skipif(ref.BACKEND != "tensorflow", reason="TensorFlow's nested XLA kernels")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["gelu", "gelu_tanh", "gelu_sigmoid", "silu", "geglu"])
+def test_half_precision_is_cast_inside_the_nested_kernels(name, dtype):
+    # A half-precision tensor enters the kernels as it is and each computes
+    # in float32 inside (fusion._in_float32): the values and gradients of
+    # casting to float32 around the activation, bit for bit, with no Cast
+    # op of its own in the traced step (they were four passes over memory).
+    import tensorflow as tf
+
+    fn = keras_gelu.get(name)
+    x = tf.cast(np.linspace(-9.0, 9.0, 2000, dtype=np.float32).reshape(2, 1000), dtype)
+    width = 500 if name == "geglu" else 1000  # a gated unit halves the last axis
+    dy = tf.cast(np.linspace(1.5, -1.5, 2 * width, dtype=np.float32).reshape(2, width), dtype)
+
+    @tf.function(autograph=False)
+    def step(v, g):
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            y = fn(v)
+        return y, tape.gradient(y, v, output_gradients=g)
+
+    @tf.function(autograph=False)
+    def around(v, g):  # float32 around the activation
+        up = tf.cast(v, tf.float32)
+        with tf.GradientTape() as tape:
+            tape.watch(up)
+            y = fn(up)
+        dx = tape.gradient(y, up, output_gradients=tf.cast(g, tf.float32))
+        return tf.cast(y, v.dtype), tf.cast(dx, v.dtype)
+
+    (y, dx), (y_ref, dx_ref) = step(x, dy), around(x, dy)
+    assert y.dtype == dx.dtype == x.dtype
+    np.testing.assert_array_equal(ref.numpy(y).astype(np.float32), ref.numpy(y_ref).astype(np.float32))
+    np.testing.assert_array_equal(ref.numpy(dx).astype(np.float32), ref.numpy(dx_ref).astype(np.float32))
+    graph = step.get_concrete_function(x, dy).graph
+    assert "Cast" not in {op.type for op in graph.get_operations()}
