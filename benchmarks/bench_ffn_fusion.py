@@ -1,4 +1,7 @@
-"""Where ReLU's FFN step gets its edge over GELU on TensorFlow's CPU (issue 20 §3).
+"""GELU's cost beside ReLU's on TensorFlow's CPU, pass by pass (issue 20 §3).
+
+Where ReLU's FFN step gets its edge, what each activation costs alone, in
+float32 and in bfloat16, and what the one GELU that fuses costs in accuracy.
 
 A Dense -> activation -> Dense block, `x (1024, 512) @ W1 (512, 2048) + b1`,
 the activation, `@ W2 (2048, 512)`, trained through `tf.GradientTape` in a
@@ -14,7 +17,10 @@ passes cost nothing: oneDNN runs them inside the matmuls. keras_gelu's
 kernels are passes of their own over the hidden activations (a nested XLA
 kernel forward, one backward); the second table prints what each costs
 alone on the same (1024, 2048) tensor, so the FFN's gap can be read as
-whole passes. The last table is the accuracy of the one GELU that fuses,
+whole passes. The third is the same under bfloat16 (a (4096, 512) tensor,
+mixed_bfloat16's hidden activations), each mode with its casts inside the
+nested kernel (`fusion._in_float32`, as shipped) and around it (as before
+issue 20 §3's round 9; `bench_language_model.casts_around`). The last table is the accuracy of the one GELU that fuses,
 oneDNN's epilogue, against the float64 formula x * erfc(-x / sqrt 2) / 2,
 in the negative tail that keras_gelu's accuracy promise (1e-5 relative
 wherever GELU is a normal float32) covers:
@@ -137,7 +143,7 @@ def pass_table(args):
             with tf.GradientTape() as tape:
                 tape.watch(h)
                 y = a(h)
-            return tape.gradient(y, h, output_gradients=dy)
+            return y, tape.gradient(y, h, output_gradients=dy)  # y: the forward runs too
 
         functions[(name, "forward + backward")] = tf.function(backward, autograph=False)
     seconds = interleaved(functions, args.rounds, 20)
@@ -148,6 +154,45 @@ def pass_table(args):
     for name in ("relu (tf.nn.relu)", "keras_gelu.gelu, exact", "keras_gelu.gelu, tanh"):
         print(f"| {name} | {statistics.median(seconds[(name, 'forward')]) * 1e3:.2f} | "
               f"{statistics.median(seconds[(name, 'forward + backward')]) * 1e3:.2f} |")
+
+
+def half_table(args):
+    from bench_language_model import casts_around
+
+    x = tf.cast(tf.random.stateless_normal([4096, 512], (1, 2)), tf.bfloat16)
+    dy = tf.cast(tf.random.stateless_normal([4096, 512], (3, 4)), tf.bfloat16)
+    modes = {"relu (tf.nn.relu)": (tf.nn.relu, (False,)),
+             "keras_gelu.gelu, exact": (keras_gelu_exact, (False, True)),
+             "keras_gelu.gelu, tanh": (keras_gelu_tanh, (False, True)),
+             "keras_gelu.gelu, sigmoid": (lambda h: keras_gelu.gelu(h, "sigmoid"), (False, True))}
+    functions, rows = {}, []
+    for name, (activation, ways) in modes.items():
+        for around in ways:
+            row = name + (", casts around (before)" if around else "")
+            rows.append(row)
+
+            def both(v, g, a=activation):
+                with tf.GradientTape() as tape:
+                    tape.watch(v)
+                    y = a(v)
+                return y, tape.gradient(y, v, output_gradients=g)
+
+            forward = tf.function(lambda v, a=activation: a(v), autograph=False)
+            backward = tf.function(both, autograph=False)
+            with casts_around(around):  # traced here, with or without the casts around
+                forward.get_concrete_function(x)
+                backward.get_concrete_function(x, dy)
+            functions[(row, "forward")] = lambda f=forward: f(x)
+            functions[(row, "forward + backward")] = lambda b=backward: b(x, dy)
+    seconds = interleaved(functions, args.rounds, 10)
+    relu = rows[0]
+    print(f"\nbfloat16 (4096, 512), tf.function, median of {args.rounds} shuffled rounds "
+          f"of the ratio to ReLU")
+    print("| activation | forward vs ReLU | forward + backward vs ReLU |")
+    print("|---|---|---|")
+    for row in rows:
+        print(f"| {row} | {ratio(seconds, (row, 'forward'), (relu, 'forward')):.2f}x | "
+              f"{ratio(seconds, (row, 'forward + backward'), (relu, 'forward + backward')):.2f}x |")
 
 
 def epilogue_accuracy():
@@ -187,6 +232,7 @@ def main():
     args = parser.parse_args()
     ffn_table(args)
     pass_table(args)
+    half_table(args)
     epilogue_accuracy()
 
 
