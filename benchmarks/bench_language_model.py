@@ -67,6 +67,9 @@ CPU's AMX / AVX512-BF16 units; XLA:CPU (JAX) has no such path. With
     KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py --bf16
     KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_language_model.py --sweep --bf16 --stacked-only
 
+`--matmul` times only one matmul of the FFN's shape, float32 beside
+bfloat16, on the backend: whether the CPU's bfloat16 units reach it.
+
 `--kernels` adds to the first table the exact-GELU model traced inside
 `keras_gelu.xla_fusion(False)` (the formula op by op, not keras_gelu's
 nested XLA kernel): how much of GELU's step time the kernel saves.
@@ -278,6 +281,48 @@ def step_profile(args):
           f"{full / (2 * half):.2f}x")
 
 
+def matmul_speed(args):
+    """One `(batch * context, width) @ (width, ffn)` matmul in float32 and
+    in bfloat16, compiled as the backend runs a step (a `tf.function` on
+    TensorFlow, `jax.jit` on JAX), interleaved: whether this CPU's bfloat16
+    units (AMX, AVX512-BF16) reach the backend (issue 20 §2, round 9)."""
+    rng = np.random.default_rng(0)
+    shapes = ((args.batch * args.context, args.width), (args.width, args.ffn))
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        compiled = tf.function(ops.matmul, autograph=False)
+    else:
+        import jax
+
+        compiled = jax.jit(ops.matmul)
+    calls = {}
+    for dtype in ("float32", "bfloat16"):
+        a, b = (ops.cast(rng.normal(size=shape).astype("float32"), dtype) for shape in shapes)
+        calls[dtype] = lambda a=a, b=b: compiled(a, b)
+        for _ in range(5):
+            ops.convert_to_numpy(calls[dtype]())
+    seconds = {dtype: [] for dtype in calls}
+    for _ in range(args.repeats):
+        for dtype, call in calls.items():
+            start = time.perf_counter()
+            for _ in range(50):
+                out = call()
+            ops.convert_to_numpy(out)
+            seconds[dtype].append((time.perf_counter() - start) / 50)
+    flops = 2 * shapes[0][0] * shapes[0][1] * shapes[1][1]
+    print(f"backend {keras.backend.backend()}; ({shapes[0][0]}, {shapes[0][1]}) @ {shapes[1]}, "
+          f"median of {args.repeats} interleaved rounds of 50 calls; load average "
+          f"{os.getloadavg()[0]:.1f}")
+    print("| dtype | µs per matmul | GFLOP/s |")
+    print("|---|---|---|")
+    for dtype, s in seconds.items():
+        t = statistics.median(s)
+        print(f"| {dtype} | {t * 1e6:,.0f} | {flops / t / 1e9:,.0f} |")
+    print(f"\nbfloat16 / float32 time: "
+          f"{statistics.median(seconds['bfloat16']) / statistics.median(seconds['float32']):.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweep", action="store_true",
@@ -313,10 +358,15 @@ def main():
     parser.add_argument("--bf16", action="store_true",
                         help="add rows built under the mixed_bfloat16 dtype policy (what "
                              "device.mixed_precision sets): kg-train's LM and GPT2Backbone")
+    parser.add_argument("--matmul", action="store_true",
+                        help="time one matmul of the model's FFN shape in float32 and bfloat16")
     parser.add_argument("--xla", action="store_true",
                         help="jit_compile=True (what device.xla sets; 'auto' is off on CPU); "
                              "--sweep: add both paths with device.xla on")
     args = parser.parse_args()
+    if args.matmul:
+        args.repeats = args.repeats or 20
+        return matmul_speed(args)
     if args.sweep:
         args.repeats = args.repeats or 2
         return sweep(args)
