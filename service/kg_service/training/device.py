@@ -1,7 +1,8 @@
 """The device a sweep trains on, its dtype policy, and TensorFlow's noise.
 
 `describe_device` applies `device.type` (hiding the GPUs for "cpu") and
-says what the sweep runs on; `dtype_policy` sets the mixed-precision
+says what the sweep runs on (and warns where `mixed_bfloat16` would make a
+CPU sweep slower); `dtype_policy` sets the mixed-precision
 policy around model building. Both tasks' training use them.
 """
 
@@ -69,6 +70,47 @@ _GPU_PROBES = {
 }
 
 
+log = logging.getLogger("kg-train")
+
+# CPU flags of bfloat16 matmul units (Intel AMX, AVX512-BF16); oneDNN
+# (TensorFlow, torch) runs bfloat16 matmuls on them.
+_BFLOAT16_UNITS = ("amx_bf16", "avx512_bf16")
+
+
+_WARNED = set()
+
+
+def cpu_flags():
+    """The CPU's feature flags from /proc/cpuinfo, or None where unreadable."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def slow_bfloat16(policy, backend, flags):
+    """Why `policy` trains slower than float32 on this CPU, or None.
+
+    Args:
+        policy: `device.mixed_precision` (None, "mixed_float16", ...).
+        backend: The Keras backend's name.
+        flags: `cpu_flags()`: a set of flags, or None (unknown: no reason).
+    """
+    if policy != "mixed_bfloat16":
+        return None
+    if backend == "jax":
+        return ("JAX's XLA:CPU runs bfloat16 matmuls slower than float32 ones "
+                "(1.5x the time on an AMX CPU)")
+    if flags is not None and not flags.intersection(_BFLOAT16_UNITS):
+        return ("this CPU has no bfloat16 matmul units (neither amx_bf16 nor "
+                "avx512_bf16 in /proc/cpuinfo)")
+    return None
+
+
 def describe_device(device_cfg):
     """Applies `device_cfg.type` and says what the sweep will run on.
 
@@ -105,6 +147,13 @@ def describe_device(device_cfg):
             f"(nvidia-smi, and a GPU build of {backend})."
         )
     on_gpu = bool(gpus)
+    reason = None if on_gpu else slow_bfloat16(device_cfg.mixed_precision, backend, cpu_flags())
+    if reason and reason not in _WARNED:  # once a process: preflight and training both ask
+        _WARNED.add(reason)
+        log.warning(
+            "device.mixed_precision: mixed_bfloat16 on the CPU: %s, so it trains "
+            "slower than float32 here (set device.mixed_precision: null; "
+            "docs/benchmarks.md, 'round 9').", reason)
     return {
         "device": "gpu" if on_gpu else "cpu",
         "device_name": gpus[0] if on_gpu else (platform.processor() or "cpu"),

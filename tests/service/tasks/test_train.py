@@ -494,6 +494,31 @@ def test_describe_device_reports_cpu_and_refuses_a_missing_gpu():
             describe_device(DeviceConfig(type="gpu"))
 
 
+def test_mixed_bfloat16_on_a_cpu_that_would_run_it_slower_is_warned(monkeypatch, caplog):
+    from kg_service.training import device as device_lib
+
+    slow = device_lib.slow_bfloat16
+    amx = {"avx2", "avx512f", "amx_bf16", "amx_tile"}
+    assert slow("mixed_bfloat16", "tensorflow", amx) is None
+    assert slow("mixed_bfloat16", "torch", {"avx512_bf16"}) is None
+    assert slow("mixed_bfloat16", "tensorflow", None) is None  # unknown CPU: no claim
+    assert slow(None, "jax", set()) is None
+    assert slow("mixed_float16", "tensorflow", set()) is None
+    assert "amx_bf16" in slow("mixed_bfloat16", "tensorflow", {"avx2", "fma"})
+    assert "XLA:CPU" in slow("mixed_bfloat16", "jax", amx)
+    # This machine's flags are read (Linux), and the sweep's log says why.
+    assert device_lib.cpu_flags() is None or "fpu" in device_lib.cpu_flags()
+    monkeypatch.setattr(device_lib, "cpu_flags", lambda: {"avx2", "fma"})
+    monkeypatch.setattr(device_lib, "_WARNED", set())
+    with caplog.at_level("WARNING", logger="kg-train"):
+        for _ in range(2):  # preflight and training both ask: one warning
+            describe_device(DeviceConfig(type="cpu", mixed_precision="mixed_bfloat16"))
+        describe_device(DeviceConfig(type="cpu"))
+    (warning,) = [r for r in caplog.records if "mixed_bfloat16" in r.getMessage()]
+    assert "no bfloat16 matmul units" in warning.getMessage()
+    assert "device.mixed_precision: null" in warning.getMessage()
+
+
 def test_unknown_optimizer_raises_service_error(dataset):
     with pytest.raises(ServiceError, match="adam"):
         train_sweep(tasks.get(dataset.name), dataset, _config(optimizer="lbfgs"))
