@@ -20,10 +20,11 @@ alone on the same (1024, 2048) tensor, so the FFN's gap can be read as
 whole passes. The third is the same under bfloat16 (a (4096, 512) tensor,
 mixed_bfloat16's hidden activations), each mode with its casts inside the
 nested kernel (`fusion._in_float32`, as shipped) and around it (as before
-issue 20 §3's round 9; `bench_language_model.casts_around`). The last table is the accuracy of the one GELU that fuses,
-oneDNN's epilogue, against the float64 formula x * erfc(-x / sqrt 2) / 2,
-in the negative tail that keras_gelu's accuracy promise (1e-5 relative
-wherever GELU is a normal float32) covers:
+issue 20 §3's round 9; `lm_models.casts_around`). The last table is the
+accuracy of the one GELU that fuses, oneDNN's epilogue, against the
+float64 formula x * erfc(-x / sqrt 2) / 2, in the negative tail that
+keras_gelu's accuracy promise (1e-5 relative wherever GELU is a normal
+float32) covers:
 
     KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/bench_ffn_fusion.py
 """
@@ -157,7 +158,7 @@ def pass_table(args):
 
 
 def half_table(args):
-    from bench_language_model import casts_around
+    from lm_models import casts_around
 
     x = tf.cast(tf.random.stateless_normal([4096, 512], (1, 2)), tf.bfloat16)
     dy = tf.cast(tf.random.stateless_normal([4096, 512], (3, 4)), tf.bfloat16)
