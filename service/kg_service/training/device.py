@@ -75,8 +75,6 @@ log = logging.getLogger("kg-train")
 # CPU flags of bfloat16 matmul units (Intel AMX, AVX512-BF16); oneDNN
 # (TensorFlow, torch) runs bfloat16 matmuls on them.
 _BFLOAT16_UNITS = ("amx_bf16", "avx512_bf16")
-
-
 _WARNED = set()
 
 
@@ -147,7 +145,9 @@ def describe_device(device_cfg):
             f"(nvidia-smi, and a GPU build of {backend})."
         )
     on_gpu = bool(gpus)
-    reason = None if on_gpu else slow_bfloat16(device_cfg.mixed_precision, backend, cpu_flags())
+    reason = None
+    if not on_gpu and device_cfg.mixed_precision == "mixed_bfloat16":  # read /proc only then
+        reason = slow_bfloat16(device_cfg.mixed_precision, backend, cpu_flags())
     if reason and reason not in _WARNED:  # once a process: preflight and training both ask
         _WARNED.add(reason)
         log.warning(
