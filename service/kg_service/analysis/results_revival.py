@@ -134,6 +134,27 @@ def claim_word(tests, negative=False, alpha=0.05):
     return "in direction only, not significant" if signs else "not reproduced"
 
 
+def _ln_words(level):
+    return "LayerNorm" if level else "no LayerNorm"
+
+
+def interaction_text(study):
+    """ReLU's test-loss interaction in the direction the study declared
+    (issue 30 §4): from the reference level to the other, whichever sweep
+    started first. The paper's claim (removing LayerNorm hurts GELU more
+    than ReLU) is a negative move from LayerNorm to none."""
+    inter = [i for i in study.interactions if i.activation == "relu"
+             and i.metric.name == "test_loss"]
+    if not inter or study.factor != "model.layer_norm":
+        return "no interaction test over model.layer_norm"
+    i = inter[0]
+    return (f"the ReLU − GELU gap moves {i.test.estimate:+.4f} nats/byte from "
+            f"{_ln_words(i.first_level)} (the declared reference) to "
+            f"{_ln_words(i.second_level)} (the paper: negative from LayerNorm to none; "
+            f"study Holm p {fmt_p(i.p_holm)}, "
+            f"{'significant' if i.significant else 'not significant'})")
+
+
 def revival_verdicts(by_ln, study, slope_runs=()):
     lines = []
     ln, noln = by_ln.get(True), by_ln.get(False)
@@ -141,14 +162,8 @@ def revival_verdicts(by_ln, study, slope_runs=()):
         hurt = [a for a in ln.members if a in noln.members
                 and np.mean(list(noln.values("test_loss")[a].values()))
                 > np.mean(list(ln.values("test_loss")[a].values()))]
-        inter = [i for i in study.interactions if i.activation == "relu"
-                 and i.metric.name == "test_loss"]
-        i_text = (f"the ReLU − GELU gap moves {inter[0].test.estimate:+.4f} nats/byte "
-                  f"without LayerNorm (study Holm p {fmt_p(inter[0].p_holm)}, "
-                  f"{'significant' if inter[0].significant else 'not significant'})"
-                  if inter else "no interaction test")
         lines.append(f"- Perplexity: removing LayerNorm raises the test loss of "
-                     f"{len(hurt)} of {len(ln.members)} activations; {i_text}.")
+                     f"{len(hurt)} of {len(ln.members)} activations; {interaction_text(study)}.")
         tests = entropy_tests(by_ln)
         words = {c: claim_word([(d, p) for k, _, d, p in tests if k == c],
                                negative=(c == "relief")) for c in ("overload", "relief")}

@@ -14,10 +14,13 @@ or inconclusive), its superiority and its equivalence p-values each Holm-
 adjusted over the study: every comparison for the first, every comparison
 with a margin for the second.
 
-Across two sweeps with the same baseline, the *interaction* asks whether an
-activation's gain over the baseline changed between them: the difference
-of the mean paired differences, (a - base) in the later sweep minus
-(a - base) in the earlier one, with a Welch test and its interval (the
+Across two sweeps with the same baseline at two levels of the study's
+declared factor (`study_factor:`, e.g. model.layer_norm with reference
+true), the *interaction* asks whether an activation's gain over the
+baseline changed between them: the difference of the mean paired
+differences, (a - base) at the other level minus (a - base) at the
+reference level (issue 30 §4: declared, never the sweeps' order), with a
+Welch test and its interval (the
 seeds of two sweeps are separate runs, so the two sets of differences are
 independent samples with their own spreads). On the Revival halves this is
 the paper's claim itself: removing LayerNorm hurts GELU more than ReLU.
@@ -40,6 +43,7 @@ from scipy import stats as _st
 
 from kg_service.analysis import decisions
 from kg_service.analysis import stats
+from kg_service.errors import ServiceError
 
 
 # --- Inputs and results: numbers only. ---------------------------------------
@@ -62,6 +66,9 @@ class StudySweep:
     # metric name -> equivalence margin in its units (the sweep's
     # `analysis.margin`); a metric without one gets no equivalence test.
     margins: dict = dataclasses.field(default_factory=dict)
+    # The sweep's level of the study's factor (e.g. "false" for
+    # model.layer_norm), None where the study declares no factor.
+    level: object = None
 
     @property
     def metric(self):
@@ -115,7 +122,8 @@ class WelchTest:
 class Interaction:
     """How an activation's paired gain over the baseline moved between two
     sweeps: `test.estimate` = mean(a - base | second) - mean(a - base | first),
-    in the metric's units."""
+    in the metric's units; `first` is the sweep at the declared reference
+    level, `second` the one at `second_level`."""
 
     metric: stats.Metric
     activation: str
@@ -127,6 +135,8 @@ class Interaction:
     test: WelchTest
     p_holm: float  # over the study's interactions
     significant: bool
+    first_level: object = None  # the reference level
+    second_level: object = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +149,8 @@ class Study:
     alpha: float
     comparisons: tuple  # StudyComparison
     interactions: tuple  # Interaction
+    factor: object = None  # the declared factor's setting (e.g. model.layer_norm)
+    reference: object = None  # its reference level
 
     @property
     def family_size(self):
@@ -243,13 +255,35 @@ def _paired(sweep, metric, activation, confidence):
     return stats.paired_test(diffs, metric.name, seeds, confidence)
 
 
-def analyse(name, sweeps, confidence=0.95):
-    """The study `name` over `sweeps` (`StudySweep`s, oldest first).
+class UndeclaredReference(ServiceError):
+    """A study with sweeps to compare across, and no declared reference level
+    to orient the interaction by (issue 30 §4)."""
+
+    def __init__(self, name, sweeps, problem):
+        super().__init__(
+            f"study {name!r}: {problem} An interaction's sign is declared, never "
+            "guessed from the sweeps' order: give every sweep of the study the same "
+            "`study_factor: {setting: KEY, reference: VALUE}` (e.g. {setting: "
+            "model.layer_norm, reference: true}) and train it again. Sweeps: "
+            + ", ".join(f"{s.name} (level {s.level!r})" for s in sweeps) + "."
+        )
+        self.name = name
+
+
+def analyse(name, sweeps, confidence=0.95, reference=None, factor=None):
+    """The study `name` over `sweeps` (`StudySweep`s; their order matters to
+    nothing but the tables' rows).
 
     Returns a `Study`: every (sweep, metric, activation) against the
     sweep's baseline, Holm over all of them (untestable ones counted), and
-    an interaction for every pair of sweeps with the same baseline, per
-    metric both read and activation both ran, Holm over the interactions.
+    an interaction for every pair of sweeps with the same baseline, one at
+    the `reference` level of the study's `factor` and one at another level,
+    per metric both read and activation both ran, Holm over the
+    interactions.
+
+    Raises:
+        UndeclaredReference: sweeps with a shared baseline at different
+            (or undeclared) levels, and no reference level among them.
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
@@ -277,9 +311,34 @@ def analyse(name, sweeps, confidence=0.95):
         )
         for i, ((s, m, a, test), p) in enumerate(zip(raw, adjusted))
     )
+    pairs = oriented_pairs(name, sweeps, reference)
     return Study(name=name, sweeps=sweeps, confidence=confidence, alpha=alpha,
                  comparisons=comparisons,
-                 interactions=_interactions(sweeps, confidence, alpha))
+                 interactions=_interactions(pairs, confidence, alpha),
+                 factor=factor, reference=reference)
+
+
+def oriented_pairs(name, sweeps, reference):
+    """`[(reference-level sweep, other-level sweep)]` of every two sweeps
+    with one baseline, by declared level (issue 30 §4): two sweeps at one
+    level are replicates, not an interaction.
+
+    Raises:
+        UndeclaredReference: as `analyse`.
+    """
+    shared = [(a, b) for a, b in itertools.combinations(sweeps, 2) if a.baseline == b.baseline]
+    if not shared:
+        return []
+    if reference is None or any(s.level is None for pair in shared for s in pair):
+        raise UndeclaredReference(name, sweeps, "its sweeps declare no reference level.")
+    if not any(s.level == reference for s in sweeps):
+        raise UndeclaredReference(
+            name, sweeps, f"no sweep is at the reference level {reference!r}.")
+    out = []
+    for a, b in shared:
+        if (a.level == reference) != (b.level == reference):
+            out.append((a, b) if a.level == reference else (b, a))
+    return out
 
 
 def _margin(sweep, metric):
@@ -299,11 +358,9 @@ def outcome(test, p_holm, p_equivalence_holm, metric, alpha):
     return decisions.INCONCLUSIVE
 
 
-def _interactions(sweeps, confidence, alpha):
+def _interactions(pairs, confidence, alpha):
     raw = []
-    for first, second in itertools.combinations(sweeps, 2):
-        if first.baseline != second.baseline:
-            continue
+    for first, second in pairs:
         second_metrics = {m.name for m in second.metrics}
         for metric in (m for m in first.metrics if m.name in second_metrics):
             shared = [a for a in first.activations()[1:] if a in second.activations()[1:]]
@@ -318,6 +375,6 @@ def _interactions(sweeps, confidence, alpha):
     return tuple(
         Interaction(metric=m, activation=a, baseline=s1.baseline, first=s1.name,
                     second=s2.name, diff_first=d1, diff_second=d2, test=t, p_holm=p,
-                    significant=bool(p < alpha))
+                    significant=bool(p < alpha), first_level=s1.level, second_level=s2.level)
         for (m, a, s1, s2, d1, d2, t), p in zip(raw, adjusted)
     )

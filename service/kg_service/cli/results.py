@@ -256,7 +256,6 @@ def build_page(uri, command):
         ServiceError: the store holds none of the page's studies.
     """
     from kg_service.analysis import results_page
-    from kg_service.analysis import study as study_lib
     from kg_service.sweep import studies as sweep_studies
     from kg_service.tracking import studies
 
@@ -268,7 +267,7 @@ def build_page(uri, command):
             known = set(missing.studies)
             continue
         found[tag] = runs
-        analysed[tag] = study_lib.analyse(tag, sweep_studies.study_sweeps(stored))
+        analysed[tag] = sweep_studies.analyse_stored(tag, stored)
     if not any(t in found for t, _ in results_page.STUDIES):
         page = ", ".join(t for t, _ in results_page.STUDIES)
         there = ", ".join(sorted(known)) or "none"

@@ -332,6 +332,64 @@ def _tuning_valid(tuning, info):
 
 
 @dataclasses.dataclass(frozen=True)
+class StudyFactor:
+    """`study_factor:` the setting a study's sweeps differ by and its
+    reference level (issue 30 §4). An interaction is always (gain at the
+    other level) - (gain at the reference level): its sign is declared here,
+    never read from which sweep started first."""
+
+    __pydantic_config__ = fields.STRICT
+    setting: fields.Text  # a key of this config, dotted: model.layer_norm
+    reference: Annotated[  # that key's reference value
+        Union[fields.Bool, fields.number(), fields.Text],
+        Field(description="the setting's reference value (true, false, a number or text)")]
+
+
+def setting_value(config, setting):
+    """The value at the dotted key `setting` of a config (a `Config`'s
+    sections or its config.json as a dict); KeyError where there is none."""
+    value = config
+    for part in setting.split("."):
+        if isinstance(value, dict):
+            value = value[part]
+        elif dataclasses.is_dataclass(value) and part in {f.name for f in dataclasses.fields(value)}:
+            value = getattr(value, part)
+        else:
+            raise KeyError(setting)
+    return value
+
+
+def _factor_valid(factor, info):
+    if factor is None:
+        return None
+    if info.data.get("study") is None:
+        fields.fail(message="study_factor without a `study:` name; expected `study: NAME` "
+                            "beside it (the factor is that study's).")
+    try:
+        value = setting_value(dict(info.data), factor.setting)
+    except KeyError:
+        fields.fail(at=("setting",), message=(
+            f"{factor.setting!r} is no setting of this config; expected a dotted key "
+            "such as model.layer_norm."))
+    if isinstance(value, (dict, list, tuple)) or dataclasses.is_dataclass(value):
+        fields.fail(at=("setting",), message=(
+            f"{factor.setting!r} is a section or a list; expected one value (e.g. "
+            "model.layer_norm)."))
+    if value is not None and not _same_kind(value, factor.reference):
+        fields.fail(at=("reference",), message=(
+            f"{factor.reference!r} is not a value {factor.setting} can take (it holds "
+            f"{value!r} here); expected one of its values, e.g. {value!r}."))
+    return factor
+
+
+def _same_kind(value, reference):
+    kinds = (bool,) if isinstance(value, bool) else (
+        (int, float) if isinstance(value, (int, float)) else (str,))
+    return isinstance(reference, kinds) and not (
+        isinstance(reference, bool) and not isinstance(value, bool))
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
     __pydantic_config__ = fields.STRICT
     experiment: Annotated[fields.Text, AfterValidator(fields.experiment_name)] = "kg-sweep"
@@ -368,6 +426,10 @@ class Config:
     # Each activation's own value of one setting, chosen on validation
     # before the comparison (docs/tuning.md); null: the configured value.
     tuning: Annotated[Optional[TuningConfig], AfterValidator(_tuning_valid)] = None
+    # The setting a study's sweeps differ by and its reference level
+    # (`StudyFactor`): `kg report --study` reads each sweep's level from its
+    # config and orients every interaction by it.
+    study_factor: Annotated[Optional[StudyFactor], AfterValidator(_factor_valid)] = None
     # The YAML file it came from: set by load_config, not a key.
     source: SkipJsonSchema[Annotated[Optional[str], BeforeValidator(fields.not_a_key)]] = None
 

@@ -18,6 +18,7 @@ from kg_service.analysis import study as study_lib
 from kg_service.analysis import study_report
 from kg_service.config import loading
 from kg_service.config import schema
+from kg_service.errors import ServiceError
 from kg_service.tracking import studies
 
 
@@ -48,9 +49,47 @@ def analysis_config(ran):
         return loading.load_config(path).analysis
 
 
+def declared_factor(name, stored):
+    """`(setting, reference)` of the study's `study_factor:`, the same in
+    every sweep's config, or `(None, None)` where none declares one.
+
+    Raises:
+        ServiceError: sweeps of one study declaring different factors.
+    """
+    declared = {json.dumps(s.config.get("study_factor"), sort_keys=True) for s in stored}
+    if len(declared) > 1:
+        raise ServiceError(
+            f"study {name!r}: its sweeps declare different `study_factor:`s ("
+            + "; ".join(sorted(declared)) + "); expected one factor and one reference "
+            "level for the whole study (issue 30 §4).")
+    factor = stored[0].config.get("study_factor") if stored else None
+    if not factor:
+        return None, None
+    return factor["setting"], factor["reference"]
+
+
+def _level(config, setting):
+    if setting is None:
+        return None
+    try:
+        return schema.setting_value(config, setting)
+    except KeyError:
+        return None
+
+
+def analyse_stored(name, stored, confidence=0.95):
+    """`analysis.study.analyse` of a study's stored sweeps, each at its level
+    of the declared factor (read from the config it ran)."""
+    setting, reference = declared_factor(name, stored)
+    return study_lib.analyse(name, study_sweeps(stored), confidence,
+                             reference=reference, factor=setting)
+
+
 def study_sweeps(stored):
     """`analysis.study.StudySweep`s of `tracking.studies.StoredSweep`s, each
-    metric with the sweep's equivalence margin for it."""
+    metric with the sweep's equivalence margin for it, and each at its level
+    of the study's declared factor (None where none is declared)."""
+    setting = (stored[0].config.get("study_factor") or {}).get("setting") if stored else None
     out = []
     for name, s in zip(sweep_names(stored), stored):
         metrics = tuple(
@@ -62,6 +101,7 @@ def study_sweeps(stored):
             name=name, baseline=s.baseline, metrics=metrics, values=s.values,
             failed=s.failed,
             margins={m.name: margin_for(analysis, m.name, s.metric) for m in metrics},
+            level=_level(s.config, setting),
         ))
     return out
 
@@ -98,8 +138,9 @@ def report_study(name, tracking_uri, output_dir=None, confidence=0.95,
     Raises:
         tracking.studies.UnknownStudy: no finished sweep has that study.
     """
-    sweeps = study_sweeps(studies.read_study(tracking_uri, name))
-    study = study_lib.analyse(name, sweeps, confidence)
+    stored = studies.read_study(tracking_uri, name)
+    sweeps = study_sweeps(stored)
+    study = analyse_stored(name, stored, confidence)
     aggregate = aggregate_lib.aggregate(normalized_scores(sweeps), confidence, reps)
     out = pathlib.Path(
         output_dir or f"kg-output/study-{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}"

@@ -129,11 +129,13 @@ def test_fixed_top_quarter_needs_no_head_there():
 # --- The Revival verdicts on runs whose answer is known. ----------------------
 
 
-def _run(name, ln, gelu_entropy, relu_entropy, slope=0.05, epochs=8):
+def _run(name, ln, gelu_entropy, relu_entropy, slope=0.05, epochs=8, relu_gap=0.0):
     members = {}
     for a, h in (("gelu", gelu_entropy), ("relu", relu_entropy),
                  ("learnable_leaky_relu", relu_entropy)):
-        members[a] = {s: {"test_loss": 2.6 + (0.1 if not ln else 0) + 0.001 * s,
+        gap = relu_gap * (a == "relu") + 0.0007 * s_noise(a)
+        members[a] = {s: {"test_loss": 2.6 + (0.1 if not ln else 0) + 0.001 * s
+                                       + gap * (1 + 0.1 * s),
                           "entropy_norm.block0": h + 0.001 * s,
                           "entropy_norm.block1": h - 0.001 * s,
                           "entropy_norm_quarter4": 0.5,
@@ -144,11 +146,35 @@ def _run(name, ln, gelu_entropy, relu_entropy, slope=0.05, epochs=8):
                         members=members, seconds=60.0)
 
 
-def _study(runs):
+def s_noise(activation):
+    return {"gelu": 0, "relu": 1, "learnable_leaky_relu": -1}[activation]
+
+
+def _study(runs, reference=True):
     metric = stats.Metric.of("test_loss", False)
     return study_lib.analyse("revival", [
         study_lib.StudySweep(name=r.experiment, baseline="gelu", metrics=(metric,),
-                             values={"test_loss": r.values("test_loss")}) for r in runs])
+                             values={"test_loss": r.values("test_loss")},
+                             level=r.layer_norm) for r in runs],
+        reference=reference, factor="model.layer_norm")
+
+
+@pytest.mark.parametrize("reference", [True, False])
+def test_the_revival_interaction_has_one_sign_whichever_half_started_first(reference):
+    """Issue 30 §4: the no-LayerNorm half starting first (as on the old
+    page) must not flip "the ReLU - GELU gap moves X"."""
+    ln = _run("revival-layernorm", True, 0.6, 0.6, relu_gap=0.01)
+    no = _run("revival-no-layernorm", False, 0.6, 0.6, relu_gap=-0.05)
+    gap = {r.layer_norm: np.array([r.members["relu"][s]["test_loss"]
+                                   - r.members["gelu"][s]["test_loss"] for s in range(3)])
+           for r in (ln, no)}
+    move = gap[not reference].mean() - gap[reference].mean()  # other level - reference
+    texts = {rrev.interaction_text(_study(order, reference)) for order in ([ln, no], [no, ln])}
+    assert len(texts) == 1, texts
+    (text,) = texts
+    words = ("LayerNorm (the declared reference) to no LayerNorm" if reference
+             else "no LayerNorm (the declared reference) to LayerNorm")
+    assert f"moves {move:+.4f} nats/byte from {words}" in text, text
 
 
 def test_entropy_claim_is_reproduced_only_when_the_numbers_say_so():

@@ -97,7 +97,7 @@ def test_revival_interaction_reproduces_the_issues_p_of_0_015_from_the_shipped_n
 # --- The study: comparisons of every sweep and metric, interactions. ---------
 
 
-def _sweep(name, gaps, seeds=3, baseline="gelu", seed=0, loss_only=True):
+def _sweep(name, gaps, seeds=3, baseline="gelu", seed=0, loss_only=True, level=None):
     """A StudySweep of test_loss; `gaps`: activation -> mean gap to the baseline."""
     rng = np.random.default_rng(seed)
     base = 2.5 + rng.normal(0, 0.01, seeds)
@@ -106,13 +106,13 @@ def _sweep(name, gaps, seeds=3, baseline="gelu", seed=0, loss_only=True):
         values[a] = dict(enumerate(base + gap + rng.normal(0, 0.01, seeds)))
     metric = stats.Metric.of("test_loss", higher_is_better=False)
     return study.StudySweep(name=name, baseline=baseline, metrics=(metric,),
-                            values={"test_loss": values})
+                            values={"test_loss": values}, level=level)
 
 
 def test_study_holm_spans_every_sweep_and_its_interaction_is_welch_on_the_gaps():
-    ln = _sweep("ln", {"relu": 0.01, "leaky": 0.005}, seed=1)
-    no = _sweep("no-ln", {"relu": -0.045, "leaky": -0.04}, seed=2)
-    s = study.analyse("revival", [ln, no])
+    ln = _sweep("ln", {"relu": 0.01, "leaky": 0.005}, seed=1, level=True)
+    no = _sweep("no-ln", {"relu": -0.045, "leaky": -0.04}, seed=2, level=False)
+    s = study.analyse("revival", [ln, no], reference=True)
     assert s.family_size == 4 and s.untestable == 0
     raw = [c.paired.p_value for c in s.comparisons]
     np.testing.assert_allclose([c.p_holm for c in s.comparisons],
@@ -125,6 +125,42 @@ def test_study_holm_spans_every_sweep_and_its_interaction_is_welch_on_the_gaps()
     assert relu.test.estimate == pytest.approx(np.mean(d_no) - np.mean(d_ln))
     assert [i.p_holm for i in s.interactions] == pytest.approx(
         multipletests([i.test.p_value for i in s.interactions], method="holm")[1])
+
+
+@pytest.mark.parametrize("reference", [True, False])
+def test_the_interaction_has_the_declared_sign_whichever_sweep_comes_first(reference):
+    """Issue 30 §4: (gain at the other level) - (gain at the reference level),
+    the same signed number for either order of the sweeps."""
+    ln = _sweep("ln", {"relu": 0.01}, seed=1, level=True)
+    no = _sweep("no-ln", {"relu": -0.045}, seed=2, level=False)
+    ref, other = (ln, no) if reference else (no, ln)
+    _, d_ref = study.paired_differences(ref, ref.metric, "relu")
+    _, d_other = study.paired_differences(other, other.metric, "relu")
+    expected = st.ttest_ind(d_other, d_ref, equal_var=False)
+    for order in ([ln, no], [no, ln]):
+        (i,) = study.analyse("revival", order, reference=reference).interactions
+        assert (i.first, i.second) == (ref.name, other.name)
+        assert (i.first_level, i.second_level) == (ref.level, other.level)
+        assert i.test.estimate == pytest.approx(np.mean(d_other) - np.mean(d_ref))
+        assert i.test.p_value == pytest.approx(expected.pvalue, rel=1e-10)
+        assert np.sign(i.test.t_statistic) == np.sign(expected.statistic)
+
+
+@pytest.mark.parametrize("levels, reference", [
+    ((None, None), None), ((True, False), None), ((True, False), "true"),
+    ((True, None), True),
+])
+def test_sweeps_to_compare_without_a_declared_reference_are_refused(levels, reference):
+    a = _sweep("a", {"relu": 0.01}, seed=1, level=levels[0])
+    b = _sweep("b", {"relu": 0.02}, seed=2, level=levels[1])
+    with pytest.raises(study.UndeclaredReference, match="declared, never"):
+        study.analyse("s", [a, b], reference=reference)
+
+
+def test_two_sweeps_at_one_level_are_replicates_not_an_interaction():
+    a = _sweep("a", {"relu": 0.01}, seed=1, level=True)
+    b = _sweep("b", {"relu": 0.02}, seed=2, level=True)
+    assert study.analyse("s", [a, b], reference=True).interactions == ()
 
 
 def test_a_one_seed_activation_is_untestable_but_counted_in_the_family():
@@ -232,9 +268,10 @@ def test_normalization_is_min_max_per_task_oriented_by_direction():
 
 def test_the_study_report_writes_tables_json_and_the_profile(tmp_path):
     ln = _sweep("ln", {"relu": 0.01, "leaky": 0.005}, seed=1)
-    ln = study.StudySweep(ln.name, ln.baseline, ln.metrics, ln.values, failed={"relu": 2})
-    no = _sweep("no-ln", {"relu": -0.045, "leaky": -0.04}, seed=2)
-    s = study.analyse("revival", [ln, no])
+    ln = study.StudySweep(ln.name, ln.baseline, ln.metrics, ln.values, failed={"relu": 2},
+                          level=True)
+    no = _sweep("no-ln", {"relu": -0.045, "leaky": -0.04}, seed=2, level=False)
+    s = study.analyse("revival", [ln, no], reference=True)
     normalized = {}
     for sw in (ln, no):
         runs = {a: list(v.values()) for a, v in sw.values["test_loss"].items()}

@@ -59,3 +59,32 @@ def test_a_smoke_run_joins_the_smoke_study_not_the_real_one():
     assert (config.experiment, config.study) == ("revival-layernorm-smoke", "revival-smoke")
     tiny = smoke(load_config(REPO / "configs" / "tiny.yaml"))
     assert tiny.study is None
+
+
+# --- The study's factor and reference level (issue 30 §4). --------------------
+
+
+def test_the_revival_halves_declare_layer_norm_with_reference_true():
+    ln = load_config(REPO / "configs" / "revival.yaml")
+    no_ln = load_config(REPO / "configs" / "revival.yaml",
+                        ["model.layer_norm=false", "experiment=revival-no-layernorm"])
+    assert ln.study_factor == no_ln.study_factor
+    assert (ln.study_factor.setting, ln.study_factor.reference) == ("model.layer_norm", True)
+
+
+@pytest.mark.parametrize("text, where, says", [
+    ("study_factor: {setting: model.layer_norm, reference: true}\n", "study_factor",
+     "without a `study:` name"),
+    ("study: s\nstudy_factor: {setting: model.layer_nrom, reference: true}\n",
+     "setting", "no setting of this config"),
+    ("study: s\nstudy_factor: {setting: model, reference: true}\n", "setting",
+     "a section or a list"),
+    ("study: s\nstudy_factor: {setting: model.layer_norm, reference: 'yes'}\n",
+     "reference", "is not a value model.layer_norm can take"),
+    ("study: s\nstudy_factor: {setting: model.layer_norm}\n", "reference", ""),
+])
+def test_a_bad_study_factor_is_one_clear_problem(tmp_path, text, where, says):
+    with pytest.raises(ServiceError) as info:
+        load_config(write(tmp_path, "seeds: 2\n" + text))
+    message = str(info.value)
+    assert where in message and says in message, message

@@ -16,6 +16,9 @@ from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 
 from kg_service.cli.report import report
+from kg_service.errors import ServiceError
+from kg_service.sweep import studies as sweep_studies
+from kg_service.tracking import studies as tracking_studies
 from tests.service import toy_store
 
 HALF = """\
@@ -24,6 +27,9 @@ activations: [relu, gelu]
 seeds: 3
 output_dir: {out}
 study: toy
+# The later-started sweep is the reference: the interaction's sign comes from
+# this declaration, not from the order the store returns (issue 30 §4).
+study_factor: {{setting: experiment, reference: toy-narrow}}
 data: {{dataset: moons, n_samples: 120}}
 model: {{hidden_units: [{width}]}}
 training: {{epochs: 1, batch_size: 32}}
@@ -93,11 +99,11 @@ def test_study_numbers_are_the_member_runs_in_the_store(reported, store):
                 if c["sweep"] == experiment and c["metric"] == "test_accuracy"]
         assert c["paired"]["mean_diff"] == pytest.approx(np.mean(diffs[experiment]))
     (i,) = [i for i in summary["interactions"] if i["metric"] == "test_accuracy"]
-    assert (i["first"], i["second"]) == ("toy-wide", "toy-narrow")
+    assert (i["first"], i["second"]) == ("toy-narrow", "toy-wide")
     assert i["estimate"] == pytest.approx(
-        np.mean(diffs["toy-narrow"]) - np.mean(diffs["toy-wide"]))
+        np.mean(diffs["toy-wide"]) - np.mean(diffs["toy-narrow"]))
     if np.std(diffs["toy-wide"]) + np.std(diffs["toy-narrow"]) > 0:
-        ref = st.ttest_ind(diffs["toy-narrow"], diffs["toy-wide"], equal_var=False)
+        ref = st.ttest_ind(diffs["toy-wide"], diffs["toy-narrow"], equal_var=False)
         assert i["p_value"] == pytest.approx(ref.pvalue, rel=1e-9)
 
 
@@ -131,3 +137,39 @@ def test_a_store_that_cannot_be_used_exits_2_in_one_paragraph(tmp_path):
     result = CliRunner().invoke(report, ["--study", "toy", "--tracking-uri", "bogus://x"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "cannot use the MLflow tracking store 'bogus://x'" in result.output
+
+
+# --- The declared reference level, without a store (issue 30 §4). -----------
+
+
+def _stored(experiment, layer_norm, relu_gap, factor=True):
+    config = {"study": "revival", "model": {"layer_norm": layer_norm}}
+    if factor:
+        config["study_factor"] = {"setting": "model.layer_norm", "reference": True}
+    gelu = {s: 2.5 + 0.01 * s for s in range(3)}
+    relu = {s: v + relu_gap + 0.002 * s * s for s, v in gelu.items()}
+    return tracking_studies.StoredSweep(
+        experiment=experiment, run_id=experiment, baseline="gelu", metric="test_loss",
+        higher_is_better=False, values={"test_loss": {"gelu": gelu, "relu": relu}},
+        failed={}, config=config)
+
+
+def test_stored_halves_give_one_signed_interaction_in_either_start_order():
+    ln, no = _stored("ln", True, 0.01), _stored("no-ln", False, -0.05)
+    gaps = {h.experiment: [h.values["test_loss"]["relu"][s] - h.values["test_loss"]["gelu"][s]
+                           for s in range(3)] for h in (ln, no)}
+    ref = st.ttest_ind(gaps["no-ln"], gaps["ln"], equal_var=False)
+    for order in ([ln, no], [no, ln]):
+        (i,) = sweep_studies.analyse_stored("revival", order).interactions
+        assert (i.first, i.second, i.first_level, i.second_level) == ("ln", "no-ln", True, False)
+        assert i.test.estimate == pytest.approx(np.mean(gaps["no-ln"]) - np.mean(gaps["ln"]))
+        assert i.test.p_value == pytest.approx(ref.pvalue, rel=1e-10)
+
+
+def test_a_study_without_a_declared_reference_exits_2_instead_of_guessing():
+    halves = [_stored("ln", True, 0.01, factor=False), _stored("no-ln", False, -0.05, factor=False)]
+    with pytest.raises(ServiceError, match="declare no reference level"):
+        sweep_studies.analyse_stored("revival", halves)
+    mixed = [_stored("ln", True, 0.01), _stored("no-ln", False, -0.05, factor=False)]
+    with pytest.raises(ServiceError, match="different `study_factor:`s"):
+        sweep_studies.analyse_stored("revival", mixed)
