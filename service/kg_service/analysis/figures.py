@@ -39,6 +39,9 @@ class FigureContext:
     dataset: object
     colors: dict
     threshold: object  # convergence threshold, or None
+    # result -> the split that member trained and was tested on (issue 30
+    # §5); None where it cannot be told. Default: `dataset` for every member.
+    member_data: object = None
 
 
 def _learning_curves_figure(ctx):
@@ -55,7 +58,7 @@ def _per_seed_figure(ctx):
 
 def _decision_boundaries_figure(ctx):
     return (DECISION_BOUNDARIES, "Decision boundaries of the best-validation seeds",
-            decision_boundaries(ctx.summary, ctx.results, ctx.dataset))
+            decision_boundaries(ctx.summary, ctx.results, ctx.dataset, ctx.member_data))
 
 
 def _activation_curves_figure(ctx):
@@ -85,7 +88,8 @@ FIGURES = {
 }
 
 
-def draw_figures(names, out, summary, results, *, dataset=None, threshold=None):
+def draw_figures(names, out, summary, results, *, dataset=None, threshold=None,
+                 member_data=None):
     """Draws the figures named in `names` and saves them into the folder `out`.
 
     Args:
@@ -97,6 +101,8 @@ def draw_figures(names, out, summary, results, *, dataset=None, threshold=None):
         dataset: optional data set of the sweep (decision boundaries).
         threshold: the convergence threshold drawn on the learning
             curves, or None.
+        member_data: result -> that member's own split (or None where it
+            cannot be told); default: `dataset` for every member.
 
     Returns:
         `(file name, alt text)` of each figure saved, in report order.
@@ -105,7 +111,8 @@ def draw_figures(names, out, summary, results, *, dataset=None, threshold=None):
         ValueError: a name that `FIGURES` does not know.
     """
     context = FigureContext(summary=summary, results=list(results), dataset=dataset,
-                            colors=activation_colors(summary), threshold=threshold)
+                            colors=activation_colors(summary), threshold=threshold,
+                            member_data=member_data)
     unknown = sorted(set(names) - set(FIGURES))
     if unknown:
         raise ValueError(f"unknown report figures {unknown}; known: {list(FIGURES)}")
@@ -266,17 +273,22 @@ def _mean_bar(ax, x, mean, lo, hi):
         ax.plot([x], [mean], "D", color="black", markersize=5, zorder=3)
 
 
-def decision_boundaries(summary, results, dataset):
+def decision_boundaries(summary, results, dataset, member_data=None):
+    """Each activation's best-validation member's decision regions, with the
+    test points of that member's own split (issue 30 §5: with `vary: split`
+    each member has its own); a member whose split cannot be told gets no
+    panel rather than another split's points."""
     if dataset is None or int(dataset.input_dim) != 2:
         return None
+    own = member_data or (lambda r: dataset)
     by_key = {(r.activation, r.seed): r for r in results}
     panels = [(a, by_key.get((a.activation, a.best_seed))) for a in summary.activations]
-    panels = [(a, r) for a, r in panels if r is not None and r.model is not None]
+    panels = [(a, r, own(r)) for a, r in panels if r is not None and r.model is not None]
+    panels = [(a, r, d) for a, r, d in panels if d is not None]
     if not panels:
         return None
-    x_test = np.asarray(dataset.x_test, dtype=np.float32)
-    y_test = _labels(dataset.y_test)
-    x_all = np.concatenate([np.asarray(dataset.x_train, dtype=np.float32), x_test])
+    x_all = np.concatenate([np.asarray(x, dtype=np.float32) for *_, d in panels
+                            for x in (d.x_train, d.x_test)])
     lo, hi = x_all.min(axis=0), x_all.max(axis=0)
     pad = 0.08 * (hi - lo) + 1e-6
     g0 = np.linspace(lo[0] - pad[0], hi[0] + pad[0], _GRID)
@@ -295,7 +307,9 @@ def decision_boundaries(summary, results, dataset):
     xlabel, ylabel = (f"feature {n}" for n in (names if len(names) == 2 else ("1", "2")))
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
     mappable = None
-    for ax, (a, r) in zip(axes, panels):
+    for ax, (a, r, data) in zip(axes, panels):
+        x_test = np.asarray(data.x_test, dtype=np.float32)
+        y_test = _labels(data.y_test)
         probs = evaluate.predict_proba(r.model, grid)
         test_pred = evaluate.predict_proba(r.model, x_test)
         if probs.shape[1] <= 2:
@@ -314,7 +328,7 @@ def decision_boundaries(summary, results, dataset):
                    vmin=0, vmax=max(1, y_test.max()), s=12, edgecolor="white",
                    linewidth=0.4)
         ax.scatter(x_test[~right, 0], x_test[~right, 1], c="yellow", marker="X", s=30,
-                   edgecolor="black", linewidth=0.5, label=f"misclassified ({(~right).sum()})")
+                   edgecolor="black", linewidth=0.5, label=f"misclassified ({(~right).sum()} of {len(right)})")
         ax.set_title(f"{a.activation}, seed {r.seed}: val {100 * r.val_accuracy:.1f}%, "
                      f"test {100 * r.test_accuracy:.1f}%", fontsize=10)
         ax.set_xlim(g0[0], g0[-1])

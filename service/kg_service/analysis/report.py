@@ -74,7 +74,7 @@ def write_report(
     threshold = (config.training.convergence_threshold
                  if config is not None and wording.thresholded(summary) else None)
     figures = draw_figures(figures, out, summary, results, dataset=dataset,
-                           threshold=threshold)
+                           threshold=threshold, member_data=member_data(dataset, config))
 
     summary_path = out / SUMMARY
     # Issue 19: McNemar per test example and the training-loss curves.
@@ -87,6 +87,21 @@ def write_report(
                         figures=figures, failed=failed, resolved=resolved)
     )
     return [report_path, summary_path] + [out / name for name, _ in figures]
+
+
+def member_data(dataset, config):
+    """result -> the split that member trained and was tested on (issue 30
+    §5): with `vary: split` its own, rebuilt from the data seed's split;
+    None where that cannot be done (no panel then, never another split's
+    points). Without a config: `dataset` for every member."""
+    if dataset is None or config is None or "split" not in config.vary:
+        return lambda result: dataset
+    if not getattr(dataset, "unsplit", None) or getattr(dataset, "data_config", None) is None:
+        return lambda result: None
+    # sklearn (the split): at call time, as the task's own loader imports it.
+    from kg_service.tasks.classification.data import member_split
+
+    return lambda result: member_split(dataset, config, result.seed)
 
 
 # --- Markdown. -----------------------------------------------------------------

@@ -529,3 +529,58 @@ def test_the_report_says_what_each_seed_varies_and_what_the_intervals_cover(vary
                 "derived seed); the train / validation / test split is the same for every run") in md
         assert "split seed 0 (the same for every member)" in md
         assert "the data split is fixed, so they cover neither another split" in md
+
+
+# --- Per-member figures on the member's own split (issue 30 §5). --------------
+
+
+def _scattered(ax):
+    from matplotlib.collections import PathCollection
+
+    return np.concatenate([c.get_offsets() for c in ax.collections
+                           if isinstance(c, PathCollection)])
+
+
+def test_decision_boundaries_draw_each_members_own_test_split_and_its_accuracy():
+    """With `vary: split` the champion's panel shows exactly its own test set
+    (not the data seed's), and the accuracy its legend implies equals the one
+    logged for it (the title's)."""
+    from kg_service.config.derived import member_source_seeds
+    from kg_service.tasks.classification.data import split
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(200, 2))
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int32)
+    data = DataConfig(dataset="moons", n_samples=200, seed=0)
+    dataset = split("moons", x, y, data)
+    config = dataclasses.replace(CONFIG, data=data, vary=("init", "order", "split"))
+    results = []
+    for activation, seed in (("relu", 1), ("gelu", 2)):
+        own = split("moons", x, y, dataclasses.replace(
+            data, seed=member_source_seeds(config, seed)["split"]))  # built here, not by the code
+        model = tiny_model(2, seed)
+        acc = float(np.mean(np.argmax(model.predict(own.x_test, verbose=0), 1) == own.y_test))
+        history = {"loss": [0.5], "accuracy": [0.8], "val_loss": [0.5], "val_accuracy": [0.8]}
+        results.append((MemberResult(activation, seed, history, 0.3, acc, None, model), own))
+    summary = comparisons.summarize([r for r, _ in results], "relu")
+    fig = figures.decision_boundaries(summary, [r for r, _ in results], dataset,
+                                      report.member_data(dataset, config))
+    panels = {ax.get_title().split(",")[0]: ax for ax in fig.axes if ax.get_title()}
+    for r, own in results:
+        ax = panels[r.activation]
+        points = _scattered(ax)
+        assert sorted(map(tuple, points.astype(np.float32))) == sorted(
+            map(tuple, own.x_test.astype(np.float32)))
+        assert not np.array_equal(own.x_test, dataset.x_test)
+        (legend,) = [t.get_text() for t in ax.get_legend().get_texts()]
+        wrong, n = (int(v) for v in legend.split("(")[1].rstrip(")").split(" of "))
+        assert n == len(own.y_test) and 1 - wrong / n == pytest.approx(r.test_accuracy)
+        assert f"test {100 * r.test_accuracy:.1f}%" in ax.get_title()
+
+
+def test_a_member_whose_split_cannot_be_rebuilt_gets_no_panel():
+    results = sweep()
+    summary = comparisons.summarize(results, "relu")
+    config = dataclasses.replace(CONFIG, vary=("init", "split"))
+    assert figures.decision_boundaries(summary, results, fake_dataset(2),
+                                       report.member_data(fake_dataset(2), config)) is None

@@ -168,6 +168,22 @@ def split(name, x, y, cfg, *, features="", feature_names=(), class_names=()):
     )
 
 
+def member_split(dataset, config, seed):
+    """The split member `seed` of `config` trained and was tested on: its own
+    (`resplit` with its derived split seed) where `config.vary` has split,
+    else `dataset` itself (issue 30 §5: every per-member figure and number
+    uses this, never the data seed's split).
+
+    Raises:
+        ValueError: `vary` has split and `dataset` cannot be split again.
+    """
+    from kg_service.config.derived import member_source_seeds  # config: below tasks, cheap
+
+    if "split" not in config.vary:
+        return dataset
+    return resplit(dataset, member_source_seeds(config, seed)["split"])
+
+
 def resplit(dataset, seed):
     """`dataset`'s data split again, as `split` does, with split seed `seed`.
 

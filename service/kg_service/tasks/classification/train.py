@@ -301,6 +301,7 @@ def _member_datasets(dataset, config, sources):
     shares one split, and so one set of statistics."""
     if "split" not in config.vary:
         return [dataset for _ in sources]
+    # As `data.member_split` (the report's figures read the same split).
     splits = {}
     for s in sources:
         if s["split"] not in splits:
