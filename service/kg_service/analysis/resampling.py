@@ -100,8 +100,10 @@ def aso_epsilon(a, b, confidence=0.95, comparisons=1, resamples=ASO_RESAMPLES, d
     """epsilon_min of almost stochastic order: is A better than B?
 
     The violation ratio minus its bootstrap standard error times
-    z_{confidence} (Bonferroni over `comparisons`, as deepsig does),
-    clipped to [0, 1]. Below 0.5: A is almost stochastically larger
+    z at the Bonferroni confidence 1 - (1 - confidence) / `comparisons`,
+    clipped to [0, 1]. (deepsig adds (1 - confidence) / comparisons to the
+    confidence instead, which is Bonferroni's level only for 2 comparisons
+    or fewer: 0.957, not 0.993, for 7 at 0.95; issue 30 §9.) Below 0.5: A is almost stochastically larger
     (better) than B; the smaller, the closer to A always winning; near 1:
     B dominates. The scores need not be paired. NaN if either is empty.
     """
@@ -110,8 +112,7 @@ def aso_epsilon(a, b, confidence=0.95, comparisons=1, resamples=ASO_RESAMPLES, d
         return math.nan
     if not higher_is_better:
         a, b = -a, -b
-    if comparisons > 1:
-        confidence += (1.0 - confidence) / comparisons
+    confidence = 1.0 - (1.0 - confidence) / max(1, int(comparisons))  # Bonferroni
     ratio = float(violation_ratio(a, b, dt))
     rng = np.random.default_rng(seed)
     boot_a = _quantiles(a, rng.uniform(0, 1, (resamples, a.size)))

@@ -273,6 +273,24 @@ def test_aso_matches_deepsig():
     assert resampling.aso_epsilon(a, b) == pytest.approx(ref, abs=0.06)
 
 
+@pytest.mark.parametrize("k", [2, 3, 7])
+def test_aso_over_k_comparisons_is_at_bonferronis_level_not_deepsigs(k):
+    """Issue 30 §9: z at 1 - alpha/k (k = 7: 0.993), not deepsig's
+    confidence + alpha/k (0.957). epsilon = ratio + sigma z, so two
+    one-comparison values give ratio and sigma, and scipy's z the rest."""
+    rng = np.random.default_rng(11)
+    a, b = rng.normal(0.95, 0.01, 8), rng.normal(0.95, 0.01, 8)
+    e1, e2 = (resampling.aso_epsilon(a, b, c, resamples=400) for c in (0.95, 0.99))
+    z1, z2 = st.norm.isf(0.05), st.norm.isf(0.01)
+    sigma = (e2 - e1) / (z2 - z1)
+    ratio = e1 - sigma * z1
+    assert 0 < ratio < 1 and sigma > 0
+    want = ratio + sigma * st.norm.isf(0.05 / k)
+    assert 0 < want < 1
+    got = resampling.aso_epsilon(a, b, 0.95, comparisons=k, resamples=400)
+    assert got == pytest.approx(want, abs=1e-9)
+
+
 def test_rank_first_is_sure_of_a_dominant_winner_and_split_between_twins():
     seeds = range(8)
     base = RNG.normal(0.95, 0.01, 8)
