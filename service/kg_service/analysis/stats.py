@@ -415,7 +415,7 @@ def wilcoxon_floor(alpha):
     return n
 
 
-def holm_levels(p_values, alpha):
+def holm_levels(p_values, alpha, count_nan=False):
     """The level each hypothesis is tested at by Holm's step-down procedure.
 
     Sorted ascending, the k-th p-value is tested at alpha / (m - k + 1)
@@ -424,7 +424,8 @@ def holm_levels(p_values, alpha):
     `holm` gives an adjusted p < alpha, and a two-sided interval at
     1 - level excludes 0 exactly when the test rejects: the interval and
     the decision never disagree. NaN p-values get NaN and do not count
-    in m, as in `holm`.
+    in m, as in `holm`; with `count_nan` they count (ranked last, as p = 1),
+    as in `analysis.study.holm_counting_untestable`.
 
     These intervals are Holm-consistent, not simultaneous: the Bonferroni
     level alpha / m (the first step's) is what covers every difference at
@@ -435,7 +436,7 @@ def holm_levels(p_values, alpha):
     """
     p = [float(v) for v in p_values]
     idx = sorted((i for i, v in enumerate(p) if not math.isnan(v)), key=lambda i: p[i])
-    m = len(idx)
+    m = len(p) if count_nan else len(idx)
     out = [math.nan] * len(p)
     stopped = None
     for rank, i in enumerate(idx):

@@ -101,6 +101,10 @@ class StudyComparison:
     # Better or worse, and yet equivalent too: a real difference smaller than
     # the margin (as `decisions.Verdict.within_margin`).
     within_margin: bool = False
+    # The same numbers as a `decisions.Verdict`, for the interval that
+    # decides (issue 30 §8): `verdict.interval` at `verdict.confidence`,
+    # at the level Holm tests this comparison at in the study's family.
+    verdict: object = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +139,10 @@ class Interaction:
     test: WelchTest
     p_holm: float  # over the study's interactions
     significant: bool
+    # The interval at the level Holm tests this interaction at (over the
+    # study's interactions): excludes 0 exactly when `significant`.
+    ci_holm: tuple = (math.nan, math.nan)
+    ci_holm_confidence: float = math.nan
     first_level: object = None  # the reference level
     second_level: object = None
 
@@ -294,21 +302,16 @@ def analyse(name, sweeps, confidence=0.95, reference=None, factor=None):
         for s in sweeps for m in s.metrics for a in s.activations()[1:]
     ]
     adjusted = holm_counting_untestable([test.p_value for *_, test in raw])
+    levels = stats.holm_levels([test.p_value for *_, test in raw], alpha, count_nan=True)
     margins = [_margin(s, m) for s, m, *_ in raw]
     with_margin = [i for i, margin in enumerate(margins) if math.isfinite(margin)]
     p_eq = [stats.tost_p(raw[i][3].diffs, margins[i]) for i in with_margin]
     eq_holm = dict(zip(with_margin, holm_counting_untestable(p_eq)))
+    eq_levels = dict(zip(with_margin, stats.holm_levels(p_eq, alpha, count_nan=True)))
     p_eq = dict(zip(with_margin, p_eq))
     comparisons = tuple(
-        StudyComparison(
-            sweep=s.name, metric=m, activation=a, baseline=s.baseline, paired=test,
-            p_holm=p, significant=bool(p < alpha),
-            outcome=outcome(test, p, eq_holm.get(i, math.nan), m, alpha),
-            margin=margins[i], p_equivalence=p_eq.get(i, math.nan),
-            p_equivalence_holm=eq_holm.get(i, math.nan),
-            within_margin=bool(p < alpha and test.mean_diff != 0
-                               and eq_holm.get(i, math.nan) < alpha),
-        )
+        _comparison(s, m, a, test, p, alpha, margins[i], p_eq.get(i, math.nan),
+                    eq_holm.get(i, math.nan), levels[i], eq_levels.get(i, math.nan))
         for i, ((s, m, a, test), p) in enumerate(zip(raw, adjusted))
     )
     pairs = oriented_pairs(name, sweeps, reference)
@@ -339,6 +342,27 @@ def oriented_pairs(name, sweeps, reference):
         if (a.level == reference) != (b.level == reference):
             out.append((a, b) if a.level == reference else (b, a))
     return out
+
+
+def _comparison(s, m, a, test, p, alpha, margin, p_eq, p_eq_holm, level, eq_level):
+    """One `StudyComparison`, with the `decisions.Verdict` that carries its
+    deciding interval (Holm's level for it in the study's family)."""
+    decided = outcome(test, p, p_eq_holm, m, alpha)
+    within = bool(p < alpha and test.mean_diff != 0 and p_eq_holm < alpha)
+    nan2 = (math.nan, math.nan)
+    verdict = decisions.Verdict(
+        outcome=decided, margin=margin, p_holm=p, p_equivalence=p_eq,
+        p_equivalence_holm=p_eq_holm,
+        superiority=stats.t_interval(test.diffs, 1.0 - level) if math.isfinite(level) else nan2,
+        superiority_level=level,
+        equivalence=(stats.t_interval(test.diffs, 1.0 - 2.0 * eq_level)
+                     if math.isfinite(eq_level) else nan2),
+        equivalence_level=eq_level, within_margin=within)
+    return StudyComparison(
+        sweep=s.name, metric=m, activation=a, baseline=s.baseline, paired=test,
+        p_holm=p, significant=bool(p < alpha), outcome=decided, margin=margin,
+        p_equivalence=p_eq, p_equivalence_holm=p_eq_holm, within_margin=within,
+        verdict=verdict)
 
 
 def _margin(sweep, metric):
@@ -372,9 +396,20 @@ def _interactions(pairs, confidence, alpha):
                             stats.paired_test(x2, metric.name, s2, confidence),
                             welch(x1, x2, confidence)))
     adjusted = holm_counting_untestable([r[-1].p_value for r in raw])
+    levels = stats.holm_levels([r[-1].p_value for r in raw], alpha, count_nan=True)
     return tuple(
         Interaction(metric=m, activation=a, baseline=s1.baseline, first=s1.name,
                     second=s2.name, diff_first=d1, diff_second=d2, test=t, p_holm=p,
-                    significant=bool(p < alpha), first_level=s1.level, second_level=s2.level)
-        for (m, a, s1, s2, d1, d2, t), p in zip(raw, adjusted)
+                    significant=bool(p < alpha), ci_holm=_welch_interval(t, level),
+                    ci_holm_confidence=1.0 - level,
+                    first_level=s1.level, second_level=s2.level)
+        for (m, a, s1, s2, d1, d2, t), p, level in zip(raw, adjusted, levels)
     )
+
+
+def _welch_interval(test, level):
+    """estimate +- t_{1 - level/2, df} se: Welch's interval at Holm's level."""
+    if not (math.isfinite(level) and math.isfinite(test.se)):
+        return (math.nan, math.nan)
+    half = float(_st.t.ppf(1.0 - level / 2, test.df)) * test.se
+    return (test.estimate - half, test.estimate + half)

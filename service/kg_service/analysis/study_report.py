@@ -19,14 +19,15 @@ from kg_service.analysis import wording
 def comparison_rows(study):
     """Every comparison of the family: one row each."""
     header = ["sweep", "metric", "activation", "vs", "seeds", "Δ",
-              f"{study.confidence:.0%} CI", "p", f"study Holm p (m={study.family_size})",
+              "deciding CI (level)", "p", f"study Holm p (m={study.family_size})",
               "margin", "TOST Holm p", "verdict"]
     rows = []
     for c in study.comparisons:
         s, t = wording.shown(c.metric.name), c.paired
         margin = "±" + s.diff(c.margin).lstrip("+") if math.isfinite(c.margin) else "none"
         rows.append([c.sweep, s.label, c.activation, c.baseline, str(t.n),
-                     s.diff(t.mean_diff), s.interval(t.ci_low, t.ci_high, " to ", True),
+                     s.diff(t.mean_diff), deciding_interval(s, *c.verdict.interval,
+                                                            c.verdict.confidence),
                      wording.format_p(t.p_value),
                      wording.format_p(c.p_holm) + ("*" if c.significant else ""),
                      margin, wording.format_p(c.p_equivalence_holm),
@@ -36,18 +37,26 @@ def comparison_rows(study):
 
 def interaction_rows(study):
     """Every interaction: the gap in each sweep, its change, Welch's test."""
-    header = ["metric", "gap", "first", "second", "change (second - first)",
-              f"{study.confidence:.0%} CI", "Welch p", "df", "Holm p"]
+    header = ["metric", "gap", "reference level", "other level",
+              "change (other - reference)", "CI at Holm's level", "Welch p", "df", "Holm p"]
     rows = []
     for i in study.interactions:
         s, t = wording.shown(i.metric.name), i.test
         rows.append([s.label, f"{i.activation} - {i.baseline}",
                      f"{s.diff(i.diff_first.mean_diff)} ({i.first}, n={t.n_first})",
                      f"{s.diff(i.diff_second.mean_diff)} ({i.second}, n={t.n_second})",
-                     s.diff(t.estimate), s.interval(t.ci_low, t.ci_high, " to ", True),
+                     s.diff(t.estimate), deciding_interval(s, *i.ci_holm, i.ci_holm_confidence),
                      wording.format_p(t.p_value), f"{t.df:.1f}",
                      wording.format_p(i.p_holm) + ("*" if i.significant else "")])
     return header, rows
+
+
+def deciding_interval(s, low, high, confidence):
+    """'-0.0100 to +0.0300 (98.3%)': the interval that decides, with its
+    level (issue 30 §8); 'n/a' where it is undefined."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "n/a"
+    return f"{s.interval(low, high, ' to ', True)} ({confidence:.1%})".replace(".0%", "%")
 
 
 def aggregate_rows(aggregate):
@@ -129,6 +138,8 @@ def summary_dict(study, aggregate):
                 "p_holm": c.p_holm, "significant": c.significant, "outcome": c.outcome,
                 "within_margin": c.within_margin, "margin": c.margin, "p_equivalence": c.p_equivalence,
                 "p_equivalence_holm": c.p_equivalence_holm,
+                "deciding_interval": list(c.verdict.interval),
+                "deciding_confidence": c.verdict.confidence,
                 "verdict": study_wording.study_comparison_verdict(study, c)}
 
     def interaction(i):
@@ -137,7 +148,9 @@ def summary_dict(study, aggregate):
                 "mean_diff_first": i.diff_first.mean_diff,
                 "mean_diff_second": i.diff_second.mean_diff,
                 **dataclasses.asdict(i.test), "p_holm": i.p_holm,
-                "significant": i.significant,
+                "significant": i.significant, "reference_level": i.first_level,
+                "other_level": i.second_level, "ci_holm": list(i.ci_holm),
+                "ci_holm_confidence": i.ci_holm_confidence,
                 "verdict": study_wording.interaction_verdict(study, i)}
 
     def aggregated(a):

@@ -9,7 +9,6 @@ a sweep's report. `kg_service.analysis.study_report` lays these out.
 import math
 
 from kg_service.analysis.verdict_wording import OUTCOME_WORDS
-from kg_service.analysis.wording import ci_text
 from kg_service.analysis.wording import p_equals
 from kg_service.analysis.wording import seeds_text
 from kg_service.analysis.wording import shown
@@ -35,9 +34,19 @@ def study_comparison_verdict(study, c):
     else:
         equivalence = "; no margin, so never equivalent"
     return (f"{head}: {study_outcome(c)}, {s.diff(test.mean_diff)} "
-            f"({ci_text(test, study.confidence)}, p{p_equals(test.p_value)}, study Holm "
+            f"({deciding_ci(s, *c.verdict.interval, c.verdict.confidence)}, "
+            f"p{p_equals(test.p_value)}, study Holm "
             f"p{p_equals(c.p_holm)} over {study.family_size}{equivalence}; "
             f"{seeds_text(test.n)}).")
+
+
+def deciding_ci(s, low, high, confidence):
+    """'98.3% CI -0.01 to +0.03': the interval that decides, at its level
+    (issue 30 §8: never a plain 95% one beside a Holm verdict)."""
+    level = f"{confidence:.1%}".replace(".0%", "%")
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return f"{level} CI n/a"
+    return f"{level} CI {s.interval(low, high, ' to ', True)}"
 
 
 def failures_note(study):
@@ -65,8 +74,8 @@ def interaction_verdict(study, i):
     holm_text = (f", Holm p{p_equals(i.p_holm)} over {len(study.interactions)} "
                  "interactions" if len(study.interactions) > 1 else "")
     return (f"{moved}: the gap moved {s.diff(t.estimate)} in {who}'s favour over "
-            f"{other} ({study.confidence:.0%} CI "
-            f"{s.interval(t.ci_low, t.ci_high, ' to ', True)}, Welch p{p_equals(t.p_value)}, "
+            f"{other} ({deciding_ci(s, *i.ci_holm, i.ci_holm_confidence)}, "
+            f"Welch p{p_equals(t.p_value)}, "
             f"df {t.df:.1f}{holm_text}): {word}.")
 
 

@@ -116,13 +116,14 @@ def example_rows(examples):
 
 
 def curve_rows(curve_summary):
-    header = ["measure", "activation", "mean", "baseline mean", "Δ (95% CI)",
+    header = ["measure", "activation", "mean", "baseline mean", "Δ (deciding CI, level)",
               "p (Holm)", "verdict"]
     rows = []
     for c in curve_summary.comparisons:
         t, v = c.test, c.verdict
-        ci = ("" if math.isnan(t.ci_low)
-              else f" ({t.ci_low:+.4g} to {t.ci_high:+.4g})")
+        low, high = v.interval  # the one that decides, at Holm's level (issue 30 §8)
+        ci = ("" if not (math.isfinite(low) and math.isfinite(high))
+              else f" ({low:+.4g} to {high:+.4g}, {v.confidence:.1%})".replace(".0%", "%"))
         rows.append([
             MEASURE_WORDS[c.measure], c.activation, f"{c.mean:.4g}",
             f"{c.reference_mean:.4g}", f"{t.mean_diff:+.4g}{ci}",

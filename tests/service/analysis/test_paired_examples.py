@@ -175,3 +175,36 @@ def test_the_report_and_summary_json_show_both_views():
     assert "Seeds left out (a member without kept test predictions" in text
     assert "without kept test predictions, e.g. one a resumed sweep read back from the " \
            "store): gelu 1." in text
+
+
+def test_no_curves_row_prints_an_interval_that_disagrees_with_its_verdict():
+    """Issue 30 §8: the curves table printed the plain 95% interval beside a
+    Holm verdict; here ELU's area has p = 0.043 (its plain interval clear of
+    0) and is inconclusive over the family of 2. Each printed interval is
+    scipy's t interval at the level the verdict states, and excludes 0
+    exactly for better/worse."""
+    rng = np.random.default_rng(0)
+    results = []
+    for seed in range(4):
+        start = 0.7 + 0.05 * rng.random()
+        for name, rate in (("relu", 0.75), ("gelu", 0.74), ("elu", 0.735)):
+            m = member(name, seed, 0.9, epochs=6)
+            m.history["loss"] = list(start * rate ** np.arange(6) + 0.03 * rng.random(6))
+            results.append(m)
+    got = curves.compare_curves(results, "relu", threshold=0.2)
+    assert any((c.test.ci_low > 0 or c.test.ci_high < 0) and c.verdict.outcome == "inconclusive"
+               for c in got.comparisons)
+    header, rows = variance_report.curve_rows(got)
+    col = header.index("Δ (deciding CI, level)")
+    for row, c in zip(rows, got.comparisons):
+        if "(" not in row[col]:
+            continue  # constant differences: no interval to print
+        inner = row[col].split("(")[1].rstrip(")")
+        bounds, level = inner.rsplit(", ", 1)
+        lo, hi = (float(v) for v in bounds.split(" to "))
+        assert (lo > 0 or hi < 0) == (c.verdict.outcome in ("better", "worse")), row
+        d = np.asarray(c.test.diffs)
+        conf = float(level.rstrip("%")) / 100
+        want = st.t.interval(c.verdict.confidence, d.size - 1, d.mean(), st.sem(d))
+        assert conf == pytest.approx(c.verdict.confidence, abs=1e-3)
+        assert (lo, hi) == pytest.approx(want, rel=1e-3)

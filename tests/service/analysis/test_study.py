@@ -16,6 +16,7 @@ from kg_service.analysis import decisions
 from kg_service.analysis import stats
 from kg_service.analysis import study
 from kg_service.analysis import study_report
+from kg_service.analysis import study_wording
 
 # docs/results.md §3 as issue 18 read it (commit b1c39f0; `kg results` has
 # rewritten the page since): ReLU - GELU per half, mean and 95% CI.
@@ -288,3 +289,53 @@ def test_the_study_report_writes_tables_json_and_the_profile(tmp_path):
     assert "Diverged members, left out of the comparisons" in text and "ln: relu 2" in text
     assert summary["sweeps"][0]["failed"] == {"relu": 2}
     assert "the gap moved -0.05" in text and "in relu's favour over gelu" in text
+
+
+# --- Every interval beside a verdict is the one that decides (issue 30 §8). --
+
+
+def _interval(cell):
+    lo, hi = re.findall(r"[+-]?\d+\.\d+", cell.split("(")[0].replace("−", "-"))[:2]
+    return float(lo), float(hi)
+
+
+def test_no_study_row_prints_an_interval_that_disagrees_with_its_verdict():
+    """Four comparisons each near p = 0.02 (a plain 95% interval clear of 0)
+    and two interactions: Holm over the family leaves some inconclusive; the
+    printed interval must then straddle 0, and exclude it for every
+    better/worse (and every significant interaction)."""
+    rng = np.random.default_rng(4)
+    sweeps = []
+    for k, level in enumerate((True, False)):
+        base = 2.5 + rng.normal(0, 0.01, 4)
+        values = {"gelu": dict(enumerate(base))}
+        for j, a in enumerate(("relu", "leaky")):
+            gap = (0.012, 0.04)[j] * (1 if level else -1)
+            values[a] = dict(enumerate(base + gap + rng.normal(0, 0.008, 4)))
+        sweeps.append(study.StudySweep(
+            name=f"s{k}", baseline="gelu", metrics=(stats.Metric.of("test_loss", False),),
+            values={"test_loss": values}, level=level))
+    s = study.analyse("x", sweeps, reference=True)
+    plain = [c.paired for c in s.comparisons]
+    outcomes = [c.outcome for c in s.comparisons]
+    # The case the issue found: a plain 95% interval clear of 0, inconclusive.
+    assert any((t.ci_low > 0 or t.ci_high < 0) and o == "inconclusive"
+               for t, o in zip(plain, outcomes))
+    header, rows = study_report.comparison_rows(s)
+    col = header.index("deciding CI (level)")
+    for row, c in zip(rows, s.comparisons):
+        lo, hi = _interval(row[col])
+        assert (lo > 0 or hi < 0) == (c.outcome in ("better", "worse")), (row, c.outcome)
+        line = study_wording.study_comparison_verdict(s, c)
+        lo, hi = _interval(line.split("CI ")[1])
+        assert (lo > 0 or hi < 0) == (c.outcome in ("better", "worse")), line
+    header, rows = study_report.interaction_rows(s)
+    col = header.index("CI at Holm's level")
+    for row, i in zip(rows, s.interactions):
+        lo, hi = _interval(row[col])
+        assert (lo > 0 or hi < 0) == i.significant, row
+        # scipy's Welch interval at Holm's level for it.
+        ref = st.ttest_ind(*(study.paired_differences(sw, sw.metric, i.activation)[1]
+                             for sw in sweeps[::-1]), equal_var=False)
+        want = ref.confidence_interval(i.ci_holm_confidence)
+        assert i.ci_holm == pytest.approx((want.low, want.high), rel=1e-9)
