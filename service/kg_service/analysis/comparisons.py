@@ -169,6 +169,7 @@ class Summary:
     # Fisher exact p of that failure rate against the baseline's).
     failed_only: dict = dataclasses.field(default_factory=dict)
     contrasts: tuple = ()  # PairComparison: the declared contrasts, Holm over them
+    sequential: bool = False  # verdicts = the sequential decisions (issue 30 §7)
 
     def activation(self, name):
         for a in self.activations:
@@ -188,7 +189,7 @@ class Summary:
 
 def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True,
               confidence=0.95, secondary=None, select_by=None, margin=None, power=0.8,
-              contrasts=()):
+              contrasts=(), sequential=None):
     """Summarizes a sweep and compares every activation with the baseline.
 
     Args:
@@ -210,9 +211,10 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
         margin: the equivalence margin in the compared metric's units
             (`AnalysisConfig.margin_for`); None: no equivalence verdicts.
         power: the power each comparison's seed plan aims for.
-        contrasts: declared contrasts, each with `name`, `plus` and `minus`
-            (activation names; `AnalysisConfig.contrasts`): mean of plus
-            minus mean of minus, paired over the seeds they all have.
+        contrasts: declared contrasts (`AnalysisConfig.contrasts`): mean of
+            `plus` minus mean of `minus`, paired over the seeds all have.
+        sequential: a sequential sweep's {activation: decision}: its
+            verdicts, and no fixed-design one is made (issue 30 §7).
 
     Members that diverged (`MemberResult.ok` false) are counted as
     failures of their activation and left out of every metric statistic.
@@ -260,13 +262,20 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
         for a in order
     )
     comparisons = _compare(by_act, order, primary, secondary, alpha, confidence)
-    comparisons = _decide(comparisons, activations, primary, alpha, margin, power)
+    if sequential is None:
+        comparisons = _decide(comparisons, activations, primary, alpha, margin, power)
+    else:
+        comparisons = tuple(dataclasses.replace(  # issue 30 §7: its decision only
+            c, p_holm=math.nan, significant=False,
+            verdict=decisions.decided_elsewhere(sequential.get(c.activation), margin))
+            for c in comparisons)
     comparisons = _few_runs(comparisons, by_act, primary, alpha)
     table = {a: {s: getattr(r, primary.name) for s, r in by_act[a].items()
                  if math.isfinite(getattr(r, primary.name))} for a in order}
-    pairs = _all_pairs(table, order, primary, alpha, margin, confidence)
-    declared = _contrasts(table, contrasts, primary, alpha, margin, confidence)
-    use_holm = len(comparisons) > 1
+    fixed = sequential is None  # a sequential sweep makes no fixed-design pair verdicts
+    pairs = _all_pairs(table, order, primary, alpha, margin, confidence) if fixed else ()
+    declared = _contrasts(table, contrasts, primary, alpha, margin, confidence) if fixed else ()
+    use_holm = len(comparisons) > 1 and fixed
     winner = _winner(activations, comparisons, by_act, baseline, primary, secondary,
                      alpha, confidence)
     return Summary(
@@ -276,6 +285,7 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
         margin=math.nan if margin is None else float(margin), power=power,
         rank_first=resampling.rank_first(table, primary.higher_is_better),
         pairs=pairs, contrasts=declared, failed_only=failed_only,
+        sequential=sequential is not None,
     )
 
 

@@ -66,6 +66,19 @@ class Verdict:
         return 1.0 - self.superiority_level
 
 
+def decided_elsewhere(outcome, margin=None):
+    """A `Verdict` that carries another design's decision (a sequential
+    sweep's, made at its looks' levels) and none of this module's fixed-
+    design numbers: over every seed of a sweep that stopped at a look, the
+    fixed-design test says better/worse too often and its means are biased
+    by the stopping (issue 30 §7). `outcome`: None or "" is INCONCLUSIVE."""
+    nan, nan2 = math.nan, (math.nan, math.nan)
+    return Verdict(outcome=outcome or INCONCLUSIVE,
+                   margin=nan if margin is None else float(margin), p_holm=nan,
+                   p_equivalence=nan, p_equivalence_holm=nan, superiority=nan2,
+                   superiority_level=nan, equivalence=nan2, equivalence_level=nan)
+
+
 def decide(tests, *, alpha=0.05, margin=None, higher_is_better=True):
     """Three-way verdicts for a family of `PairedTest`s (one `Verdict` each).
 

@@ -160,7 +160,10 @@ def flat_metrics(summary):
     for c in summary.comparisons:
         k = f"{c.activation}.vs_baseline"
         short = summary.metric.short
-        for stat in ("mean_diff", "ci_low", "ci_high", "p_t"):
+        # A sequential sweep: no fixed-design interval or p beside its
+        # sequential verdict (issue 30 §7).
+        for stat in ("mean_diff",) if summary.sequential else ("mean_diff", "ci_low",
+                                                               "ci_high", "p_t"):
             out[f"{k}.{short}_{stat}"] = getattr(c.paired, stat)
         for stat, value in c.paired.statistics.items():
             out[f"{k}.{short}_{stat}"] = value

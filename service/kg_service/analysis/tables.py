@@ -89,6 +89,10 @@ def results_caption(summary):
 
 def verdict_caption(summary):
     """What a verdict means, with the margin and the intervals that decide."""
+    if summary.sequential:  # issue 30 §7
+        return ("Verdict: the sequential design's decision at its looks (\"Sequential "
+                "seeds\" below); no fixed-design test over every seed decides here, and "
+                "the means after a stop are biased away from zero.")
     margin = verdict_wording.margin_text(summary)
     holm = " (Holm over the comparisons)" if summary.holm else ""
     text = (f"Verdict: better or worse when the paired t-test rejects at {summary.alpha:g}"

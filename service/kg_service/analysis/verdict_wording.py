@@ -88,6 +88,10 @@ def verdict_text(summary, name, baseline, test, v, failed=0, holm=False):
     if test.n < 2 or v is None:
         return (f"{name} vs {baseline}: not tested ({pairs}; a paired test needs at "
                 "least 2).")
+    if summary.sequential:  # issue 30 §7: the looks decided, nothing else does
+        return (f"{name} vs {baseline}: {OUTCOME_WORDS[v.outcome]} by the sequential "
+                f"design (its looks: \"Sequential seeds\"; {pairs}); a fixed-design test "
+                "over every seed is no verdict here, and a mean after stopping is biased")
     margin = margin_text(summary)
     d_z = f"d_z={wording.format_d(test.statistics['d_z'])}"
     if math.isfinite(test.dz_low):
@@ -187,6 +191,11 @@ def winner_verdict(summary):
         return (f"Only {w.activation} was trained ({s.value(w.mean)} mean {s.label}): "
                 "nothing to compare.")
     lead = w.lead
+    if summary.sequential:  # issue 30 §7: no fixed-design test of the lead
+        return (f"Winner: {w.activation} ({s.value(w.mean)} mean {s.label} over "
+                f"{wording.seeds_text(top.n)}): the highest mean, not a verdict; a "
+                "sequential sweep decides each activation against the baseline only, "
+                "at its looks.")
     if baseline in (w.activation, w.runner_up):
         how = ", Holm-adjusted" if summary.holm else ""
     else:
@@ -266,6 +275,8 @@ def comparison_sentence(summary, activation):
     w = summary.winner
     if w.runner_up is None:
         return head
+    if summary.sequential:  # issue 30 §7
+        return f"{head} Baseline of the sequential sweep: the others are decided against it at its looks."
     label = "Holm p" if summary.holm else "p"
     if w.activation == activation:
         return (f"{head} Baseline and winner of the sweep; lead over {w.runner_up} "

@@ -169,6 +169,9 @@ def compare(config, pre, trained, looks=None):
         margin=analysis.margin_for(pre.task.compared.name),
         power=analysis.power,
         contrasts=analysis.contrasts,
+        # A sequential sweep states its looks' decisions only (issue 30 §7).
+        sequential=None if looks is None else {
+            a: test.decision for a, test in looks.comparisons},
     )
     report_paths = report.write_report(
         summary,

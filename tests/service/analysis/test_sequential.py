@@ -278,3 +278,53 @@ def test_an_undecided_comparison_is_inconclusive_in_words_and_numbers():
     line = sequential_report.look_line(looks, 8)
     assert line.startswith("Look 1 at 4 seeds: gelu vs relu: inconclusive after 4 paired seeds")
     assert line.endswith("Training seeds 4..7.")
+
+
+# --- A sequential sweep states its sequential decision only (issue 30 §7). ---
+
+
+def test_a_sequential_sweep_carries_no_fixed_design_verdict_anywhere(tmp_path):
+    """8 seeds where the fixed-design test over all of them says better
+    (paired t p < 0.01) but the looks left it undecided: the terminal table,
+    report.md, summary.json, the registry sentence and the tracked metrics
+    and tags all say the sequential decision (inconclusive), and carry no
+    Holm p, pair verdict or fixed-design interval."""
+    import json
+
+    from kg_service.analysis import comparisons
+    from kg_service.analysis import plain
+    from kg_service.analysis import report
+    from kg_service.analysis import tables
+    from kg_service.analysis import verdict_wording
+    from tests.service.analysis.members import member
+
+    rng = np.random.default_rng(1)
+    base = 0.90 + rng.normal(0, 0.004, 8)
+    gelu = base + 0.006 + rng.normal(0, 0.003, 8)
+    fixed = st.ttest_rel(gelu, base)
+    assert fixed.pvalue < 0.01 and gelu.mean() > base.mean()  # fixed design: better
+    results = [member(a, s, float(v)) for a, vals in (("relu", base), ("gelu", gelu))
+               for s, v in enumerate(vals)]
+    assert comparisons.summarize(results, "relu").comparisons[0].verdict.outcome == "better"
+    summary = comparisons.summarize(results, "relu", margin=0.001,
+                                    sequential={"gelu": ""})  # the looks: undecided
+    (c,) = summary.comparisons
+    assert c.verdict.outcome == "inconclusive" and math.isnan(c.p_holm) and not c.significant
+    assert summary.pairs == () and summary.contrasts == () and c.plan is None
+    table = tables.format_table(summary)
+    (row,) = [line for line in table.splitlines() if line.startswith("gelu ")]
+    assert "inconclusive" in row and "better" not in row and "is better than" not in table
+    assert plain.verdict_tags(summary) == {"verdict.gelu": "inconclusive"}
+    tracked = plain.flat_metrics(summary)
+    assert not any(k.endswith(("p_holm", "_ci_low", "_ci_high", "_p_t", "_decision_low"))
+                   for k in tracked if k.startswith("gelu.vs_baseline")), tracked
+    words = verdict_wording.comparison_sentence(summary, "gelu")
+    assert "inconclusive by the sequential design" in words and "better" not in words
+    assert "Holm" not in verdict_wording.comparison_sentence(summary, "relu")
+    paths = report.write_report(summary, results, tmp_path, title="t", figures=())
+    md, data = paths[0].read_text(), json.loads(paths[1].read_text())
+    assert "is better than" not in md and "Verdict: the sequential design's decision" in md
+    assert "rejects at" not in md.split("## Training-loss curves")[0]
+    assert data["comparisons"]["gelu"]["verdict_numbers"]["outcome"] == "inconclusive"
+    assert data["comparisons"]["gelu"]["p_holm"] is None
+    assert data["pairs"] in ([], {}) and data["contrasts"] in ([], {})
