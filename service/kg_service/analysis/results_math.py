@@ -146,6 +146,40 @@ def median_first(table, resamples=RESAMPLES, seed=SEED):
     return {a: float(p) for a, p in zip(names, shares.mean(axis=0))}
 
 
+# Normalised attention entropy (1 = uniform): two groups whose means both
+# lie at or above this share of the maximum have no room for the claimed
+# difference, so their comparison is not a test of it (issue 30 §6).
+ENTROPY_CEILING = 0.95
+
+
+def entropy_at_ceiling(by_ln, ceiling=ENTROPY_CEILING):
+    """{(claim, layer): (mean, mean)} of the entropy comparisons (as
+    `entropy_tests` pairs them) whose two groups both sit at the ceiling."""
+    ln, noln = by_ln.get(True), by_ln.get(False)
+    if ln is None or noln is None:
+        return {}
+    pairs = {"overload": (layer_entropies(ln, "gelu"), layer_entropies(noln, "gelu")),
+             "relief": (layer_entropies(noln, "gelu"), layer_entropies(noln, "relu"))}
+    out = {}
+    for claim, (first, second) in pairs.items():
+        for i, (a, b) in enumerate(zip(first, second)):
+            means = (float(np.mean(a)), float(np.mean(b)))
+            if min(means) >= ceiling:
+                out[(claim, i)] = means
+    return out
+
+
+def slope_test(finals_by_seed, start):
+    """One-sided one-sample t-test that the final |slope| (each seed's mean
+    over blocks) lies below its start: `(mean, p, n)`; p NaN below 2 seeds
+    or with no spread (as scipy's `ttest_1samp(..., alternative="less")`)."""
+    x = np.asarray(finals_by_seed, dtype=float)
+    if x.size < 2 or not np.ptp(x) > 0:
+        return (float(np.mean(x)) if x.size else math.nan), math.nan, int(x.size)
+    t = (x.mean() - start) / (x.std(ddof=1) / math.sqrt(x.size))
+    return float(x.mean()), float(_st.t.cdf(t, x.size - 1)), int(x.size)
+
+
 def entropy_tests(by_ln):
     """The paper's two entropy claims, per layer, Welch over seeds:
     overload (noLN GELU above LN GELU) and relief (noLN ReLU below noLN

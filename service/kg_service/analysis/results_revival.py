@@ -8,7 +8,10 @@ import math
 import numpy as np
 
 from kg_service.analysis import papers
+from kg_service.analysis.results_math import ENTROPY_CEILING
+from kg_service.analysis.results_math import entropy_at_ceiling
 from kg_service.analysis.results_math import entropy_tests
+from kg_service.analysis.results_math import slope_test
 from kg_service.analysis.results_math import head_shares
 from kg_service.analysis.results_math import layer_entropies
 from kg_service.analysis.results_math import mean_sd
@@ -106,20 +109,32 @@ def slope_lines(runs, slope_runs):
     return lines
 
 
-def slope_verdict(runs, slope_runs):
+def slope_verdict(runs, slope_runs, alpha=0.05):
+    """The paper's claim that the slope moves towards 0 without LayerNorm, by
+    a one-sided t-test of each seed's final |slope| (mean over blocks)
+    against its start (issue 30 §6: a test, not a cut-off): "reproduced"
+    when it rejects, "inconclusive" when it does not, "not tested" (and
+    why) when it cannot be run."""
     noln = [r for r in list(runs) + list(slope_runs) if not r.layer_norm]
     if not noln:
-        return "no normalization-free run with the learnable slope"
+        return "not tested: no normalization-free run with the learnable slope"
     longest = max(noln, key=lambda r: r.config["training"]["epochs"])
-    finals = [abs(v) for b in (0, 1) for v in
-              longest.values(f"leaky_slope.block{b}").get("learnable_leaky_relu", {}).values()]
+    per_block = [longest.values(f"leaky_slope.block{b}").get("learnable_leaky_relu", {})
+                 for b in (0, 1)]
+    seeds = sorted(set().union(*per_block))
+    finals = [float(np.mean([abs(v[s]) for v in per_block if s in v])) for s in seeds]
     if not finals:
-        return "no slope logged"
-    m = float(np.mean(finals))
-    towards = m < papers.REVIVAL_INITIAL_SLOPE / 2
-    return (f"{'reproduced' if towards else 'not reproduced'}: after "
-            f"{longest.config['training']['epochs']} epochs without LayerNorm the mean "
-            f"|slope| is {m:.4f} (start {papers.REVIVAL_INITIAL_SLOPE}; the paper: towards 0)")
+        return "not tested: no slope logged"
+    start = papers.REVIVAL_INITIAL_SLOPE
+    m, p, n = slope_test(finals, start)
+    after = (f"after {longest.config['training']['epochs']} epochs without LayerNorm the "
+             f"mean |slope| is {m:.4f} (start {start}; the paper: towards 0)")
+    if math.isnan(p):
+        return (f"not tested: {after}, from {n} seed{'s' if n != 1 else ''} without a "
+                "spread, and a one-sided t-test needs 2 with one")
+    word = "reproduced" if p < alpha else "inconclusive"
+    return (f"{word}: {after}; one-sided t-test of each seed's final |slope| below the "
+            f"start, p {fmt_p(p)} over {n} seeds")
 
 
 def claim_word(tests, negative=False, alpha=0.05):
@@ -155,6 +170,23 @@ def interaction_text(study):
             f"{'significant' if i.significant else 'not significant'})")
 
 
+def entropy_words(tests, at_ceiling):
+    """Each entropy claim's word; "not tested" with the numbers where a
+    layer's two groups both sit at the ceiling (issue 30 §6): no difference
+    can appear there, so its test says nothing about the claim."""
+    words = {}
+    for claim in ("overload", "relief"):
+        ceiling = {i: m for (c, i), m in at_ceiling.items() if c == claim}
+        if ceiling:
+            where = ", ".join(f"layer {i} {a:.3f} and {b:.3f}" for i, (a, b) in ceiling.items())
+            words[claim] = (f"not tested: at the ceiling ({where} of the maximum, both at "
+                            f"or above {ENTROPY_CEILING}: no room for the claimed difference)")
+        else:
+            words[claim] = claim_word([(d, p) for k, _, d, p in tests if k == claim],
+                                      negative=(claim == "relief"))
+    return words
+
+
 def revival_verdicts(by_ln, study, slope_runs=()):
     lines = []
     ln, noln = by_ln.get(True), by_ln.get(False)
@@ -165,9 +197,9 @@ def revival_verdicts(by_ln, study, slope_runs=()):
         lines.append(f"- Perplexity: removing LayerNorm raises the test loss of "
                      f"{len(hurt)} of {len(ln.members)} activations; {interaction_text(study)}.")
         tests = entropy_tests(by_ln)
-        words = {c: claim_word([(d, p) for k, _, d, p in tests if k == c],
-                               negative=(c == "relief")) for c in ("overload", "relief")}
-        whole = ("reproduced" if set(words.values()) == {"reproduced"}
+        words = entropy_words(tests, entropy_at_ceiling(by_ln))
+        whole = ("not tested" if any(w.startswith("not tested") for w in words.values())
+                 else "reproduced" if set(words.values()) == {"reproduced"}
                  else "not reproduced" if words["relief"] != "reproduced" else "partly")
         detail = "; ".join(f"{k} layer {i}: {d:+.3f} (Welch p {fmt_p(p)})" for k, i, d, p in tests)
         lines.append(f"- Entropy: **{whole}** (overload: {words['overload']}; ReLU's relief: "

@@ -186,11 +186,41 @@ def test_entropy_claim_is_reproduced_only_when_the_numbers_say_so():
     assert "Entropy: **not reproduced**" in "\n".join(lines)
 
 
-def test_slope_verdict_reads_the_longest_normalisation_free_run():
+def _sloped(run, slopes):
+    """`run` with each seed's final slopes (block 0, block 1)."""
+    for s, (b0, b1) in enumerate(slopes):
+        m = run.members["learnable_leaky_relu"][s]
+        m["leaky_slope.block0"], m["leaky_slope.block1"] = b0, b1
+    return run
+
+
+def test_slope_verdict_is_a_one_sided_t_test_on_the_longest_normalisation_free_run():
+    """Issue 30 §6: a test of |slope| below its start (scipy's one-sample t),
+    not a cut-off; constant slopes (no spread) are "not tested"."""
     runs = [_run("ln", True, 0.6, 0.6), _run("noln", False, 0.6, 0.6)]
-    long = _run("long", False, 0.6, 0.6, slope=0.001, epochs=24)
-    assert rrev.slope_verdict(runs, [long]).startswith("reproduced")
-    assert rrev.slope_verdict(runs, []).startswith("not reproduced")
+    slopes = [(0.002, -0.003), (0.004, 0.001), (-0.001, 0.002)]
+    long = _sloped(_run("long", False, 0.6, 0.6, epochs=24), slopes)
+    finals = [np.mean(np.abs(s)) for s in slopes]
+    ref = st.ttest_1samp(finals, papers.REVIVAL_INITIAL_SLOPE, alternative="less")
+    text = rrev.slope_verdict(runs, [long])
+    assert text.startswith("reproduced") and f"p {rsec.fmt_p(ref.pvalue)} over 3 seeds" in text
+    near = _sloped(_run("near", False, 0.6, 0.6, epochs=24),
+                   [(0.012, 0.009), (0.004, 0.011), (0.010, 0.013)])
+    assert rrev.slope_verdict(runs, [near]).startswith("inconclusive")
+    # Every seed's slope the same: the old cut-off said "reproduced"; no test can run.
+    flat = _run("flat", False, 0.6, 0.6, slope=0.001, epochs=24)
+    assert rrev.slope_verdict(runs, [flat]).startswith("not tested")
+    assert rrev.slope_verdict([runs[0]], []).startswith("not tested")
+
+
+def test_entropy_at_its_ceiling_is_not_tested_and_says_the_numbers():
+    """Issue 30 §6: no-LayerNorm entropies at 0.98-0.99 of the maximum leave
+    no room for ReLU's relief: "not tested", never "not reproduced"."""
+    runs = [_run("ln", True, 0.60, 0.60), _run("noln", False, 0.985, 0.99)]
+    text = "\n".join(rrev.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs)))
+    assert "Entropy: **not tested**" in text
+    assert "ReLU's relief: not tested: at the ceiling (layer 0 0.986 and 0.991" in text
+    assert "overload: reproduced" in text  # LN GELU at 0.60 leaves room: a real test
 
 
 def test_welch_is_scipys_unequal_variance_test():
