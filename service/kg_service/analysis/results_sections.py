@@ -19,6 +19,7 @@ from kg_service.analysis.results_math import mean_sd
 from kg_service.analysis.results_math import median_first
 from kg_service.analysis.results_math import rank_agreement
 from kg_service.analysis.results_math import rank_probabilities
+from kg_service.errors import ServiceError
 
 
 # --- Words. -------------------------------------------------------------------
@@ -154,8 +155,20 @@ def agreement_words(agree, alpha=0.05):
 # --- Sections. ----------------------------------------------------------------
 
 
+def only_run(runs):
+    """The one sweep a single-sweep section reads; more than one is refused,
+    never chosen by which started first (issue 30 §4)."""
+    if len(runs) != 1:
+        names = ", ".join(f"{r.experiment} ({r.run_id})" for r in runs)
+        raise ServiceError(
+            f"study {runs[0].study!r}: this section reads one sweep, and the store holds "
+            f"{len(runs)} ({names}); delete the ones that should not be on the page, or "
+            "tag them with another study, so that no sweep is picked by its start time.")
+    return runs[0]
+
+
 def digits_section(runs, study):
-    run = runs[0]
+    run = only_run(runs)
     train = run.values("loss")
     acc = run.values("test_accuracy")
     loss = run.values("test_loss")
@@ -217,7 +230,7 @@ def variance_lines(run):
 
 
 def glu_section(runs, study):
-    run = runs[0]
+    run = only_run(runs)
     loss = run.values("test_loss")
     names = [a for a in papers.GLU_65K if a in loss]
     means = [mean_sd(loss[a].values())[0] for a in names]

@@ -308,3 +308,13 @@ def test_the_digits_section_shows_mcnemar_and_the_curves_from_stored_members():
     bare = rp.StoredRun(experiment="x", run_id="x", study="digits", baseline="relu",
                         config={}, members={"relu": {0: {}}, "gelu": {0: {}}}, seconds=1.0)
     assert rsec.variance_lines(bare) == []
+
+
+def test_a_single_sweep_section_refuses_two_sweeps_rather_than_pick_the_first():
+    """Issue 30 §4's class: no sweep is read by its position (start order)."""
+    from kg_service.errors import ServiceError
+
+    runs = [_run("glu-a", True, 0.6, 0.6), _run("glu-b", True, 0.6, 0.6)]
+    for section in (rsec.glu_section, rsec.digits_section):
+        with pytest.raises(ServiceError, match="reads one sweep, and the store holds 2"):
+            section(runs, _study(runs[:1]))
