@@ -74,13 +74,24 @@ CONFIG = Config(
 )
 
 
+def split_dataset(n=60):
+    """A 2-feature dataset made by data.split, as a sweep's is."""
+    from kg_service.tasks.classification.data import split
+
+    fake = fake_dataset(2, n=n)
+    x, y = np.concatenate([fake.x_train, fake.x_test]), np.concatenate([fake.y_train, fake.y_test])
+    return split("moons", x, y, DataConfig(dataset="moons", n_samples=len(y), seed=0))
+
+
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     results = sweep()
     summary = comparisons.summarize(results, "relu")
     out = tmp_path_factory.mktemp("r") / "nested" / "report"
+    # CONFIG varies the split: a dataset made by data.split, from which each
+    # member's own split is rebuilt for its figure panel (issue 30 §5).
     paths = report.write_report(summary, results, out, title="moons: relu vs gelu",
-                                dataset=fake_dataset(2), config=CONFIG)
+                                dataset=split_dataset(), config=CONFIG)
     return summary, out, paths
 
 
