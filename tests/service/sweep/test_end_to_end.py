@@ -71,7 +71,8 @@ def kg_train_here(cwd, *args):
     exports, not the process (issue 17: a kg-train process pays
     TensorFlow's and MLflow's start-up). The JAX sweep below stays a
     process (a backend is chosen once per process); so do the sweeps of
-    sweep/test_faults.py and test_smoke_configs.py."""
+    sweep/test_faults.py (they are signalled). test_smoke_configs.py's
+    sweeps run here too (issue 30 §25)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(cwd)  # the default store, output_dir and export.dir are relative
         patch.delenv("MLFLOW_TRACKING_URI", raising=False)
