@@ -23,6 +23,7 @@ from kg_service.sweep import shards
 from kg_service.sweep import spool
 from kg_service.sweep.stages import Tracked
 from kg_service.sweep.stages import Trained
+from kg_service.tracking import lease as lease_lib
 from kg_service.tracking.store import param_text
 
 # The write-once param on a sweep's parent run that names the process
@@ -153,3 +154,19 @@ def resume_hint(config, sweep_run_id):
             else None
         ),
     )
+
+
+def take_lease(config, store, sweep_run_id, scope=None, wait=False, echo=print):
+    """This process's lease on the sweep `sweep_run_id` (its slice `scope`),
+    `tracking.lease`: one writer. With `wait`, `echo` says once whom it
+    waits for.
+
+    Raises:
+        LeaseHeld: another live process holds it (and not `wait`).
+    """
+    return lease_lib.take(
+        store, sweep_run_id, what="kg-train", scope=scope, wait=wait,
+        stale_after=config.tracking.lease_seconds,
+        on_wait=lambda held: echo(f"Waiting: sweep run {sweep_run_id} is held by "
+                                  f"{held.holder.what} on {held.holder.host} pid {held.holder.pid}"),
+    )  # fmt: skip

@@ -320,6 +320,13 @@ class Tracker(store.TrackingStore):
             pass  # another value came first
         return self.client.get_run(run_id).data.params.get(key) == value
 
+    def run_marks(self, run_id):
+        data = self.retried(f"reading run {run_id}", lambda: self.client.get_run(run_id)).data
+        return dict(data.params), dict(data.tags)
+
+    def set_tag(self, run_id, key, value):
+        self.retried(f"tagging run {run_id}", lambda: self.client.set_tag(run_id, key, value))
+
     def load_dict(self, run_id, artifact_file):
         with tempfile.TemporaryDirectory() as tmp:
             path = self.client.download_artifacts(run_id, artifact_file, tmp)

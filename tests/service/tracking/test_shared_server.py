@@ -168,3 +168,17 @@ def test_registration_claim_is_won_exactly_once_under_contention(server):
         assert won.count(True) == 1, (attempt, won)
         holder = stores[0].client.get_run(run_id).data.params[REGISTRAR]
         assert holder == f"claimant {won.index(True)}"
+
+
+def test_two_resumes_at_once_on_the_server_one_writes_the_other_exits_2(
+    server, tmp_path, monkeypatch
+):
+    """Issue 30 §1 on the PostgreSQL-backed server: the lease's write-once
+    claim and heartbeat go through the REST store as through sqlite."""
+    from tests.service.sweep.test_faults import assert_written_once
+    from tests.service.sweep.test_faults import two_resumes_at_once
+
+    run_id = two_resumes_at_once(
+        tmp_path, monkeypatch, server, "lease-served", "--set", "export.enabled=false"
+    )
+    assert_written_once(_client(server), "lease-served", run_id)
