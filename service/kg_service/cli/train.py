@@ -164,11 +164,11 @@ def main(
         looks.check_supported(config, shard)
         tuning.check_supported(config)
         if dry_run:
-            click.echo(describe_plan(config))
+            options.echo(describe_plan(config))
             if shard is not None:
-                click.echo(_shard_plan(config, shard, sweep_id))
+                options.echo(_shard_plan(config, shard, sweep_id))
             if verbose:
-                click.echo("\nresolved config:\n" + _config_yaml(config))
+                options.echo("\nresolved config:\n" + _config_yaml(config))
             return
         if not verbose:
             # TensorFlow's C++ start-up chatter would bury the progress display.
@@ -178,15 +178,15 @@ def main(
             options.configure_logging(quiet=quiet, verbose=verbose)
             with options.sigterm_as_interrupt():
                 if shard is None:
-                    code = run(config, quiet=quiet, echo=click.echo, resume=resume, wait=wait)
+                    code = run(config, quiet=quiet, echo=options.echo, resume=resume, wait=wait)
                 else:
                     code = run_shard(
-                        config, shard, sweep_id, quiet=quiet, echo=click.echo, wait=wait
+                        config, shard, sweep_id, quiet=quiet, echo=options.echo, wait=wait
                     )
     ctx.exit(code or 0)
 
 
-def run(config, *, quiet=False, echo=click.echo, store=None, resume=None, wait=False):
+def run(config, *, quiet=False, echo=options.echo, store=None, resume=None, wait=False):
     """Runs the sweep of `config` with a progress display, prints its
     summary and returns the exit code (0)."""
     # TensorFlow, MLflow, rich: only for a real run (--help, --dry-run
@@ -209,7 +209,7 @@ def run(config, *, quiet=False, echo=click.echo, store=None, resume=None, wait=F
 
 
 def run_shard(
-    config, shard, sweep_id=None, *, quiet=False, echo=click.echo, store=None, wait=False
+    config, shard, sweep_id=None, *, quiet=False, echo=options.echo, store=None, wait=False
 ):
     """Runs one job's share of a sharded sweep, as `run` a whole one."""
     # TensorFlow, MLflow, rich: only for a real run.

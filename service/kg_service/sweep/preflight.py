@@ -16,6 +16,7 @@ from typing import Any
 from typing import Mapping
 from typing import Optional
 
+from kg_service import redact
 from kg_service.config import derived
 from kg_service.config import loading
 from kg_service.config.loading import flatten
@@ -96,7 +97,9 @@ def preflight(config, store=None, resume=None, wait=False, echo=print):
         store = tracking.Tracker(
             tracking_uri, config.experiment, config.tracking.retry_seconds
         )
+    # Logged (params, config.json, the report): never a URI's password.
     resolved = loading.config_to_dict(config)
+    resolved["tracking"]["uri"] = redact.uri(resolved["tracking"]["uri"])
     params = flatten(
         {k: v for k, v in resolved.items() if k not in ("activations", "seeds")}
     )

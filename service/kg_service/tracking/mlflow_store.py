@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from kg_service import redact
 from kg_service.errors import ServiceError
 from kg_service.tracking import client as mlflow_client
 from kg_service.tracking import destinations
@@ -82,6 +83,9 @@ class Tracker(store.TrackingStore):
         # fails leaves them as they were.
         self.mlflow.set_tracking_uri(tracking_uri)
         self.mlflow.set_registry_uri(tracking_uri)
+        if redact.uri(tracking_uri) != tracking_uri:
+            # MLflow prints each run's URL, password and all, on stdout.
+            os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
         self.registry = registry.ModelRegistry(self.client, self.retried)
         self.parent_run_id = None
         self._sweep_ids = {}  # parent run id -> its kg.sweep_id tag
