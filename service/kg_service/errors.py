@@ -153,3 +153,15 @@ class LeaseLost(ServiceError):
         super().__init__(f"the lease on sweep run {run_id} was taken over")
         self.run_id = run_id
         self.holder = holder
+
+
+class DiskFull(ServiceError):
+    """A disk filled (or a file-size or quota limit hit) while the sweep
+    wrote its exports, models or report: `message` says what and where;
+    `run_id`, `kept` and `resume` as for `StoreUnavailable`."""
+
+    def __init__(self, message, run_id=None, kept=None, resume=None):
+        super().__init__(message)
+        self.run_id = run_id
+        self.kept = kept
+        self.resume = resume

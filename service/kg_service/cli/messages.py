@@ -8,6 +8,7 @@ the user reads, with the flags spelled as the CLI spells them.
 import datetime
 import shlex
 
+from kg_service.errors import DiskFull
 from kg_service.errors import LeaseHeld
 from kg_service.errors import LeaseLost
 from kg_service.errors import RegisteredAlready
@@ -29,6 +30,12 @@ def describe(error):
     if isinstance(error, SweepMismatch):
         flag = f"--sweep-id {error.sweep_id}" if error.sweep_id else f"--resume {error.run_id}"
         return f"{flag}: {error}"
+    if isinstance(error, DiskFull) and error.run_id is not None:
+        return (
+            f"{error} {kept(error.kept, error.run_id)}. Free some space (or point "
+            f"--set export.dir=... / --output-dir at a disk with room), then resume with: "
+            f"{resume_command(error.resume)}"
+        )
     if isinstance(error, LeaseHeld):
         return lease_held(error)
     if isinstance(error, LeaseLost):
@@ -101,7 +108,7 @@ def store_failed(error):
 
 
 # What became of a stopped sweep's parent run, by its status.
-RUN_STATES = {"KILLED": "marked KILLED", "RUNNING": "left RUNNING"}
+RUN_STATES = {"KILLED": "marked KILLED", "RUNNING": "left RUNNING", "FAILED": "marked FAILED"}
 
 
 def kept(what, run_id):

@@ -153,32 +153,51 @@ def run(config, *, claimant, progress=None, echo=print, store=None, resume=None,
             if not resume:
                 lease = resume_lib.take_lease(config, pre.store, sweep_run_id)
                 pre.store.log_dict(sweep_run_id, dict(pre.resolved), "config.json")
-            looks = None
-            if config.tuning is not None:  # each activation's value, before the comparison
-                pre = tuning.tune(config, pre, sweep_run_id, progress, echo)
-            if derived.sequential(config):
-                looked = looks_lib.train_in_looks(
-                    config, pre, sweep_run_id, progress, logged, echo
-                )
-                config, trained, looks = looked.config, looked.trained, looked.looks
-            else:
-                trained = stages.train(config, pre, sweep_run_id, progress, logged)
+            config, pre, trained, looks = train_all(config, pre, sweep_run_id, progress, logged, echo)
+            lease.confirm()  # still the one writer: nobody took a stale lease over
             # Never refused here (one process, a sweep not finished yet);
             # recorded so that a rebuilt report cannot register it again.
-            lease.confirm()  # still the one writer: nobody took a stale lease over
             pre.store.claim(sweep_run_id, REGISTRAR, resume_lib.registrar_token(claimant))
             compared, registered = stages.conclude(config, pre, trained, progress, looks)
             progress.close()
-    except KeyboardInterrupt:
+    except BaseException as error:
+        said = stopped(config, sweep_run_id, len(logged), error)
+        if said is None:
+            raise  # a bug: its traceback
         progress.close()
-        raise interrupted(config, sweep_run_id, len(logged)) from None
-    except StoreUnavailable as error:
-        progress.close()
-        raise store_failed(config, sweep_run_id, len(logged), error) from None
+        raise said from None
     finally:
         if lease is not None:  # after the run's status: a --wait wakes to FINISHED
             lease.release()
     return concluded(config, pre, compared, registered, started)
+
+
+def train_all(config, pre, sweep_run_id, progress, logged, echo):
+    """Tunes (with a tuning block: each activation's value, before the
+    comparison), then trains the members not in the store, in looks for a
+    sequential sweep. Returns `(config, pre, trained, looks)`."""
+    looks = None
+    if config.tuning is not None:
+        pre = tuning.tune(config, pre, sweep_run_id, progress, echo)
+    if derived.sequential(config):
+        looked = looks_lib.train_in_looks(config, pre, sweep_run_id, progress, logged, echo)
+        config, trained, looks = looked.config, looked.trained, looked.looks
+    else:
+        trained = stages.train(config, pre, sweep_run_id, progress, logged)
+    return config, pre, trained, looks
+
+
+def stopped(config, sweep_run_id, held, error):
+    """The `ServiceError` to raise for a sweep that `error` stopped with
+    `held` members logged: an interrupt, a store that stayed down, a full
+    disk (each saying what is kept and how to resume); None for a bug."""
+    if isinstance(error, KeyboardInterrupt):
+        return interrupted(config, sweep_run_id, held)
+    if isinstance(error, StoreUnavailable):
+        return store_failed(config, sweep_run_id, held, error)
+    if isinstance(error, Exception):
+        return resume_lib.disk_full(config, sweep_run_id, held, error)
+    return None
 
 
 def concluded(config, pre, compared, registered, started):
@@ -294,10 +313,7 @@ def run_shard(
     lease = None
     try:
         sweep_run_id = join(config, pre, shard, sweep_id)
-        # Each job writes its own slice: a second copy of this shard is refused.
-        lease = resume_lib.take_lease(
-            config, pre.store, sweep_run_id, f"shard-{shard.index}-of-{shard.count}", wait, echo
-        )
+        lease = resume_lib.take_lease(config, pre.store, sweep_run_id, shard.scope, wait, echo)
         train_share(config, pre, shard, sweep_id, sweep_run_id, progress, echo)
         held = pre.store.member_keys(sweep_run_id)
         held = [key for key in shards.grid(config) if key in held]  # tuning members aside
