@@ -329,7 +329,12 @@ class Tracker(store.TrackingStore):
         return dict(data.params), dict(data.tags)
 
     def set_tag(self, run_id, key, value):
-        self.retried(f"tagging run {run_id}", lambda: self.client.set_tag(run_id, key, value))
+        """One try, not through `retried`: the lease's heartbeat thread
+        calls it, and a missed beat is retried by the next one; a store
+        already given up on is not tried."""
+        if self.retried.down is not None:
+            raise self.retried.down
+        self.client.set_tag(run_id, key, value)
 
     def load_dict(self, run_id, artifact_file):
         with tempfile.TemporaryDirectory() as tmp:

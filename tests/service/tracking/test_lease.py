@@ -129,3 +129,12 @@ def test_each_shard_slice_has_its_own_lease():
         lease.take(store, run_id, what="kg-train", stale_after=STALE, scope="shard-1-of-2")
     one.release()
     two.release()
+
+
+def test_wait_without_a_sweep_to_wait_for_is_a_usage_error():
+    from tests.service import in_process
+    from tests.service.sweep.test_faults import TINY
+
+    result = in_process.kg_train("--config", TINY, "--wait")
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert "--wait" in result.stderr and "--resume" in result.stderr
