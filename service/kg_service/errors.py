@@ -116,3 +116,52 @@ class RegisteredAlready(ServiceError):
         super().__init__(message)
         self.run_id = run_id
         self.registrar = registrar
+
+
+@dataclasses.dataclass(frozen=True)
+class Holder:
+    """Who holds a sweep's lease (`kg_service.tracking.lease`): what
+    (e.g. "kg-train"), on which host, its pid, when it took the lease and
+    when it last beat (Unix seconds)."""
+
+    what: str
+    host: str
+    pid: int
+    started: float
+    heartbeat: float
+
+
+class LeaseHeld(ServiceError):
+    """Another process writes the sweep `run_id` (its `scope`: None for a
+    whole sweep, e.g. "shard 1/2" for one job's slice): `holder`, whose
+    lease goes stale `stale_after` seconds after its last heartbeat."""
+
+    def __init__(self, run_id, holder, stale_after, scope=None, now=None):
+        super().__init__(f"sweep run {run_id} is held by {holder.what} on {holder.host}")
+        self.run_id = run_id
+        self.holder = holder
+        self.stale_after = stale_after
+        self.scope = scope
+        self.now = now
+
+
+class LeaseLost(ServiceError):
+    """This process's lease on sweep `run_id` was taken over (its heartbeat
+    stopped for longer than the stale time): it stops before registering."""
+
+    def __init__(self, run_id, holder):
+        super().__init__(f"the lease on sweep run {run_id} was taken over")
+        self.run_id = run_id
+        self.holder = holder
+
+
+class DiskFull(ServiceError):
+    """A disk filled (or a file-size or quota limit hit) while the sweep
+    wrote its exports, models or report: `message` says what and where;
+    `run_id`, `kept` and `resume` as for `StoreUnavailable`."""
+
+    def __init__(self, message, run_id=None, kept=None, resume=None):
+        super().__init__(message)
+        self.run_id = run_id
+        self.kept = kept
+        self.resume = resume

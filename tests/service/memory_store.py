@@ -60,6 +60,13 @@ class MemoryStore(store.TrackingStore):
     def claim(self, run_id, key, value):
         return self.runs[run_id]["params"].setdefault(key, value) == value
 
+    def run_marks(self, run_id):
+        run = self.runs[run_id]
+        return dict(run["params"]), {k: str(v) for k, v in run["tags"].items()}
+
+    def set_tag(self, run_id, key, value):
+        self.runs[run_id]["tags"][key] = str(value)
+
     def load_dict(self, run_id, artifact_file):
         return copy.deepcopy(self.artifacts[(run_id, artifact_file)])
 

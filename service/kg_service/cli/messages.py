@@ -5,8 +5,12 @@ a stopped sweep kept, what resuming it takes); this module writes what
 the user reads, with the flags spelled as the CLI spells them.
 """
 
+import datetime
 import shlex
 
+from kg_service.errors import DiskFull
+from kg_service.errors import LeaseHeld
+from kg_service.errors import LeaseLost
 from kg_service.errors import RegisteredAlready
 from kg_service.errors import ResumeRefused
 from kg_service.errors import StoreUnavailable
@@ -26,12 +30,53 @@ def describe(error):
     if isinstance(error, SweepMismatch):
         flag = f"--sweep-id {error.sweep_id}" if error.sweep_id else f"--resume {error.run_id}"
         return f"{flag}: {error}"
+    if isinstance(error, DiskFull) and error.run_id is not None:
+        return (
+            f"{error} {kept(error.kept, error.run_id)}. Free some space (or point "
+            f"--set export.dir=... / --output-dir at a disk with room), then resume with: "
+            f"{resume_command(error.resume)}"
+        )
+    if isinstance(error, LeaseHeld):
+        return lease_held(error)
+    if isinstance(error, LeaseLost):
+        return (
+            f"sweep run {error.run_id} was taken over by {holder(error.holder)} while this "
+            f"process's heartbeat was late; this process stopped before registering "
+            f"anything, and that one finishes the sweep."
+        )
     if isinstance(error, RegisteredAlready):
         return (
             f"{error} If that process died before it finished, finish the sweep "
             f"with: kg-train --config <its config> --resume {error.run_id}"
         )
     return str(error)
+
+
+def utc(seconds):
+    """Unix seconds as `2026-12-03 13:20:05 UTC`."""
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def holder(who):
+    """A lease's holder (a `kg_service.errors.Holder`), in words."""
+    return f"{who.what} on host {who.host} pid {who.pid} (started {utc(who.started)})"
+
+
+def lease_held(error):
+    """The paragraph for a sweep (or a shard's slice) another process writes."""
+    what = f"sweep run {error.run_id}"
+    if error.scope is not None:
+        what = f"{error.scope.replace('-of-', '/').replace('shard-', 'shard ')} of {what}"
+    ago = max(0, round(error.now - error.holder.heartbeat))
+    return (
+        f"{what} is being written by another process: {holder(error.holder)}, last "
+        f"heartbeat {ago} s ago. A sweep has one writer. Add --wait to wait for it to "
+        f"finish; if that process is gone, its lease goes stale at "
+        f"{utc(error.holder.heartbeat + error.stale_after)} ({error.stale_after:g} s after "
+        f"its last heartbeat, tracking.lease_seconds) and the same command takes the "
+        f"sweep over then (a holder on this host that no longer runs is taken over at once)."
+    )
 
 
 def interrupted(error):
@@ -63,7 +108,7 @@ def store_failed(error):
 
 
 # What became of a stopped sweep's parent run, by its status.
-RUN_STATES = {"KILLED": "marked KILLED", "RUNNING": "left RUNNING"}
+RUN_STATES = {"KILLED": "marked KILLED", "RUNNING": "left RUNNING", "FAILED": "marked FAILED"}
 
 
 def kept(what, run_id):

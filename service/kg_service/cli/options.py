@@ -19,6 +19,7 @@ import tempfile
 
 import click
 
+from kg_service import redact
 from kg_service.cli import messages
 from kg_service.errors import ServiceError
 from kg_service.errors import SweepInterrupted
@@ -31,6 +32,23 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 QUIET = click.option(
     "-q", "--quiet", is_flag=True, help="Log lines instead of the progress display."
 )
+
+
+def echo(line="", **kwargs):
+    """`click.echo` of one line for the user, any URI's password hidden
+    (`kg_service.redact`): every line a kg command prints goes through it."""
+    click.echo(redact.text(line), **kwargs)
+
+
+class Redacted(logging.Filter):
+    """Hides URI passwords in every log record (kg's and MLflow's)."""
+
+    def filter(self, record):
+        message = record.getMessage()
+        hidden = redact.text(message)
+        if hidden != message:
+            record.msg, record.args = hidden, ()
+        return True
 
 
 def tracking_uri(help):
@@ -56,7 +74,7 @@ def checked_tracking_uri(value):
 
 def fail(command, error):
     """Prints a `ServiceError` as `command: error: ...` and exits with its code."""
-    click.echo(f"{command}: error: {error}", err=True)
+    echo(f"{command}: error: {error}", err=True)
     sys.exit(getattr(error, "exit_code", EXIT_USAGE))
 
 
@@ -73,10 +91,10 @@ def command_errors(ctx, command):
     try:
         yield
     except SweepInterrupted as error:
-        click.echo(f"\n{command}: {messages.describe(error)}", err=True)
+        echo(f"\n{command}: {messages.describe(error)}", err=True)
         ctx.exit(error.exit_code)
     except ServiceError as error:
-        click.echo(f"{command}: error: {messages.describe(error)}", err=True)
+        echo(f"{command}: error: {messages.describe(error)}", err=True)
         ctx.exit(getattr(error, "exit_code", EXIT_USAGE))
     except KeyboardInterrupt:
         click.echo(f"\n{command}: interrupted.", err=True)
@@ -92,6 +110,8 @@ def configure_logging(*, quiet, verbose):
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(Redacted())
 
 
 @contextlib.contextmanager

@@ -87,14 +87,14 @@ def report(ctx, experiment, study, sweep_id, register, output_dir, tracking_uri,
                 register=register,
                 output_dir=output_dir,
                 quiet=quiet,
-                echo=click.echo,
+                echo=options.echo,
             )
     ctx.exit(code or 0)
 
 
 def report_sweep(
     experiment, tracking_uri, sweep_id=None, register=False, output_dir=None,
-    quiet=False, echo=click.echo, store=None,
+    quiet=False, echo=options.echo, store=None,
 ):  # fmt: skip
     """Rebuilds a sweep's report (`kg_service.sweep.pipeline.report_sweep`)
     with a progress display, prints its summary; returns the exit code (0)."""
@@ -117,7 +117,7 @@ def report_sweep(
     return 0
 
 
-def report_study(name, tracking_uri, output_dir=None, echo=click.echo):
+def report_study(name, tracking_uri, output_dir=None, echo=options.echo):
     """`kg_service.sweep.studies.report_study`, its tables printed; returns 0."""
     from kg_service.analysis import study_report  # scipy, matplotlib: a real run only
     from kg_service.sweep import studies

@@ -77,7 +77,7 @@ def results(ctx, path, store, tracking_uri, fill, shown_command):
         command = shown_command or _this_command(ctx, path, store, tracking_uri, fill)
         text = build_page(uri, command=command)
         page.write_text(text)
-        click.echo(f"Wrote {page} ({len(text.splitlines())} lines) from {uri}.")
+        options.echo(f"Wrote {page} ({len(text.splitlines())} lines) from {uri}.")
 
 
 def _this_command(ctx, path, store, tracking_uri, fill):

@@ -66,7 +66,7 @@ def plan(ctx, experiment, margin, power, alpha, tracking_uri):
         tracking_uri = options.checked_tracking_uri(tracking_uri)
         uri = tracking_uri or derived.resolve_tracking_uri(config_lib.Config())
         run_id, summary = newest_summary(experiment, uri.strip())
-        click.echo(render(summary, run_id, margin=margin, power=power, alpha=alpha))
+        options.echo(render(summary, run_id, margin=margin, power=power, alpha=alpha))
 
 
 def newest_summary(experiment, tracking_uri, store=None):

@@ -127,7 +127,7 @@ def serve(
         )
     except ServiceError as error:
         options.fail("kg serve", error)
-    code = server.wait(echo=click.echo)
+    code = server.wait(echo=options.echo)
     sys.exit(code)
 
 
@@ -174,7 +174,7 @@ def predict(model_uri, input_path, output_format, tracking_uri):
     try:
         with options.native_stderr_to_file(enabled=True):
             output = serving.predict(model_uri, input_path, tracking_uri=tracking_uri)
-        click.echo(serving.format_predictions(output, output_format), nl=False)
+        options.echo(serving.format_predictions(output, output_format), nl=False)
     except ServiceError as error:
         options.fail("kg predict", error)
 
@@ -211,7 +211,7 @@ def models(names, tracking_uri, output_format):
     except ServiceError as error:
         options.fail("kg models", error)
     if output_format == "json":
-        click.echo(json.dumps([dataclasses.asdict(v) for v in found], indent=2))
+        options.echo(json.dumps([dataclasses.asdict(v) for v in found], indent=2))
     else:
-        click.echo(tables.versions_table(found))
+        options.echo(tables.versions_table(found))
 

@@ -109,6 +109,13 @@ from kg_service.tracking import client as mlflow_client
     "started with the same config share one sweep); a new ID runs the same "
     "config again as a new sweep. Alone: --shard 1/1.",
 )
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="With --resume or --shard: when another process writes that sweep (or "
+    "shard), wait until it ends or its lease goes stale (tracking.lease_seconds "
+    "after its last heartbeat) instead of exiting 2.",
+)
 @options.QUIET
 @click.option(
     "-v",
@@ -128,6 +135,7 @@ def main(
     resume,
     shard,
     sweep_id,
+    wait,
     quiet,
     verbose,
 ):
@@ -144,6 +152,11 @@ def main(
     """
     with options.command_errors(ctx, "kg-train"):
         shard = _shard(shard, sweep_id, resume)
+        if wait and resume is None and shard is None:
+            raise ServiceError(
+                "--wait waits for another process that writes the same sweep: it goes "
+                "with --resume RUN_ID or --shard (a new sweep has no other writer)."
+            )
         config = load_config(config_path, overrides)
         config = _apply_flags(config, tracking_uri=tracking_uri, output_dir=output_dir)
         if smoke:
@@ -151,11 +164,11 @@ def main(
         looks.check_supported(config, shard)
         tuning.check_supported(config)
         if dry_run:
-            click.echo(describe_plan(config))
+            options.echo(describe_plan(config))
             if shard is not None:
-                click.echo(_shard_plan(config, shard, sweep_id))
+                options.echo(_shard_plan(config, shard, sweep_id))
             if verbose:
-                click.echo("\nresolved config:\n" + _config_yaml(config))
+                options.echo("\nresolved config:\n" + _config_yaml(config))
             return
         if not verbose:
             # TensorFlow's C++ start-up chatter would bury the progress display.
@@ -165,13 +178,15 @@ def main(
             options.configure_logging(quiet=quiet, verbose=verbose)
             with options.sigterm_as_interrupt():
                 if shard is None:
-                    code = run(config, quiet=quiet, echo=click.echo, resume=resume)
+                    code = run(config, quiet=quiet, echo=options.echo, resume=resume, wait=wait)
                 else:
-                    code = run_shard(config, shard, sweep_id, quiet=quiet, echo=click.echo)
+                    code = run_shard(
+                        config, shard, sweep_id, quiet=quiet, echo=options.echo, wait=wait
+                    )
     ctx.exit(code or 0)
 
 
-def run(config, *, quiet=False, echo=click.echo, store=None, resume=None):
+def run(config, *, quiet=False, echo=options.echo, store=None, resume=None, wait=False):
     """Runs the sweep of `config` with a progress display, prints its
     summary and returns the exit code (0)."""
     # TensorFlow, MLflow, rich: only for a real run (--help, --dry-run
@@ -187,12 +202,15 @@ def run(config, *, quiet=False, echo=click.echo, store=None, resume=None):
         echo=echo,
         store=store,
         resume=resume,
+        wait=wait,
     )
     summary.show(echo, outcome)
     return 0
 
 
-def run_shard(config, shard, sweep_id=None, *, quiet=False, echo=click.echo, store=None):
+def run_shard(
+    config, shard, sweep_id=None, *, quiet=False, echo=options.echo, store=None, wait=False
+):
     """Runs one job's share of a sharded sweep, as `run` a whole one."""
     # TensorFlow, MLflow, rich: only for a real run.
     from kg_service.cli import summary
@@ -207,6 +225,7 @@ def run_shard(config, shard, sweep_id=None, *, quiet=False, echo=click.echo, sto
         progress=SweepProgress(quiet=quiet),
         echo=echo,
         store=store,
+        wait=wait,
     )
     summary.show(echo, outcome)
     return 0

@@ -118,10 +118,38 @@ def task_name(name):
     return name
 
 
-def experiment_name(value):
-    if len(value) > 500:  # MLflow's limit
-        fail("an MLflow experiment name of at most 500 characters")
+# One file or folder name: at most 255 bytes (Linux, macOS, Windows).
+NAME_MAX = 255
+# What the service appends to a name that becomes a folder: --smoke's
+# "-smoke", and the report folder's "-YYYYmmdd-HHMMSS" (an experiment's
+# under output_dir; a study's "study-" prefix under kg-output, `kg report
+# --study`).
+SMOKE_SUFFIX = len("-smoke")
+STAMP = len("-20260101-000000")
+
+
+def path_component(value, what, room):
+    """Refuses a name that, with `room` bytes added, is not one safe file
+    or folder name: a path separator, "." or "..", a control character
+    (issue 30 §11: `../../x` wrote the report outside output_dir, a 300
+    character name failed with an OSError after every member trained)."""
+    most = NAME_MAX - room
+    if (
+        "/" in value or "\\" in value or value.strip(".") == ""
+        or any(ord(c) < 32 or ord(c) == 127 for c in value)
+    ):
+        fail(f'{what} without "/", "\\", control characters, and other than "." or ".." '
+             f"(it also names a folder)")
+    if len(value.encode("utf-8")) > most:
+        fail(f"{what} of at most {most} bytes (it also names a folder, and a file "
+             f"name holds {NAME_MAX} bytes with what kg-train adds to it)")
     return value
+
+
+def experiment_name(value):
+    # MLflow allows 500 characters; the report folder under output_dir
+    # (`<experiment>[-smoke]-YYYYmmdd-HHMMSS`) is one file name.
+    return path_component(value, "an experiment name", SMOKE_SUFFIX + STAMP)
 
 
 def template_fields(template):
@@ -158,10 +186,11 @@ def alias(value):
 
 
 def study_name(value):
-    # A tag value that `kg report --study` finds again in a store query.
+    # A tag value that `kg report --study` finds again in a store query,
+    # and its report folder `study-<name>[-smoke]-YYYYmmdd-HHMMSS`.
     if not re.fullmatch(r"[\w.-]{1,250}", value):
         fail('a study name of letters, digits, ".", "_" and "-" (e.g. revival)')
-    return value
+    return path_component(value, "a study name", len("study-") + SMOKE_SUFFIX + STAMP)
 
 
 # The checks that span fields read `info.data`: the fields validated before
@@ -204,11 +233,12 @@ def heads_divide(model, info):
 
 # MLflow forbids "/" and ":" and path-like names; the name is also a
 # directory under export.dir and a TF Serving model name.
-MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,255}")
+# At most one file name, with --smoke's "-smoke" added.
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,%d}" % (NAME_MAX - SMOKE_SUFFIX - 1))
 MODEL_NAME_RULE = (
     "a registered model name of letters, digits, '.', '_' and '-' that starts with a "
-    "letter or digit, at most 256 characters (it is also a directory under export.dir "
-    "and a TF Serving model name)"
+    f"letter or digit, at most {NAME_MAX - SMOKE_SUFFIX} characters (it is also a "
+    "directory under export.dir and a TF Serving model name)"
 )
 
 

@@ -148,6 +148,10 @@ class TrackingConfig:
     # locked) is retried, with growing waits, before kg-train stops and
     # keeps what it trained for --resume; 0: stop at the first failure.
     retry_seconds: fields.number(ge=0, le=86400) = 120.0
+    # One process writes a sweep (`kg_service.tracking.lease`): its lease
+    # goes stale this long after its last heartbeat (beats every tenth of
+    # it), and another --resume may then take the sweep over.
+    lease_seconds: fields.number(ge=5, le=86400) = 300.0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -113,8 +113,12 @@ def stage(model, export_dir, model_name, inputs, tolerance, owner=""):
     path.parent.mkdir(parents=True, exist_ok=True)
     # Plain TF ops in the graph (no nested XLA clusters): any TF Serving
     # build runs it, and it needs nothing from keras_gelu to load.
-    with keras_gelu.xla_fusion(False):
-        write_saved_model(model, path)
+    try:
+        with keras_gelu.xla_fusion(False):
+            write_saved_model(model, path)
+    except BaseException:  # a full disk, an interrupt: no half-written folder stays
+        shutil.rmtree(path, ignore_errors=True)
+        raise
     inputs = np.asarray(inputs, dtype=model.inputs[0].dtype)  # features or token ids
     expected = keras.ops.convert_to_numpy(model(inputs, training=False))
     reloaded = tf.saved_model.load(str(path))

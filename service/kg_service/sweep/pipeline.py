@@ -31,12 +31,12 @@ from typing import Optional
 
 from kg_service.config import derived
 from kg_service.config import loading
-from kg_service.errors import ResumeRefused
 from kg_service.errors import ServiceError
 from kg_service.errors import StoreUnavailable
 from kg_service.errors import SweepInterrupted
 from kg_service.sweep import looks as looks_lib
 from kg_service.sweep import resume as resume_lib
+from kg_service.sweep import roles
 from kg_service.sweep import shards
 from kg_service.sweep import stages
 from kg_service.sweep import tuning
@@ -101,7 +101,7 @@ class _NoProgress:
 # --- The sweep. --------------------------------------------------------------
 
 
-def run(config, *, claimant, progress=None, echo=print, store=None, resume=None):
+def run(config, *, claimant, progress=None, echo=print, store=None, resume=None, wait=False):
     """Runs the sweep described by `config`.
 
     Args:
@@ -114,6 +114,8 @@ def run(config, *, claimant, progress=None, echo=print, store=None, resume=None)
             configured tracking URI.
         resume: The parent run id of an interrupted sweep of the same
             config: only its missing members are trained.
+        wait: With `resume`, wait for another process that holds the
+            sweep's lease (`tracking.lease`) instead of raising LeaseHeld.
 
     Returns:
         A `SweepOutcome`; a `WorkerOutcome` in a non-chief process.
@@ -129,12 +131,13 @@ def run(config, *, claimant, progress=None, echo=print, store=None, resume=None)
     progress = progress or _NoProgress()
     looks_lib.check_supported(config)
     tuning.check_supported(config)
-    role = process_role(config, resume)
+    role = roles.process_role(config, resume)
     if not role.chief:
-        return run_worker(config, role)
-    pre = preflight(config, store, resume)
+        return roles.run_worker(config, role)
+    pre = preflight(config, store, resume, wait=wait, echo=echo)
     sweep_run_id = resume
     logged = dict(pre.done)  # (activation, seed) -> run id, as members land
+    lease = pre.lease  # a resume's: taken before it read what the sweep holds
     try:
         with pre.store.sweep_run(
             config.experiment,
@@ -148,29 +151,53 @@ def run(config, *, claimant, progress=None, echo=print, store=None, resume=None)
                 + (f", {len(pre.spooled)} kept locally to log" if pre.spooled else "")
             )
             if not resume:
+                lease = resume_lib.take_lease(config, pre.store, sweep_run_id)
                 pre.store.log_dict(sweep_run_id, dict(pre.resolved), "config.json")
-            looks = None
-            if config.tuning is not None:  # each activation's value, before the comparison
-                pre = tuning.tune(config, pre, sweep_run_id, progress, echo)
-            if derived.sequential(config):
-                looked = looks_lib.train_in_looks(
-                    config, pre, sweep_run_id, progress, logged, echo
-                )
-                config, trained, looks = looked.config, looked.trained, looked.looks
-            else:
-                trained = stages.train(config, pre, sweep_run_id, progress, logged)
+            config, pre, trained, looks = train_all(config, pre, sweep_run_id, progress, logged, echo)
+            lease.confirm()  # still the one writer: nobody took a stale lease over
             # Never refused here (one process, a sweep not finished yet);
             # recorded so that a rebuilt report cannot register it again.
             pre.store.claim(sweep_run_id, REGISTRAR, resume_lib.registrar_token(claimant))
             compared, registered = stages.conclude(config, pre, trained, progress, looks)
             progress.close()
-    except KeyboardInterrupt:
+    except BaseException as error:
+        said = stopped(config, sweep_run_id, len(logged), error)
+        if said is None:
+            raise  # a bug: its traceback
         progress.close()
-        raise interrupted(config, sweep_run_id, len(logged)) from None
-    except StoreUnavailable as error:
-        progress.close()
-        raise store_failed(config, sweep_run_id, len(logged), error) from None
+        raise said from None
+    finally:
+        if lease is not None:  # after the run's status: a --wait wakes to FINISHED
+            lease.release()
     return concluded(config, pre, compared, registered, started)
+
+
+def train_all(config, pre, sweep_run_id, progress, logged, echo):
+    """Tunes (with a tuning block: each activation's value, before the
+    comparison), then trains the members not in the store, in looks for a
+    sequential sweep. Returns `(config, pre, trained, looks)`."""
+    looks = None
+    if config.tuning is not None:
+        pre = tuning.tune(config, pre, sweep_run_id, progress, echo)
+    if derived.sequential(config):
+        looked = looks_lib.train_in_looks(config, pre, sweep_run_id, progress, logged, echo)
+        config, trained, looks = looked.config, looked.trained, looked.looks
+    else:
+        trained = stages.train(config, pre, sweep_run_id, progress, logged)
+    return config, pre, trained, looks
+
+
+def stopped(config, sweep_run_id, held, error):
+    """The `ServiceError` to raise for a sweep that `error` stopped with
+    `held` members logged: an interrupt, a store that stayed down, a full
+    disk (each saying what is kept and how to resume); None for a bug."""
+    if isinstance(error, KeyboardInterrupt):
+        return interrupted(config, sweep_run_id, held)
+    if isinstance(error, StoreUnavailable):
+        return store_failed(config, sweep_run_id, held, error)
+    if isinstance(error, Exception):
+        return resume_lib.disk_full(config, sweep_run_id, held, error)
+    return None
 
 
 def concluded(config, pre, compared, registered, started):
@@ -209,56 +236,6 @@ def store_failed(config, sweep_run_id, held, error):
     )
 
 
-def process_role(config, resume=None):
-    """This process's `parallel.Role`; only the chief goes on to the
-    store and the output folders.
-
-    Raises:
-        ServiceError: for a distribution the backend does not run, a bad
-            TF_CONFIG; ResumeRefused for a resume of a multi-worker sweep
-            (the workers would not know which members the chief's store
-            holds).
-    """
-    from kg_service.training import parallel  # TensorFlow: after the cheap checks
-
-    if config.device.distribution == "none":
-        # No backend to ask: preflight's cheap checks still come before
-        # TensorFlow's start-up.
-        return parallel.Role()
-    import keras  # the backend's start-up: only for a distributed run
-
-    role = parallel.role(config.device, keras.backend.backend())
-    if resume is not None and config.device.distribution == "multi_worker":
-        raise ResumeRefused(
-            "device.distribution: multi_worker: the workers "
-            "do not read the tracking store, so they cannot skip the members it "
-            "holds. Resume on one machine (--set device.distribution=mirrored or "
-            "none); the members already logged are kept.",
-            resume,
-            "multi_worker",
-        )
-    return role
-
-
-def run_worker(config, role):
-    """A non-chief process of a `multi_worker` sweep.
-
-    It trains every member in lockstep with the chief (each step's
-    gradients are all-reduced across the processes) and returns a
-    `WorkerOutcome`; the chief tracks, reports, registers and exports. It
-    opens no tracking store and writes no file.
-    """
-    # TensorFlow: after the cheap checks.
-    from kg_service.tasks import base as tasks
-    from kg_service.training import device as device_lib
-    from kg_service.training import loop as train_lib
-
-    device_lib.describe_device(config.device)
-    task = tasks.get(config.data.dataset)
-    results = train_lib.train_sweep(task, task.load(config.data), config)
-    return WorkerOutcome(role=role, members=len(results))
-
-
 def sweep_params(config, pre):
     """The params of a sweep's parent run (sequential seeds: the mapping)."""
     return {**pre.params, "activations": list(config.activations), "seeds": pre.resolved["seeds"]}
@@ -281,7 +258,9 @@ def finish(config, pre, trained, progress, looks=None):
 # --- A sharded sweep: one job's share, and the job that completes it. --------
 
 
-def run_shard(config, shard, sweep_id=None, *, claimant, progress=None, echo=print, store=None):
+def run_shard(
+    config, shard, sweep_id=None, *, claimant, progress=None, echo=print, store=None, wait=False
+):
     """Runs one job's share of a sharded sweep.
 
     Joins the sweep `sweep_id` (default: `shards.sweep_id(config)`, the
@@ -302,6 +281,8 @@ def run_shard(config, shard, sweep_id=None, *, claimant, progress=None, echo=pri
         claimant: Who claims the sweep, should this job complete it (the
             command line, e.g.); kept in the sweep's `REGISTRAR` param.
         progress, echo, store: as for `run`.
+        wait: Wait for another job that runs this same shard (holds its
+            slice's lease, `tracking.lease`) instead of raising LeaseHeld.
 
     Returns:
         A `SweepOutcome` if this job compared the sweep, else a `ShardOutcome`.
@@ -329,8 +310,10 @@ def run_shard(config, shard, sweep_id=None, *, claimant, progress=None, echo=pri
             registrar=registrar, status=status,
         )  # fmt: skip
 
+    lease = None
     try:
         sweep_run_id = join(config, pre, shard, sweep_id)
+        lease = resume_lib.take_lease(config, pre.store, sweep_run_id, shard.scope, wait, echo)
         train_share(config, pre, shard, sweep_id, sweep_run_id, progress, echo)
         held = pre.store.member_keys(sweep_run_id)
         held = [key for key in shards.grid(config) if key in held]  # tuning members aside
@@ -350,6 +333,9 @@ def run_shard(config, shard, sweep_id=None, *, claimant, progress=None, echo=pri
     except KeyboardInterrupt:
         progress.close()
         raise SweepInterrupted(sweep_run_id, shard=str(shard), sweep_id=sweep_id) from None
+    finally:
+        if lease is not None:
+            lease.release()
     return concluded(config, pre, compared, registered, started)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from typing import Mapping
 from typing import Optional
 
+from kg_service import redact
 from kg_service.config import derived
 from kg_service.config import loading
 from kg_service.config.loading import flatten
@@ -23,6 +24,7 @@ from kg_service.errors import ServiceError
 from kg_service.sweep import resume as resume_lib
 from kg_service.sweep import spool
 from kg_service.tracking import destinations
+from kg_service.tracking import lease as lease_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,13 +50,17 @@ class Preflight:
     # the stage found (kg_service.analysis.tuning.Tuning), for the report.
     tuned: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     tuning: Any = None
+    # A resume's lease on the sweep (kg_service.tracking.lease.Lease),
+    # taken before reading what it holds; the pipeline releases it.
+    lease: Any = None
 
 
-def preflight(config, store=None, resume=None):
+def preflight(config, store=None, resume=None, wait=False, echo=print):
     """Loads the data and checks every outside dependency before training.
 
     With `resume`, also checks that the run is a sweep of this same
-    config, and loads the members it already holds.
+    config, takes its lease (one writer; `wait`: for the process that
+    holds it, `echo` saying so) and loads the members it already holds.
 
     Raises:
         ServiceError: for an unavailable device or batches its
@@ -63,7 +69,8 @@ def preflight(config, store=None, resume=None):
             registry's next version would overwrite; for a report or
             export folder that is (or runs through) a file or cannot be
             written. Those folders are checked first, and the tracking
-            store's files and server before MLflow opens it.
+            store's files and server before MLflow opens it. LeaseHeld for
+            a resume of a sweep another process writes (and not `wait`).
     """
     # Absolute: MLflow caches stores by URI, so a relative sqlite path
     # would keep pointing at the first working directory's file.
@@ -90,17 +97,21 @@ def preflight(config, store=None, resume=None):
         store = tracking.Tracker(
             tracking_uri, config.experiment, config.tracking.retry_seconds
         )
+    # Logged (params, config.json, the report): never a URI's password.
     resolved = loading.config_to_dict(config)
+    resolved["tracking"]["uri"] = redact.uri(resolved["tracking"]["uri"])
     params = flatten(
         {k: v for k, v in resolved.items() if k not in ("activations", "seeds")}
     )
     # A sequential sweep resumed with another schedule would change its
     # design between looks: its seeds are checked with the settings.
     checked = {**params, "seeds": resolved["seeds"]} if derived.sequential(config) else params
-    done, spooled = previous_members(config, store, resume, checked)
+    done, spooled, lease = previous_members(config, store, resume, checked, wait, echo)
     if config.registry.enabled and config.export.enabled:
-        check_export_folders(config, store, names.values())
+        with lease_lib.released_on_error(lease):  # the holder's versions counted
+            check_export_folders(config, store, names.values())
     return Preflight(
+        lease=lease,
         task=task,
         dataset=dataset,
         store=store,
@@ -137,13 +148,25 @@ def study_tags(config, task):
     }
 
 
-def previous_members(config, store, resume, params):
-    """What an earlier try of sweep `resume` left: `(done, spooled)`, the
-    members in the store and those kept locally only; empty without
-    `resume`. Checks first that the sweep may be resumed with `config`."""
+def previous_members(config, store, resume, params, wait=False, echo=print):
+    """What an earlier try of sweep `resume` left: `(done, spooled, lease)`,
+    the members in the store and those kept locally only (empty without
+    `resume`), and the sweep's lease, taken before reading them. Checks
+    that the sweep may be resumed with `config` before and after taking
+    the lease (a --wait may have waited for another process to finish it)."""
     if resume is None:
-        return {}, {}
+        return {}, {}, None
     resume_lib.check_resumable(config, store, resume, params)
+    lease = resume_lib.take_lease(config, store, resume, wait=wait, echo=echo)
+    with lease_lib.released_on_error(lease):
+        resume_lib.check_resumable(config, store, resume, params)
+        done, spooled = kept_members(config, store, resume)
+    return done, spooled, lease
+
+
+def kept_members(config, store, resume):
+    """`(done, spooled)` of sweep `resume`: its members in the store, and
+    those kept locally only (a store failure cut their logging)."""
     done = store.finished_members(resume)
     where = spool.folder(config.output_dir, resume)
     kept = spool.read(where)

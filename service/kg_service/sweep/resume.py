@@ -7,12 +7,14 @@ raise typed errors with data (`ResumeRefused`, `SweepMismatch`,
 `RegisteredAlready`); `kg_service.cli.messages` names the flags.
 """
 
+import errno
 import os
 import socket
 import uuid
 
 from kg_service.config import derived
 from kg_service.config import schema as config_lib
+from kg_service.errors import DiskFull
 from kg_service.errors import Kept
 from kg_service.errors import RegisteredAlready
 from kg_service.errors import ResumeHint
@@ -23,6 +25,7 @@ from kg_service.sweep import shards
 from kg_service.sweep import spool
 from kg_service.sweep.stages import Tracked
 from kg_service.sweep.stages import Trained
+from kg_service.tracking import lease as lease_lib
 from kg_service.tracking.store import param_text
 
 # The write-once param on a sweep's parent run that names the process
@@ -153,3 +156,59 @@ def resume_hint(config, sweep_run_id):
             else None
         ),
     )
+
+
+def take_lease(config, store, sweep_run_id, scope=None, wait=False, echo=print):
+    """This process's lease on the sweep `sweep_run_id` (its slice `scope`),
+    `tracking.lease`: one writer. With `wait`, `echo` says once whom it
+    waits for.
+
+    Raises:
+        LeaseHeld: another live process holds it (and not `wait`).
+    """
+    return lease_lib.take(
+        store, sweep_run_id, what="kg-train", scope=scope, wait=wait,
+        stale_after=config.tracking.lease_seconds,
+        on_wait=lambda held: echo(f"Waiting: sweep run {sweep_run_id} is held by "
+                                  f"{held.holder.what} on {held.holder.host} pid {held.holder.pid}"),
+    )  # fmt: skip
+
+
+# What a full disk, a quota or a file-size limit say, as errno and as the
+# text TensorFlow's errors carry (a ResourceExhaustedError: "No space left
+# on device", issue 30 §14).
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+FULL_TEXTS = tuple(os.strerror(code) for code in FULL_ERRNOS)
+
+
+def full_disk_reason(error):
+    """The full disk's error text if `error` (or what caused it) is one, else None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in FULL_ERRNOS:
+            return f"{os.strerror(error.errno)}: {error.filename or ''}".rstrip(": ")
+        text = str(error)
+        for known in FULL_TEXTS:
+            if known in text:
+                return next(line for line in text.splitlines() if known in line).strip()
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def disk_full(config, sweep_run_id, held, error):
+    """A `DiskFull` for `error` if a disk filled, with what the sweep kept
+    and how to resume it; None for any other error."""
+    reason = full_disk_reason(error)
+    if reason is None:
+        return None
+    message = (
+        f"a disk is full: {reason} (export.dir {config.export.dir}, output_dir "
+        f"{config.output_dir}). No SavedModel was left half-written."
+    )
+    if sweep_run_id is None:
+        return DiskFull(message)
+    return DiskFull(
+        message, sweep_run_id, kept=kept(config, sweep_run_id, held, "FAILED"),
+        resume=resume_hint(config, sweep_run_id),
+    )  # fmt: skip

@@ -36,6 +36,12 @@ class Shard:
     def __str__(self):
         return f"{self.index}/{self.count}"
 
+    @property
+    def scope(self):
+        """This job's slice's lease (`tracking.lease`): each job writes its
+        own slice, so a second copy of one shard is refused."""
+        return f"shard-{self.index}-of-{self.count}"
+
 
 def members(config, shard):
     """The (activation, seed) members that `shard` trains, in grid order.

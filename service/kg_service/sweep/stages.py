@@ -14,6 +14,7 @@ from typing import Any
 from typing import Mapping
 from typing import Optional
 
+from kg_service import redact
 from kg_service.errors import ServiceError
 from kg_service.errors import StoreUnavailable
 from kg_service.sweep import spool
@@ -119,7 +120,7 @@ def track(pre, results, progress, run_ids, logged=None):
     """Logs members as child runs of the sweep's run (FAILED if diverged),
     one at a time: each run id goes into `run_ids` (and `logged`) as it
     lands, so a failure part-way says exactly which are in the store."""
-    progress.stage(f"logging {len(results)} runs to {pre.tracking_uri}")
+    progress.stage(f"logging {len(results)} runs to {redact.uri(pre.tracking_uri)}")
     member_params = {
         k: v for k, v in pre.params.items() if k.startswith(("model.", "training."))
     }

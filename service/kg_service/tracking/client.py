@@ -15,6 +15,7 @@ import pathlib
 import re
 import urllib.parse
 
+from kg_service import redact
 from kg_service.tracking import destinations
 from kg_service.tracking import empty_store
 
@@ -95,6 +96,7 @@ def store_problem(uri, error):
     # MLflow on first use (see import_mlflow): serving imports this module.
     from mlflow.tracking.registry import UnsupportedModelRegistryStoreURIException
 
+    uri = redact.uri(uri)
     if isinstance(error, UnsupportedModelRegistryStoreURIException):
         scheme = urllib.parse.urlsplit(uri).scheme
         known = ", ".join(f"{s}:" for s in error.supported_uri_schemes if s)
@@ -113,7 +115,7 @@ def store_problem(uri, error):
         )
     return (
         f"cannot use the MLflow tracking store {uri!r}: "
-        f"{type(error).__name__}: {error}. {destinations.URI_HELP}"
+        f"{type(error).__name__}: {redact.text(error)}. {destinations.URI_HELP}"
     )
 
 

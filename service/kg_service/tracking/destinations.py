@@ -8,6 +8,7 @@ the `mkdir` after training found them, or urllib3 retried for minutes.)
 Standard library only (plus SQLAlchemy's URL parser for sqlite URIs).
 """
 
+import base64
 import http.client
 import os
 import pathlib
@@ -17,6 +18,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from kg_service import redact
 from kg_service.config import derived as config_lib
 from kg_service.errors import ServiceError
 
@@ -159,9 +161,11 @@ def _check_server(uri):
     # A REST endpoint, not /health: MLflow's host check (--allowed-hosts)
     # exempts /health and /version, so a server that refuses every client's
     # Host header still looks healthy there.
-    url = uri.rstrip("/") + PROBE_PATH
+    url, headers = _without_userinfo(uri.rstrip("/") + PROBE_PATH)
     try:
-        with urllib.request.urlopen(url, timeout=SERVER_TIMEOUT):
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=headers), timeout=SERVER_TIMEOUT
+        ):
             return
     except urllib.error.HTTPError as error:
         if error.code == 403 and HOST_CHECK_REFUSAL in _body(error):
@@ -174,10 +178,26 @@ def _check_server(uri):
         if isinstance(reason, (socket.timeout, TimeoutError)):
             reason = f"no answer within {SERVER_TIMEOUT} s"
         raise ServiceError(
-            f"cannot reach the MLflow tracking server {uri!r}: GET {url} failed "
+            f"cannot reach the MLflow tracking server {redact.uri(uri)!r}: GET {url} failed "
             f"({reason}). Start the server (e.g. `mlflow server --host 127.0.0.1 "
             f"--port 5000`) or point kg-train at another store. {URI_HELP}"
         ) from None
+
+
+def _without_userinfo(url):
+    """`(url, headers)`: `http://user:pw@host/...` as the URL without its
+    user info and a basic-auth header, as MLflow's client sends it
+    (`requests` takes a URL's user info as basic auth, issue 30 §12);
+    urllib would take `user:pw@host` for the host name."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, {}
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(
+        f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode("latin-1", "replace")
+    ).decode("ascii")
+    return parts._replace(netloc=host).geturl(), {"Authorization": f"Basic {token}"}
 
 
 def _body(error):
@@ -190,7 +210,7 @@ def _body(error):
 def _host_refused(uri):
     host = urllib.parse.urlsplit(uri).netloc.rpartition("@")[2]
     return (
-        f"the MLflow tracking server {uri!r} refuses the Host header {host!r} "
+        f"the MLflow tracking server {redact.uri(uri)!r} refuses the Host header {host!r} "
         f'(HTTP 403 "{HOST_CHECK_REFUSAL}..."): an MLflow server answers only '
         f"the Host names it was told to trust, by default localhost and "
         f"private IP addresses, though its /health passes any. Start "

@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from kg_service import redact
 from kg_service.errors import ServiceError
 from kg_service.tracking import client as mlflow_client
 from kg_service.tracking import destinations
@@ -82,6 +83,9 @@ class Tracker(store.TrackingStore):
         # fails leaves them as they were.
         self.mlflow.set_tracking_uri(tracking_uri)
         self.mlflow.set_registry_uri(tracking_uri)
+        if redact.uri(tracking_uri) != tracking_uri:
+            # MLflow prints each run's URL, password and all, on stdout.
+            os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
         self.registry = registry.ModelRegistry(self.client, self.retried)
         self.parent_run_id = None
         self._sweep_ids = {}  # parent run id -> its kg.sweep_id tag
@@ -319,6 +323,18 @@ class Tracker(store.TrackingStore):
         except self.mlflow.exceptions.MlflowException:
             pass  # another value came first
         return self.client.get_run(run_id).data.params.get(key) == value
+
+    def run_marks(self, run_id):
+        data = self.retried(f"reading run {run_id}", lambda: self.client.get_run(run_id)).data
+        return dict(data.params), dict(data.tags)
+
+    def set_tag(self, run_id, key, value):
+        """One try, not through `retried`: the lease's heartbeat thread
+        calls it, and a missed beat is retried by the next one; a store
+        already given up on is not tried."""
+        if self.retried.down is not None:
+            raise self.retried.down
+        self.client.set_tag(run_id, key, value)
 
     def load_dict(self, run_id, artifact_file):
         with tempfile.TemporaryDirectory() as tmp:

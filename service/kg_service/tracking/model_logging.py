@@ -148,10 +148,12 @@ def pip_requirements():
 
 def _test_pause(point):
     """For the kill tests: with KG_TEST_PAUSE=<point>, writes the file
-    KG_TEST_PAUSE_MARKER and waits there until the process is killed, so
-    that a test kills it at a known point, not after a guessed delay."""
+    KG_TEST_PAUSE_MARKER and waits there until the process is killed (or
+    the test deletes the file: it then goes on), so that a test acts at a
+    known point, not after a guessed delay."""
     if os.environ.get("KG_TEST_PAUSE") != point:
         return
-    pathlib.Path(os.environ["KG_TEST_PAUSE_MARKER"]).write_text(str(os.getpid()))
-    while True:
-        time.sleep(1)
+    marker = pathlib.Path(os.environ["KG_TEST_PAUSE_MARKER"])
+    marker.write_text(str(os.getpid()))
+    while marker.exists():
+        time.sleep(0.2)

@@ -211,6 +211,15 @@ class TrackingStore(abc.ABC):
         already; True if the run now holds `value` (this caller won)."""
 
     @abc.abstractmethod
+    def run_marks(self, run_id):
+        """`(params, tags)` of a run, as text, read together (a lease's
+        write-once claims and its heartbeat, `tracking.lease`)."""
+
+    @abc.abstractmethod
+    def set_tag(self, run_id, key, value):
+        """Sets (or overwrites) one tag of a run."""
+
+    @abc.abstractmethod
     def load_dict(self, run_id, artifact_file):
         """The JSON artifact `log_dict` stored, as plain data."""
 

@@ -284,3 +284,82 @@ def test_resume_after_kill_9_during_registration_finishes_without_retraining(
     assert client.get_model_version_by_alias("tiny-gelu", "champion").version == version.version
     assert not list((tmp_path / "exports").rglob(".staging-*"))
     assert (tmp_path / "exports" / "tiny-gelu" / str(version.version) / "saved_model.pb").exists()
+
+
+def two_resumes_at_once(tmp_path, monkeypatch, uri, name, *extra):
+    """Issue 30 §1: a sweep stopped before registering; two `--resume` of
+    it at once. The first (a kg-train process) takes the sweep's lease and
+    is held inside registration (KG_TEST_PAUSE); the second (this process,
+    click's runner) starts then, and must exit 2 naming the holder, writing
+    nothing. The first then finishes. Returns the store's client and the
+    sweep run id for the caller's counts."""
+    import socket
+
+    from kg_service.sweep import stages
+
+    args = ["--config", str(TINY), "--tracking-uri", uri, "--set", "activations=[gelu]",
+            "--set", "seeds=2", "--set", "training.epochs=2", "--set", f"experiment={name}",
+            "--set", f"registry.model_name={name}-{{activation}}", *extra]  # fmt: skip
+    monkeypatch.chdir(tmp_path)  # export.dir and output_dir are relative
+    with monkeypatch.context() as patched:  # stopped after training, as Ctrl-C there
+
+        def stop(*_, **__):
+            raise KeyboardInterrupt
+
+        patched.setattr(stages, "conclude", stop)
+        first = in_process.kg_train(*args)
+    assert first.exit_code == 130, first.stderr[-3000:]
+    run_id = re.search(r"--resume (\w+)", first.stderr).group(1)
+    marker = tmp_path / "paused"
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    holder = subprocess.Popen(
+        [os.path.join(servers.VENV_BIN, "kg-train"), *args, "--resume", run_id, "--quiet"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**env, "KG_TEST_PAUSE": "register", "KG_TEST_PAUSE_MARKER": str(marker)},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        while not marker.exists() and holder.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert marker.exists(), holder.communicate(timeout=60)[1][-3000:]
+        second = in_process.kg_train(*args, "--resume", run_id)
+        assert second.exit_code == 2, (second.stderr + str(second.exception))[-3000:]
+        message = second.stderr
+        assert "Traceback" not in message
+        assert f"pid {holder.pid}" in message and socket.gethostname() in message
+        assert "--wait" in message and "tracking.lease_seconds" in message
+        marker.unlink()  # the holder goes on
+        stdout, stderr = holder.communicate(timeout=600)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.communicate(timeout=60)
+    assert holder.returncode == 0, stderr[-3000:]
+    return run_id
+
+
+def assert_written_once(client, name, run_id, exports=None):
+    """Each member run once (trained once), each model version once, and
+    no run left RUNNING."""
+    from mlflow.entities import ViewType
+
+    experiment = client.get_experiment_by_name(f"{name}")
+    runs = client.search_runs([experiment.experiment_id], run_view_type=ViewType.ALL)
+    assert [r.info.run_id for r in runs if r.data.tags.get("kg.role") == "sweep"] == [run_id]
+    assert all(r.info.status == "FINISHED" for r in runs), [r.info.status for r in runs]
+    members = [r for r in runs if r.data.tags.get("kg.role") == "member"]
+    assert sorted(m.data.tags["seed"] for m in members) == ["0", "1"]
+    for member in members:
+        assert len(client.get_metric_history(member.info.run_id, "loss")) == 2
+    (version,) = client.search_model_versions(f"name='{name}-gelu'")
+    assert str(version.version) == "1"
+    if exports is not None:
+        assert [p.parent.name for p in exports.rglob("saved_model.pb")] == ["1"]
+        assert not list(exports.rglob(".staging-*"))
+
+
+def test_two_resumes_at_once_one_writes_the_other_exits_2_naming_it(tmp_path, monkeypatch):
+    run_id = two_resumes_at_once(
+        tmp_path, monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}", "lease"
+    )
+    assert_written_once(_client(tmp_path), "lease", run_id, tmp_path / "exports")

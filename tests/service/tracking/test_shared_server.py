@@ -168,3 +168,39 @@ def test_registration_claim_is_won_exactly_once_under_contention(server):
         assert won.count(True) == 1, (attempt, won)
         holder = stores[0].client.get_run(run_id).data.params[REGISTRAR]
         assert holder == f"claimant {won.index(True)}"
+
+
+def test_two_resumes_at_once_on_the_server_one_writes_the_other_exits_2(
+    server, tmp_path, monkeypatch
+):
+    """Issue 30 §1 on the PostgreSQL-backed server: the lease's write-once
+    claim and heartbeat go through the REST store as through sqlite."""
+    from tests.service.sweep.test_faults import assert_written_once
+    from tests.service.sweep.test_faults import two_resumes_at_once
+
+    run_id = two_resumes_at_once(
+        tmp_path, monkeypatch, server, "lease-served", "--set", "export.enabled=false"
+    )
+    assert_written_once(_client(server), "lease-served", run_id)
+
+
+def test_a_tracking_uri_with_user_and_password_works_and_never_shows_it(
+    server, tmp_path, monkeypatch
+):
+    """Issue 30 §12: `http://user:pw@host:port`, as MLflow's client takes
+    it (requests sends the URL's user info as basic auth), was refused as
+    "Name or service not known", printing the password."""
+    secret = "s3cr3t-pw"
+    uri = server.replace("http://", f"http://kg:{secret}@")
+    monkeypatch.chdir(tmp_path)
+    result = in_process.kg_train(*_args(uri, "creds"))
+    assert result.exit_code == 0, (result.stderr + str(result.exception))[-3000:]
+    assert secret not in result.stdout + result.stderr
+    assert "kg:***@127.0.0.1" in result.stdout  # the printed serve command
+    client = _client(server)
+    experiment = client.get_experiment_by_name("creds-smoke")
+    (parent,) = client.search_runs([experiment.experiment_id], "tags.`kg.role` = 'sweep'")
+    assert secret not in repr(parent.data.params) + repr(parent.data.tags)
+    with open(client.download_artifacts(parent.info.run_id, "config.json", str(tmp_path))) as f:
+        assert secret not in f.read()
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and secret in p.read_text(errors="replace")]
