@@ -132,7 +132,11 @@ class FastPath:
                             future.set_exception(_as_mlflow_error(error))
                     continue
                 for (_, future), answer in zip(batch, answers):
-                    if not future.done():  # a request that timed out is gone
+                    if future.done():  # a request that timed out is gone
+                        continue
+                    if isinstance(answer, Exception):
+                        future.set_exception(answer)
+                    else:
                         future.set_result(answer)
         finally:
             self.draining = None
@@ -141,16 +145,31 @@ class FastPath:
         """In a worker thread: one model call for all of `xs`, and each
         one's answer as MLflow writes it."""
         x = xs[0] if len(xs) == 1 else np.concatenate(xs)
-        # kg's pyfuncs take no context (their predict ignores it).
-        output = np.asarray(self.python_model.predict(None, x))
+        try:
+            # kg's pyfuncs take no context (their predict ignores it).
+            output = np.asarray(self.python_model.predict(None, x))
+        except MlflowException:
+            if len(xs) == 1:
+                raise
+            # One request's refusal (an output that is not finite) is its
+            # own: each computed alone, each gets its own answer.
+            return [self._alone(each) for each in xs]
         if len(output) != len(x):
             raise ValueError(f"the model returned {len(output)} rows for {len(x)}")
         answers, start = [], 0
         for each in xs:
             part = output[start : start + len(each)]
             start += len(each)
-            answers.append(json.dumps({"predictions": part.tolist()}).encode())
+            # allow_nan=False: never NaN in a 200 (the model checks; this is
+            # the last word, issue 30 §3).
+            answers.append(json.dumps({"predictions": part.tolist()}, allow_nan=False).encode())
         return answers
+
+    def _alone(self, x):
+        try:
+            return self._compute([x])[0]
+        except Exception as error:  # this request's answer
+            return _as_mlflow_error(error)
 
 
 def _as_mlflow_error(error):
