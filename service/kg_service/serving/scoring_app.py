@@ -28,9 +28,16 @@ against it (MLflow 3.17, a kg-train model), and mended here:
   -> the guard reads the CSV (header row) into JSON, which it parses;
   a header of the wrong width is refused before any row is read (30,000
   columns took 24 s to refuse, and stalled /ping: CSV, and JSON over
-  INLINE_BYTES, is parsed in a thread);
+  INLINE_BYTES, is parsed in a thread) a first row of numbers is data, a
+  header is matched by name (`columns.csv_matrix`, issue 30 §17);
 - errors in four shapes (its JSON, its plain-text 415s and 504, FastAPI's
-  {"detail": ...}) -> every 4xx/5xx is {"error_code": ..., "message": ...};
+  {"detail": ...}) -> every 4xx/5xx is {"error_code": ..., "message": ...}
+  (`answers`);
+- named columns (records, `dataframe_split.columns`) taken by position
+  (issue 30 §2) -> matched to the model's feature names and sent on as
+  `{"inputs": rows}` in its order (`columns.positional`); a 200 holding
+  NaN (issue 30 §3) -> a 400; a redirect's Location built from the
+  client's Host header -> relative (`answers.mended`);
 - /docs, /redoc, /openapi.json and /version open to all -> 404 unless
   KG_SERVE_EXPOSE_DOCS; with KG_SERVE_TOKEN_FILE, every route but /ping
   and /health needs `Authorization: Bearer <token>` (else 401).
