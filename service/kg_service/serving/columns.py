@@ -151,38 +151,46 @@ def csv_matrix(text, features, names):
         text = text[1:]
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
-        first = next(reader, None)
-        if first is None or first == []:
+        # (line, values) of each row; blank lines are no rows.
+        lines = ((reader.line_num, row) for row in reader if row)
+        first = next(lines, None)
+        if first is None:
             raise BadRequest(_no_rows(features, names))
-        header = None if all(_number(v) is not None for v in first) else first
-        if len(first) != features:
-            raise BadRequest(_width(len(first), features, names, header is not None))
+        header = None if all(_number(v) is not None for v in first[1]) else first[1]
+        if len(first[1]) != features:
+            raise BadRequest(_width(len(first[1]), features, names, header is not None))
         index = list(range(features)) if header is None else order(header, names, "the CSV header")
         rows = [] if header is not None else [first]
-        rows.extend(row for row in reader if row)  # a blank line ends nothing
+        rows.extend(lines)
     except csv.Error as error:
         raise BadRequest(f"cannot read it as CSV (line {reader.line_num}: {error}).") from None
     if not rows:
         raise BadRequest(_no_rows(features, names))
-    return _numbers(rows, features, index, header, 2 if header else 1)
+    return _numbers(rows, features, index, header)
 
 
-def _numbers(rows, features, index, header, first_line):
-    """The rows as float64, each row's width and value checked."""
-    for i, row in enumerate(rows):
+def _numbers(rows, features, index, header):
+    """`(line, values)` rows as float64, each row's width and value checked."""
+    for line, row in rows:
         if len(row) != features:
             raise BadRequest(
-                f"line {first_line + i} has {len(row)} values; every row has "
-                f"{features}, one per feature."
+                f"line {line} has {len(row)} values; every row has {features}, one per feature."
             )
+    table = np.array([row for _, row in rows], dtype=str)[:, index]
+    if not (np.char.find(table, "_") >= 0).any():  # float() reads '1_0'; not a number here
+        try:
+            # numpy parses as float() does, in C: 10x the loop below.
+            return table.astype("float64")
+        except ValueError:
+            pass  # the loop names the bad value
     matrix = np.empty((len(rows), features), dtype="float64")
-    for i, row in enumerate(rows):
+    for i, (line, row) in enumerate(rows):
         for j, k in enumerate(index):
             value = _number(row[k])
             if value is None:
                 column = repr(header[k]) if header else str(k)
                 raise BadRequest(
-                    f"line {first_line + i}, column {column}: {_shown(row[k])} is not a "
+                    f"line {line}, column {column}: {_shown(row[k])} is not a "
                     f"number; every feature must be a number."
                 )
             matrix[i, j] = value

@@ -22,9 +22,11 @@ Python model is kg's `KerasGeluModel` or `SavedModelModel`
 (tasks/classification/pyfunc.py: rows independent, input checked by the
 model itself), with a float32 `[-1, features]` tensor signature, and a
 request `{"inputs": rows}` or `{"instances": rows}` of finite numbers,
-`features` a row. Anything else (other keys, params, a wrong width, NaN
-or inf, CSV, dataframes, other models) goes to MLflow's app, whose
-answers and error messages are unchanged.
+`features` a row (named columns reach it as `{"inputs": rows}` in the
+model's order: the guard rewrites them, `columns`). Anything else
+(params, a wrong width, NaN or inf, CSV, the language model's prompts,
+other models) goes to MLflow's app, whose answers and error messages are
+unchanged.
 """
 
 import asyncio
@@ -33,6 +35,9 @@ import json
 import numpy as np
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import BAD_REQUEST
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+
+from kg_service.serving.answers import NOT_FINITE
 
 # kg's classifier pyfuncs (tasks/classification/pyfunc.py), by class name:
 # MLflow loads each model's own copy of the file as a module of its own, so
@@ -160,9 +165,12 @@ class FastPath:
         for each in xs:
             part = output[start : start + len(each)]
             start += len(each)
-            # allow_nan=False: never NaN in a 200 (the model checks; this is
-            # the last word, issue 30 §3).
-            answers.append(json.dumps({"predictions": part.tolist()}, allow_nan=False).encode())
+            if not np.isfinite(part).all():
+                # A model registered before its pyfunc checked its output:
+                # never NaN in a 200 (issue 30 §3); this request's alone.
+                answers.append(MlflowException(NOT_FINITE, error_code=INVALID_PARAMETER_VALUE))
+                continue
+            answers.append(json.dumps({"predictions": part.tolist()}).encode())
         return answers
 
     def _alone(self, x):

@@ -40,7 +40,8 @@ STOP_GRACE_SECONDS = 10  # after SIGTERM, before SIGKILL
 MODEL_URI_HELP = (
     "Expected models:/NAME@ALIAS, models:/NAME/VERSION, runs:/RUN_ID/model, an "
     "MLflow model folder (with an MLmodel file) or a SavedModel folder (with "
-    "saved_model.pb); `kg models` lists the registered ones."
+    "saved_model.pb), as a path or a file:// URI; `kg models` lists the "
+    "registered ones."
 )
 
 
@@ -99,7 +100,7 @@ def local_model(model_uri, tracking_uri=None):
 
 def _source(model_uri):
     """`(scheme, local path or None)`; a URI of another scheme refused."""
-    match = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", model_uri)
+    match = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):/", model_uri)
     scheme = match.group(1).lower() if match and len(match.group(1)) > 1 else None
     if scheme is None:  # a path (or a Windows drive letter)
         return None, pathlib.Path(model_uri)
@@ -113,9 +114,11 @@ def _source(model_uri):
         return scheme, pathlib.Path(urllib.parse.unquote(parsed.path))
     if scheme in STORE_SCHEMES:
         return scheme, None
+    close = difflib.get_close_matches(scheme, (*STORE_SCHEMES, "file"), n=1)
+    hint = f" Did you mean {close[0]}:/?" if close else ""
     raise ServiceError(
-        f"model {model_uri}: {scheme}:// is not a model source kg serves; download "
-        f"the model folder first, or register it. {MODEL_URI_HELP}"
+        f"model {model_uri}: a {scheme}: URI is not a model source kg serves; download "
+        f"the model folder first, or register it.{hint} {MODEL_URI_HELP}"
     )
 
 

@@ -555,3 +555,25 @@ def test_a_redirect_never_names_the_clients_host(mlflow_app):
     )
     assert status == 307
     assert headers[b"location"] == b"/ping"
+
+
+json_trees = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(10**400), 10**400), st.floats(),
+              st.text(max_size=4), st.sampled_from(["x", "y", "inputs"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.sampled_from(["x", "y", "columns", "data", "z"]), inner, max_size=3)),
+    max_leaves=12,
+)  # fmt: skip
+requests_ = st.dictionaries(st.sampled_from([*checks.KEYS, "input"]), json_trees, max_size=3)
+
+
+@settings(max_examples=120, deadline=None)
+@given(requests_)
+def test_no_json_request_gets_a_500_or_a_200_with_nan(mlflow_app, request_):
+    # Through the guard and MLflow's real app (an identity model: it
+    # answers what it was given, NaN included): issue 30 §3, §10.
+    body = json.dumps(request_).encode()
+    status, _, answer = call_raw(guard(mlflow_app, feature_names=NAMES), body, [])
+    assert status < 500, answer[:300]
+    if status == 200:
+        assert b"NaN" not in answer and b"Infinity" not in answer, answer[:300]

@@ -315,3 +315,12 @@ def test_an_output_that_is_not_finite_is_a_400_for_its_request_alone(apps, monke
     # MLflow's own app (every other request shape) answers it the same way.
     status, _, answer = run(fast, '{"dataframe_records": [{"x": 3e38, "y": 0.5}]}')
     assert status == 400 and "outside what the model can compute" in answer.decode()
+
+
+def test_a_model_without_its_own_output_check_still_never_answers_nan(apps, monkeypatch):
+    # A model registered before its pyfunc checked its output (issue 30 §3).
+    fast, _, _ = apps
+    python_model = fast.fast.python_model
+    monkeypatch.setattr(python_model, "predict", lambda context, x, params=None: np.full((len(x), CLASSES), np.nan))
+    status, _, answer = run(fast, '{"inputs": [[0.5, 0.2]]}')
+    assert status == 400 and "outside what the model can compute" in answer.decode(), answer
