@@ -99,6 +99,10 @@ def check(request, features=None, param_names=()):
     rows = _rows(request[found[0]], found[0])
     if rows is None:
         return
+    if not isinstance(rows, list):  # {"inputs": {"x": false}}: a TypeError below (fuzzed)
+        if features is None:
+            return  # the language model's words
+        raise BadRequest(f"{found[0]}: expected a list of rows, e.g. {EXAMPLE}.")
     check_not_empty(len(rows), features)
     if features is not None:
         check_numbers(rows, found[0])
