@@ -112,6 +112,13 @@ def serve(
     # MLflow, TensorFlow: only once the arguments are valid (kg --help stays fast).
     from kg_service.serving import server as serving
 
+    if token_file is None and not serving.is_loopback(host):
+        click.echo(
+            f"kg serve: warning: --host {host} serves beyond this machine with no "
+            f"--token-file: anyone who reaches it can query the model. Give a "
+            f"token file, or serve behind a firewall or an authenticating proxy.",
+            err=True,
+        )
     try:
         server = serving.start(
             model_uri,
@@ -138,7 +145,7 @@ def serve(
     "input_path",
     required=True,
     metavar="FILE|-",
-    help="Rows to predict: .csv (header row), .json (the server's formats: "
+    help="Rows to predict: .csv (a header of the feature names, or none), .json (the server's formats: "
     '{"inputs": ...}, {"instances": ...}, {"dataframe_split": ...}) or .npy '
     "(float [n, features]); - reads CSV or JSON from stdin.",
 )
@@ -151,8 +158,16 @@ def serve(
     help='csv: a header of class names, one row per input; json: the server\'s '
     '{"predictions": [[...], ...]}.',
 )
+@click.option(
+    "--max-input-mb",
+    type=click.FloatRange(min=0, min_open=True),
+    default=64.0,
+    show_default=True,
+    help="Largest input read (a file, or stdin); a bigger one is refused "
+    "unread, as kg serve refuses a request over --max-request-mb.",
+)
 @TRACKING_URI
-def predict(model_uri, input_path, output_format, tracking_uri):
+def predict(model_uri, input_path, output_format, max_input_mb, tracking_uri):
     """Print MODEL's predictions for the rows in a file, without a server.
 
     MODEL as for `kg serve`. The answers are those of the served model:
@@ -166,14 +181,17 @@ def predict(model_uri, input_path, output_format, tracking_uri):
       kg predict exports/tiny-gelu/1 --input x.npy
     """
     # MLflow, TensorFlow: only once the arguments are valid (kg --help stays fast).
-    from kg_service.serving import server as serving
+    from kg_service.serving import predict as serving
 
     # TensorFlow's C++ start-up lines would bury a script's stderr; kept in
     # a file, printed only if kg predict fails (as kg-train does).
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         with options.native_stderr_to_file(enabled=True):
-            output = serving.predict(model_uri, input_path, tracking_uri=tracking_uri)
+            output = serving.predict(
+                model_uri, input_path, tracking_uri=tracking_uri,
+                max_bytes=int(max_input_mb * 1e6),
+            )  # fmt: skip
         options.echo(serving.format_predictions(output, output_format), nl=False)
     except ServiceError as error:
         options.fail("kg predict", error)

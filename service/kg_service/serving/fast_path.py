@@ -22,9 +22,11 @@ Python model is kg's `KerasGeluModel` or `SavedModelModel`
 (tasks/classification/pyfunc.py: rows independent, input checked by the
 model itself), with a float32 `[-1, features]` tensor signature, and a
 request `{"inputs": rows}` or `{"instances": rows}` of finite numbers,
-`features` a row. Anything else (other keys, params, a wrong width, NaN
-or inf, CSV, dataframes, other models) goes to MLflow's app, whose
-answers and error messages are unchanged.
+`features` a row (named columns reach it as `{"inputs": rows}` in the
+model's order: the guard rewrites them, `columns`). Anything else
+(params, a wrong width, NaN or inf, CSV, the language model's prompts,
+other models) goes to MLflow's app, whose answers and error messages are
+unchanged.
 """
 
 import asyncio
@@ -33,6 +35,9 @@ import json
 import numpy as np
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import BAD_REQUEST
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+
+from kg_service.serving.answers import NOT_FINITE
 
 # kg's classifier pyfuncs (tasks/classification/pyfunc.py), by class name:
 # MLflow loads each model's own copy of the file as a module of its own, so
@@ -132,7 +137,11 @@ class FastPath:
                             future.set_exception(_as_mlflow_error(error))
                     continue
                 for (_, future), answer in zip(batch, answers):
-                    if not future.done():  # a request that timed out is gone
+                    if future.done():  # a request that timed out is gone
+                        continue
+                    if isinstance(answer, Exception):
+                        future.set_exception(answer)
+                    else:
                         future.set_result(answer)
         finally:
             self.draining = None
@@ -141,16 +150,34 @@ class FastPath:
         """In a worker thread: one model call for all of `xs`, and each
         one's answer as MLflow writes it."""
         x = xs[0] if len(xs) == 1 else np.concatenate(xs)
-        # kg's pyfuncs take no context (their predict ignores it).
-        output = np.asarray(self.python_model.predict(None, x))
+        try:
+            # kg's pyfuncs take no context (their predict ignores it).
+            output = np.asarray(self.python_model.predict(None, x))
+        except MlflowException:
+            if len(xs) == 1:
+                raise
+            # One request's refusal (an output that is not finite) is its
+            # own: each computed alone, each gets its own answer.
+            return [self._alone(each) for each in xs]
         if len(output) != len(x):
             raise ValueError(f"the model returned {len(output)} rows for {len(x)}")
         answers, start = [], 0
         for each in xs:
             part = output[start : start + len(each)]
             start += len(each)
+            if not np.isfinite(part).all():
+                # A model registered before its pyfunc checked its output:
+                # never NaN in a 200 (issue 30 §3); this request's alone.
+                answers.append(MlflowException(NOT_FINITE, error_code=INVALID_PARAMETER_VALUE))
+                continue
             answers.append(json.dumps({"predictions": part.tolist()}).encode())
         return answers
+
+    def _alone(self, x):
+        try:
+            return self._compute([x])[0]
+        except Exception as error:  # this request's answer
+            return _as_mlflow_error(error)
 
 
 def _as_mlflow_error(error):

@@ -3,13 +3,14 @@ app) and `kg predict` alike: what the model's signature declares, CSV
 bodies read into rows, and a JSON request split into data and params.
 """
 
-import csv
 import io
 import json
 import warnings
 
 import pandas as pd
 from mlflow.pyfunc import scoring_server
+
+from kg_service.serving import columns
 
 
 def feature_count(model):
@@ -20,6 +21,15 @@ def feature_count(model):
         return int(schema.inputs[0].shape[-1])
     except (AttributeError, IndexError, TypeError):
         return None
+
+
+def feature_names(model):
+    """The feature names a model's MLmodel metadata declares (kg-train
+    writes them), or None."""
+    names = (model.metadata.metadata or {}).get("feature_names")
+    if isinstance(names, (list, tuple)) and names and all(isinstance(n, str) for n in names):
+        return tuple(names)
+    return None
 
 
 def param_names(model):
@@ -72,49 +82,16 @@ def csv_rows(text):
     return frame
 
 
-def csv_width(text):
-    """The number of columns in a CSV text's header row, read alone."""
-    if isinstance(text, bytes):
-        end = text.find(b"\n")
-        text = (text if end < 0 else text[:end]).decode("utf-8", "replace")
-    else:
-        text = text.split("\n", 1)[0]
-    return len(next(csv.reader([text]), []))
+def csv_as_json(body, features, names=None):
+    """A CSV body as JSON MLflow parses, or a problem: `(json, problem)`.
 
-
-def csv_matrix(text, features):
-    """A numeric model's CSV rows as a float64 matrix: the header's width is
-    checked before any row is read (a 30,000-column body took pandas 24 s).
-
-    Raises:
-        ValueError: naming what is wrong with the CSV.
-    """
-    width = csv_width(text)
-    if width != features:
-        raise ValueError(
-            f"the header row has {width} column{'s' * (width != 1)}; this model "
-            f"takes {features} features: a header such as "
-            f"{','.join('x%d' % k for k in range(min(features, 4)))}{',...' * (features > 4)}, "
-            f"then one row of {features} numbers per example."
-        )
-    frame = csv_rows(text)
-    for column in frame.columns:
-        if frame[column].dtype.kind not in "iuf":
-            raise ValueError(
-                f"column {column!r} holds text, not numbers (e.g. "
-                f"{str(frame[column].iloc[0])[:20]!r}); every feature must be a number."
-            )
-    return frame.to_numpy(dtype="float64")
-
-
-def csv_as_json(body, features):
-    """A CSV body as JSON MLflow parses, or a problem: `(json, problem)`."""
+    A numeric model's rows come in its feature order (`columns`)."""
     try:
         if features is None:  # the language model's prompts: text columns
             split = csv_rows(body).to_json(orient="split", index=False).encode()
             return b'{"dataframe_split": ' + split + b"}", None
         # json.dumps writes inf as Infinity, which MLflow reads back: the
         # model reports "got inf" (pandas' to_json wrote null: "got nan").
-        return json.dumps({"inputs": csv_matrix(body, features).tolist()}).encode(), None
-    except ValueError as error:
+        return json.dumps({"inputs": columns.csv_matrix(body, features, names).tolist()}).encode(), None
+    except ValueError as error:  # BadRequest, or csv_rows' words
         return None, f"CSV body: {error}"

@@ -17,8 +17,10 @@ import itertools
 import json
 
 FORMATS = ("inputs", "instances", "dataframe_split", "dataframe_records")
+KEYS = (*FORMATS, "params")  # every top-level key a request may hold
 EXAMPLE = '{"inputs": [[...], ...]}'
 NUMBERS = {int, float}  # what JSON numbers decode to
+FLOAT64_MAX = 1.7976931348623157e308
 
 
 class BadRequest(ValueError):
@@ -32,7 +34,7 @@ def decode(body):
         BadRequest: for a body that is not a JSON object (never echoing it).
     """
     try:
-        data = json.loads(body)
+        data = json.loads(body, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as error:
         raise BadRequest(
             f"the body is not valid JSON ({error.msg} at line {error.lineno}, "
@@ -40,6 +42,15 @@ def decode(body):
         ) from None
     except UnicodeDecodeError:
         raise BadRequest(f"the body is not valid JSON (not UTF-8 text); expected {EXAMPLE}.") from None
+    except BadRequest:
+        raise
+    except ValueError:
+        # Python's int-string limit (4,300 digits): a ValueError, not a
+        # JSONDecodeError (issue 30 §10: it was a 500).
+        raise BadRequest(
+            f"the body holds a number too long to read (over 4,300 digits); "
+            f"features are numbers within float32's range, e.g. {EXAMPLE}."
+        ) from None
     except RecursionError:
         # Python's decoder recurses once per level and stops near 1,000.
         raise BadRequest(
@@ -50,6 +61,20 @@ def decode(body):
         raise BadRequest(
             f"the body must be a JSON dictionary such as {EXAMPLE}; got a "
             f"{type(data).__name__}."
+        )
+    return data
+
+
+def _unique_keys(pairs):
+    """A JSON object as a dict; a key given twice is refused (json.loads
+    keeps the last one silently)."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise BadRequest(
+            f"the JSON names {json.dumps(twice[:40])} twice in one object; "
+            f"each key once, e.g. {EXAMPLE}."
         )
     return data
 
@@ -68,16 +93,40 @@ def check(request, features=None, param_names=()):
             where features go, rows nested deeper than a matrix, unknown or
             nested `params`.
     """
+    _check_keys(request)
     _check_params(request.get("params"), tuple(param_names))
     found = [key for key in FORMATS if key in request]
-    if len(found) != 1:
-        return  # MLflow names the formats it takes
     rows = _rows(request[found[0]], found[0])
     if rows is None:
         return
+    if not isinstance(rows, list):  # {"inputs": {"x": false}}: a TypeError below (fuzzed)
+        if features is None:
+            return  # the language model's words
+        raise BadRequest(f"{found[0]}: expected a list of rows, e.g. {EXAMPLE}.")
     check_not_empty(len(rows), features)
     if features is not None:
         check_numbers(rows, found[0])
+
+
+def _check_keys(request):
+    """Exactly one of FORMATS, and nothing but KEYS: MLflow ignored an
+    unknown key and answered a typo (`input`) with words about tensor
+    signatures (issue 30 §18)."""
+    accepted = f"a request holds one of {', '.join(FORMATS)} (and optionally params)"
+    unknown = [key for key in request if key not in KEYS]
+    if unknown:
+        hints = [
+            f"{json.dumps(key[:40])} (did you mean {json.dumps(close[0])}?)"
+            if close
+            else json.dumps(key[:40])
+            for key in unknown[:5]
+            for close in [difflib.get_close_matches(key, KEYS, n=1)]
+        ]
+        raise BadRequest(f"unknown key {', '.join(hints)}; {accepted}, e.g. {EXAMPLE}.")
+    found = [key for key in FORMATS if key in request]
+    if len(found) != 1:
+        given = f"it holds {', '.join(found)}" if found else "it holds none"
+        raise BadRequest(f"{accepted}; {given}, e.g. {EXAMPLE}.")
 
 
 def check_not_empty(rows, features=None):
@@ -113,10 +162,12 @@ def check_numbers(rows, key="inputs"):
     # (`type`, not isinstance: True is an int.) Anything else takes the
     # loop, which names the value.
     kinds = set(map(type, rows))
-    if kinds <= NUMBERS or (
-        kinds == {list} and set(map(type, itertools.chain.from_iterable(rows))) <= NUMBERS
-    ):
-        return
+    if kinds <= NUMBERS:
+        return _check_ints(rows, kinds, key)
+    if kinds == {list}:
+        values = set(map(type, itertools.chain.from_iterable(rows)))
+        if values <= NUMBERS:
+            return _check_ints(itertools.chain.from_iterable(rows), values, key)
     for i, row in enumerate(rows):
         values = row if isinstance(row, list) else [row]
         for j, value in enumerate(values):
@@ -126,6 +177,20 @@ def check_numbers(rows, key="inputs"):
                     f"must be a JSON number (strings and booleans are not "
                     f"features), e.g. {EXAMPLE}."
                 )
+
+
+def _check_ints(values, kinds, key):
+    """JSON integers past float64's range (10**400): numpy cannot cast
+    them (an OverflowError, a 500 from MLflow's app: issue 30 §10)."""
+    if int not in kinds:
+        return
+    for value in values:
+        if type(value) is int and not -FLOAT64_MAX <= value <= FLOAT64_MAX:
+            raise BadRequest(
+                f"{key}: a number of {len(str(abs(value)))} digits is beyond any "
+                f"float's range; features are numbers within float32's "
+                f"(about 3.4e38)."
+            )
 
 
 def _shown(value):

@@ -11,7 +11,8 @@ tensorflow/core/framework/tensor_shape.proto:
 
     SavedModel.meta_graphs = 2           MetaGraphDef.signature_def = 5 (map)
     SignatureDef.inputs = 1, outputs = 2 (maps of TensorInfo)
-    TensorInfo.tensor_shape = 3          TensorShapeProto.dim = 2, unknown_rank = 3
+    TensorInfo.dtype = 2, tensor_shape = 3
+    TensorShapeProto.dim = 2, unknown_rank = 3
     TensorShapeProto.Dim.size = 1        (a map entry: key = 1, value = 2)
 
 tests/service/serving/test_kg.py checks the result against
@@ -33,6 +34,28 @@ def signatures(saved_model):
     Raises:
         ValueError: for a file that is not a SavedModel.
     """
+    return _read(saved_model, _shape)
+
+
+def dtypes(saved_model):
+    """As `signatures`, each tensor's dtype name instead of its shape
+    ("float32", "string", ...; "DT_<n>" for one not named here)."""
+    return _read(saved_model, _dtype)
+
+
+# tensorflow/core/framework/types.proto's DataType, the ones a model takes.
+DTYPES = {
+    1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8",
+    7: "string", 9: "int64", 10: "bool", 14: "bfloat16", 19: "float16",
+}  # fmt: skip
+
+
+def _dtype(tensor_info):
+    code = _one(tensor_info, 2)
+    return DTYPES.get(code, f"DT_{code}") if isinstance(code, int) else "unknown"
+
+
+def _read(saved_model, read):
     data = pathlib.Path(saved_model, "saved_model.pb").read_bytes()
     try:
         graphs = [value for number, value in _fields(data) if number == 2]
@@ -43,7 +66,7 @@ def signatures(saved_model):
             name = name.decode()
             if not name.startswith("__"):
                 found[name] = tuple(
-                    {key.decode(): _shape(info) for key, info in _map(signature, number)}
+                    {key.decode(): read(info) for key, info in _map(signature, number)}
                     for number in (1, 2)
                 )
         return found

@@ -28,9 +28,16 @@ against it (MLflow 3.17, a kg-train model), and mended here:
   -> the guard reads the CSV (header row) into JSON, which it parses;
   a header of the wrong width is refused before any row is read (30,000
   columns took 24 s to refuse, and stalled /ping: CSV, and JSON over
-  INLINE_BYTES, is parsed in a thread);
+  INLINE_BYTES, is parsed in a thread) a first row of numbers is data, a
+  header is matched by name (`columns.csv_matrix`, issue 30 §17);
 - errors in four shapes (its JSON, its plain-text 415s and 504, FastAPI's
-  {"detail": ...}) -> every 4xx/5xx is {"error_code": ..., "message": ...};
+  {"detail": ...}) -> every 4xx/5xx is {"error_code": ..., "message": ...}
+  (`answers`);
+- named columns (records, `dataframe_split.columns`) taken by position
+  (issue 30 §2) -> matched to the model's feature names and sent on as
+  `{"inputs": rows}` in its order (`columns.positional`); a 200 holding
+  NaN (issue 30 §3) -> a 400; a redirect's Location built from the
+  client's Host header -> relative (`answers.mended`);
 - /docs, /redoc, /openapi.json and /version open to all -> 404 unless
   KG_SERVE_EXPOSE_DOCS; with KG_SERVE_TOKEN_FILE, every route but /ping
   and /health needs `Authorization: Bearer <token>` (else 401).
@@ -54,6 +61,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.pyfunc import scoring_server
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from kg_service.serving import answers
+from kg_service.serving import columns
 from kg_service.serving import fast_path
 from kg_service.serving import model_input
 from kg_service.serving import request_checks
@@ -64,7 +73,6 @@ CLIENT_TIMEOUT_ENV = "KG_SERVE_CLIENT_TIMEOUT"
 TOKEN_FILE_ENV = "KG_SERVE_TOKEN_FILE"
 EXPOSE_DOCS_ENV = "KG_SERVE_EXPOSE_DOCS"
 DEFAULT_CLIENT_TIMEOUT = 10.0
-MESSAGE_LIMIT = 2000
 # A JSON body up to this size is checked on the event loop: decoding and
 # checking it costs about what a thread hop does (256 rows of 2, 4.8 KB:
 # 66 us; a hop: 140-180 us on 2 busy cores, `benchmarks/bench_serving.py
@@ -79,14 +87,6 @@ OPEN_PATHS = ("/ping", "/health")  # a load balancer's probes need no token
 DOCS_PATHS = ("/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/version")
 # MLflow's answer when a request outlives MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT.
 TIMED_OUT = "Request processing time exceeded limit"
-# MLflow's error codes (mlflow.protos.databricks_pb2), by HTTP status.
-ERROR_CODES = {
-    401: "UNAUTHENTICATED",
-    404: "ENDPOINT_NOT_FOUND",
-    500: "INTERNAL_ERROR",
-    503: "TEMPORARILY_UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-}
 
 
 class Guard:
@@ -104,10 +104,13 @@ class Guard:
         client_timeout=DEFAULT_CLIENT_TIMEOUT,
         fast=None,
         timeout=None,
+        feature_names=None,
     ):
         """`fast`: a `fast_path.FastPath` for the requests it takes (None:
         MLflow's app answers every request); `timeout`: seconds a request
-        may take on it (MLflow's MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT)."""
+        may take on it (MLflow's MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT);
+        `feature_names`: the model's, which named columns are matched to
+        (`columns`; None: the model takes unnamed rows only)."""
         self.app = app
         self.max_bytes = max_bytes
         self.features = features
@@ -117,6 +120,7 @@ class Guard:
         self.client_timeout = client_timeout
         self.fast = fast
         self.timeout = timeout
+        self.feature_names = feature_names
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -125,15 +129,15 @@ class Guard:
         if self.token is not None and path not in OPEN_PATHS:
             problem = self._unauthorized(dict(scope["headers"]).get(b"authorization"))
             if problem:
-                return await _answer(send, 401, problem, _challenge(problem))
+                return await answers.answer(send, 401, problem, _challenge(problem))
         if path in DOCS_PATHS and not self.expose_docs:
-            return await _answer(
+            return await answers.answer(
                 send, 404, f"{path} is off; start kg serve with --expose-docs to serve it."
             )
         if path == "/invocations":
             if scope["method"] == "POST":
                 return await self._invocations(scope, receive, send)
-            return await _answer(
+            return await answers.answer(
                 send,
                 405,
                 f"{scope['method']} /invocations: predictions are POSTed, e.g. "
@@ -142,14 +146,17 @@ class Guard:
                 [(b"allow", b"POST")],
             )
         # FastAPI's 404 and 405 ({"detail": ...}) in our shape.
-        return await self.app(scope, receive, _mended(send, self._mend))
+        return await self.app(scope, receive, answers.mended(send, self._mend))
 
     def _unauthorized(self, header):
-        scheme, _, given = (header or b"").decode("latin-1").partition(" ")
-        if not header or scheme.lower() != "bearer":
+        scheme, _, given = (header or b"").partition(b" ")
+        if not header or scheme.lower() != b"bearer":
             return "no bearer token; send the header Authorization: Bearer <token>."
-        # Constant time: how much of a guess matches does not show.
-        if not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+        # Bytes against the token's UTF-8 bytes (a header is bytes; decoded
+        # as latin-1 and encoded as UTF-8, a non-ASCII token never matched:
+        # issue 30 §16). Constant time: how much of a guess matches does
+        # not show.
+        if not hmac.compare_digest(given.strip(b" \t"), self.token.encode("utf-8")):
             return "the bearer token is not this server's."
         return None
 
@@ -157,19 +164,19 @@ class Guard:
         headers = dict(scope["headers"])
         media_type, problem = _media_type(headers.get(b"content-type"))
         if problem:
-            return await _answer(send, 415, problem)
+            return await answers.answer(send, 415, problem)
         length = headers.get(b"content-length")
         declared = int(length) if length is not None and length.isdigit() else None
         if declared is not None and declared > self.max_bytes:
             # Answered unread; uvicorn drops the body as it comes (the
             # connection stays usable), or closes it at the client timeout.
-            return await _answer(send, 413, self._too_large(declared))
+            return await answers.answer(send, 413, self._too_large(declared))
         chunks, size, more = [], 0, True
         while more:
             try:
                 message = await _within(receive, self.client_timeout)
             except asyncio.TimeoutError:
-                return await _answer(
+                return await answers.answer(
                     send,
                     408,
                     f"the request body stopped arriving: nothing for "
@@ -183,14 +190,14 @@ class Guard:
             size += len(chunk)
             more = message.get("more_body", False)
             if size > self.max_bytes:
-                return await _answer(send, 413, self._too_large(f"over {size}"))
+                return await answers.answer(send, 413, self._too_large(f"over {size}"))
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if size <= INLINE_BYTES and media_type == "application/json":
             body, problem, rows = self._checked(media_type, body)
         else:
             body, problem, rows = await asyncio.to_thread(self._checked, media_type, body)
         if problem:
-            return await _answer(send, 400, problem)
+            return await answers.answer(send, 400, problem)
         if rows is not None:
             return await self._fast_answer(send, rows)
         # MLflow compares media types case-sensitively, and reads CSV wrong.
@@ -205,17 +212,21 @@ class Guard:
             replayed.append(True)
             return {"type": "http.request", "body": body, "more_body": False}
 
-        await self.app(scope, replay, _mended(send, self._mend))
+        await self.app(scope, replay, answers.mended(send, self._mend, check_finite=True))
 
     def _checked(self, media_type, body):
         """`(body, problem, rows)`: a CSV body as JSON; a JSON body as it
         came, and its rows as the fast path's matrix where it takes them
         (else None)."""
         if media_type == "text/csv":
-            return (*model_input.csv_as_json(body, self.features), None)
+            return (*model_input.csv_as_json(body, self.features, self.feature_names), None)
         try:
             request = request_checks.decode(body)
             request_checks.check(request, self.features, self.param_names)
+            if self.features is not None:
+                named = columns.positional(request, self.feature_names)
+                if named is not request:  # in the model's column order
+                    request, body = named, json.dumps(named).encode()
         except request_checks.BadRequest as error:
             return body, f"bad model input: {error}", None
         return body, None, self.fast.matrix(request) if self.fast else None
@@ -224,13 +235,13 @@ class Guard:
         try:
             answer = await _within(lambda: self.fast.predict(rows), self.timeout)
         except asyncio.TimeoutError:
-            return await _answer(send, 504, TIMED_OUT)
+            return await answers.answer(send, 504, TIMED_OUT)
         except MlflowException as error:  # with its code, as MLflow's app answers it
-            return await _answer(
-                send, error.get_http_status_code(), _cut(error.message), code=error.error_code
+            return await answers.answer(
+                send, error.get_http_status_code(), answers.cut(error.message), code=error.error_code
             )
         await send(
-            {"type": "http.response.start", "status": 200, "headers": _json_headers(answer)}
+            {"type": "http.response.start", "status": 200, "headers": answers.json_headers(answer)}
         )
         await send({"type": "http.response.body", "body": answer})
 
@@ -257,40 +268,7 @@ class Guard:
         if message.startswith(ECHOING) and "Error: " in message:
             # "Failed to predict data '<the whole input>'. Error: <why>"
             message = message.rsplit("Error: ", 1)[1].strip()
-        return _error_body(code or _error_code(status), _cut(message))
-
-
-def _mended(send, mend):
-    """`send`, with an error answer's body rewritten by `mend(status, body)`."""
-    started = {}
-
-    async def wrapped(message):
-        if message["type"] == "http.response.start":
-            if message["status"] < 400:
-                return await send(message)
-            started.update(message, body=b"")
-            return None
-        if not started:
-            return await send(message)
-        started["body"] += message.get("body", b"")
-        if message.get("more_body"):
-            return None
-        text = mend(started["status"], started["body"])
-        headers = [
-            (k, v)
-            for k, v in started.get("headers", [])
-            if k.lower() not in (b"content-length", b"content-type")
-        ]
-        await send(
-            {
-                "type": "http.response.start",
-                "status": started["status"],
-                "headers": headers + _json_headers(text),
-            }
-        )
-        await send({"type": "http.response.body", "body": text})
-
-    return wrapped
+        return answers.error_body(code or answers.error_code(status), answers.cut(message))
 
 
 def _media_type(header):
@@ -329,21 +307,6 @@ async def _within(receive, seconds):
         return await receive()
 
 
-def _error_code(status):
-    return ERROR_CODES.get(status, "BAD_REQUEST" if status < 500 else "INTERNAL_ERROR")
-
-
-def _error_body(code, message):
-    return json.dumps({"error_code": code, "message": message}).encode()
-
-
-def _json_headers(body):
-    return [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-
-
 def _challenge(problem):
     # RFC 6750 3.1: no error attribute when no credentials were sent.
     if problem.startswith("no bearer"):
@@ -351,29 +314,10 @@ def _challenge(problem):
     return [(b"www-authenticate", b'Bearer error="invalid_token"')]
 
 
-def _cut(text):
-    if len(text) <= MESSAGE_LIMIT:
-        return text
-    return f"{text[:MESSAGE_LIMIT]}... ({len(text) - MESSAGE_LIMIT} more characters cut)"
-
-
 def _replace_content_type(headers):
     return [(k, v) for k, v in headers if k.lower() != b"content-type"] + [
         (b"content-type", b"application/json")
     ]
-
-
-async def _answer(send, status, message, headers=(), code=None):
-    # MLflow's own error body: {"error_code": ..., "message": ...}.
-    body = _error_body(code or _error_code(status), message)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [*headers, *_json_headers(body)],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
 
 
 class ClientTimeouts(H11Protocol):
@@ -426,12 +370,12 @@ class ClientTimeouts(H11Protocol):
         if self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]:
             # Part of a request's headers came: say why it is cut off. (A
             # body still owed after an answer, a 413, is just closed.)
-            body = _error_body(
+            body = answers.error_body(
                 "BAD_REQUEST",
                 f"the request headers did not arrive within {self.header_timeout:g} s.",
             )
             head = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\n"
-            head += b"".join(k + b": " + v + b"\r\n" for k, v in _json_headers(body))
+            head += b"".join(k + b": " + v + b"\r\n" for k, v in answers.json_headers(body))
             self.transport.write(head + b"\r\n" + body)
         self.transport.close()
 
@@ -440,12 +384,14 @@ def build(model_path, max_bytes):
     from mlflow.environment_variables import MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT
 
     model = mlflow.pyfunc.load_model(model_path)
+    features, names = model_input.feature_count(model), model_input.feature_names(model)
     token_file = os.environ.get(TOKEN_FILE_ENV)
     return Guard(
         scoring_server.init(model),
         max_bytes,
-        model_input.feature_count(model),
+        features,
         param_names=model_input.param_names(model),
+        feature_names=names if names and len(names) == features else None,
         token=read_token(token_file) if token_file else None,
         expose_docs=os.environ.get(EXPOSE_DOCS_ENV) == "1",
         client_timeout=float(os.environ.get(CLIENT_TIMEOUT_ENV, DEFAULT_CLIENT_TIMEOUT)),

@@ -12,12 +12,10 @@ not wait seconds for them.
 """
 
 import contextlib
-import csv
 import ctypes
+import ipaddress
 import dataclasses
 import difflib
-import io
-import json
 import os
 import pathlib
 import re
@@ -27,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 import warnings
 
@@ -34,7 +33,6 @@ import numpy as np
 
 from kg_service.config import derived as config_lib
 from kg_service.errors import ServiceError
-from kg_service.serving import request_checks
 from kg_service.serving import saved_model_proto
 from kg_service.tracking import client as mlflow_client
 
@@ -42,13 +40,20 @@ STOP_GRACE_SECONDS = 10  # after SIGTERM, before SIGKILL
 MODEL_URI_HELP = (
     "Expected models:/NAME@ALIAS, models:/NAME/VERSION, runs:/RUN_ID/model, an "
     "MLflow model folder (with an MLmodel file) or a SavedModel folder (with "
-    "saved_model.pb); `kg models` lists the registered ones."
+    "saved_model.pb), as a path or a file:// URI; `kg models` lists the "
+    "registered ones."
 )
 
 
-def _mlflow():
+def import_mlflow():
     mlflow_client.quiet_downloads()
     return mlflow_client.import_mlflow()
+
+
+# What MODEL may name: a registered model or a run's, or a local folder
+# (`file://`). Not http(s):// or other remote stores: a URL is not a model
+# (issue 30 §15; MLflow would fetch and copy whatever it points at).
+STORE_SCHEMES = ("models", "runs")
 
 
 @contextlib.contextmanager
@@ -56,28 +61,19 @@ def local_model(model_uri, tracking_uri=None):
     """Yields the path of a local MLflow pyfunc model folder for MODEL.
 
     A SavedModel folder is wrapped (for this block) in a pyfunc model that
-    calls its `serving_default` signature.
+    calls its `serving_default` signature. A local folder (or `file://`
+    URI) is checked before anything is copied: a model's files, no
+    dangling link.
 
     Raises:
         ServiceError: if MODEL names nothing loadable.
     """
-    path = pathlib.Path(model_uri)
-    if "://" not in model_uri and ":/" not in model_uri[:8]:
-        if (path / "MLmodel").is_file():
-            yield str(path.resolve())
-        elif (path / "saved_model.pb").is_file():
-            with tempfile.TemporaryDirectory(prefix="kg-savedmodel-") as tmp:
-                yield _wrap_saved_model(path.resolve(), pathlib.Path(tmp) / "model")
-        elif path.exists():
-            raise ServiceError(
-                f"model {model_uri}: is neither an MLflow model folder (no MLmodel "
-                f"file) nor a SavedModel folder (no saved_model.pb). {MODEL_URI_HELP}"
-            )
-        else:
-            raise ServiceError(f"model {model_uri}: no such file or folder. {MODEL_URI_HELP}")
+    scheme, local_path = _source(model_uri)
+    if local_path is not None:
+        yield from _local_folder(model_uri, local_path)
         return
     uri = config_lib.tracking_uri_for(tracking_uri)
-    mlflow = _mlflow()
+    mlflow = import_mlflow()
     # models:/ URIs resolve through MLflow's process-wide registry URI
     # (its ModelsArtifactRepository drops the registry_uri argument), so
     # --tracking-uri must set it, not only pass it.
@@ -91,8 +87,8 @@ def local_model(model_uri, tracking_uri=None):
         except mlflow.exceptions.MlflowException as error:
             raise ServiceError(
                 f"model {model_uri}: not found in the tracking store {uri}: "
-                f"{_first_line(error.message)}{_closest_model(mlflow, uri, model_uri)} "
-                f"{MODEL_URI_HELP}"
+                f"{sentence(first_line(error.message))}"
+                f"{_closest_model(mlflow, uri, model_uri)} {MODEL_URI_HELP}"
             ) from None
         if not (pathlib.Path(local) / "MLmodel").is_file():
             raise ServiceError(
@@ -100,6 +96,68 @@ def local_model(model_uri, tracking_uri=None):
                 f"folder (e.g. runs:/RUN_ID/model). {MODEL_URI_HELP}"
             )
         yield local
+
+
+def _source(model_uri):
+    """`(scheme, local path or None)`; a URI of another scheme refused."""
+    match = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):/", model_uri)
+    scheme = match.group(1).lower() if match and len(match.group(1)) > 1 else None
+    if scheme is None:  # a path (or a Windows drive letter)
+        return None, pathlib.Path(model_uri)
+    if scheme == "file":
+        parsed = urllib.parse.urlsplit(model_uri)
+        if parsed.netloc not in ("", "localhost"):
+            raise ServiceError(
+                f"model {model_uri}: a file:// URI names a local folder "
+                f"(file:///path); this one names host {parsed.netloc!r}. {MODEL_URI_HELP}"
+            )
+        return scheme, pathlib.Path(urllib.parse.unquote(parsed.path))
+    if scheme in STORE_SCHEMES:
+        return scheme, None
+    close = difflib.get_close_matches(scheme, (*STORE_SCHEMES, "file"), n=1)
+    hint = f" Did you mean {close[0]}:/?" if close else ""
+    raise ServiceError(
+        f"model {model_uri}: a {scheme}: URI is not a model source kg serves; download "
+        f"the model folder first, or register it.{hint} {MODEL_URI_HELP}"
+    )
+
+
+def _local_folder(model_uri, path):
+    """Yields a local folder's pyfunc model folder, after its checks."""
+    if (path / "MLmodel").is_file():
+        _no_dangling_links(model_uri, path)
+        yield str(path.resolve())
+    elif (path / "saved_model.pb").is_file():
+        _no_dangling_links(model_uri, path)
+        with tempfile.TemporaryDirectory(prefix="kg-savedmodel-") as tmp:
+            yield _wrap_saved_model(path.resolve(), pathlib.Path(tmp) / "model")
+    elif path.exists():
+        raise ServiceError(
+            f"model {model_uri}: is neither an MLflow model folder (no MLmodel "
+            f"file) nor a SavedModel folder (no saved_model.pb). {MODEL_URI_HELP}"
+        )
+    else:
+        raise ServiceError(f"model {model_uri}: no such file or folder. {MODEL_URI_HELP}")
+
+
+def _no_dangling_links(model_uri, path):
+    """Refuses a model folder holding a link to nothing (its load, or the
+    SavedModel's copy, would fail half-way with a traceback)."""
+    for root, folders, files in os.walk(path):
+        for name in folders + files:
+            entry = pathlib.Path(root, name)
+            if entry.is_symlink() and not entry.exists():
+                raise ServiceError(
+                    f"model {model_uri}: {entry} is a link to nothing "
+                    f"({os.readlink(entry)}); the model folder is incomplete."
+                )
+
+
+def sentence(text):
+    """`text` ending in a full stop, so that the next sentence does not run
+    on ("...not found Did you mean", issue 30 §18)."""
+    text = str(text).rstrip()
+    return text if not text or text[-1] in ".?!" else text + "."
 
 
 def _closest_model(mlflow, uri, model_uri):
@@ -118,13 +176,13 @@ def _closest_model(mlflow, uri, model_uri):
     return f" Did you mean models:/{close[0]}{rest}?" if close else ""
 
 
-def _reason(message):
+def reason(message):
     """MLflow's prediction error as one line: its innermost "Error: ..."
     (the outer ones repeat the whole input)."""
     return " ".join(str(message).rsplit("Error: ", 1)[-1].split())
 
 
-def _first_line(text):
+def first_line(text):
     return str(text).strip().splitlines()[0] if str(text).strip() else ""
 
 
@@ -135,7 +193,7 @@ def _wrap_saved_model(saved_model, target):
     from kg_service.tasks.classification import pyfunc as mlflow_model  # noqa: F401
     from kg_service.tracking import mlflow_store
 
-    mlflow = _mlflow()
+    mlflow = import_mlflow()
     # The signature from saved_model.pb, not tf.saved_model.load: TensorFlow's
     # import and the model's load cost this process ~7 CPU s, and the
     # server's workers load the model anyway (issue 17).
@@ -151,9 +209,7 @@ def _wrap_saved_model(saved_model, target):
             f"(it has {sorted(signatures) or 'none'}); export it with "
             f"kg-train or keras' model.export()."
         )
-    inputs, outputs = signatures["serving_default"]
-    (spec,) = inputs.values()
-    (output,) = outputs.values()
+    spec, output = _matrix_signature(saved_model, signatures["serving_default"])
     signature = mlflow.models.ModelSignature(
         inputs=mlflow.types.Schema(
             [mlflow.types.TensorSpec(np.dtype("float32"), (-1, int(spec[-1])))]
@@ -184,6 +240,36 @@ def _wrap_saved_model(saved_model, target):
     return str(target)
 
 
+def _matrix_signature(saved_model, signature):
+    """`(input shape, output shape)` of a serving_default signature that is
+    one float32 `[batch, features]` tensor in and one `[batch, outputs]`
+    out, as kg-train exports; else a ServiceError saying what it is
+    (issue 30 §15: two inputs were an unpacking traceback)."""
+    inputs, outputs = signature
+    try:
+        kinds = saved_model_proto.dtypes(saved_model)["serving_default"]
+    except (OSError, ValueError, KeyError):
+        kinds = ({}, {})
+    problems = []
+    for role, tensors, types in (("input", inputs, kinds[0]), ("output", outputs, kinds[1])):
+        if len(tensors) != 1:
+            problems.append(f"{len(tensors)} {role}s ({', '.join(sorted(tensors)) or 'none'})")
+            continue
+        ((name, shape),) = tensors.items()
+        dtype = types.get(name, "float32")
+        if dtype != "float32" or shape is None or len(shape) != 2 or not shape[-1]:
+            shown = "unknown rank" if shape is None else [-1 if d is None else d for d in shape]
+            problems.append(f"{role} {name!r} is {dtype} of shape {shown}")
+    if problems:
+        raise ServiceError(
+            f"model {saved_model}: its serving_default signature has "
+            f"{'; '.join(problems)}; kg serves one float32 [batch, features] input "
+            f"and one [batch, outputs] output (as kg-train and keras' model.export() "
+            f"write for a classifier)."
+        )
+    return next(iter(inputs.values())), next(iter(outputs.values()))
+
+
 SAVED_MODEL_CODE = """\
 import mlflow
 
@@ -203,6 +289,38 @@ def _loopback(host):
 
 def _bracketed(host):
     return f"[{host}]" if ":" in host else host
+
+
+def is_loopback(host):
+    """True for an address only this machine reaches (127.0.0.0/8, ::1,
+    localhost); a wildcard or any other address (or a name) is reachable
+    from elsewhere."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_port(host, port):
+    """Refuses a port the server could not listen on, before the model
+    loads (a busy port cost 20 s of loading, then exit 3: issue 30 §19).
+    SO_REUSEADDR, as uvicorn binds: a port in TIME_WAIT is free to it."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as error:
+        why = error.strerror or str(error)
+        raise ServiceError(
+            f"--host {host} --port {port}: cannot listen there ({why}); another "
+            f"server may hold the port: stop it, or pick another (--port 0 picks "
+            f"a free one)."
+        ) from None
 
 
 def _free_port(host):
@@ -337,6 +455,7 @@ def start(
                 f"--token-file {token_file}: {error}; write the token (e.g. "
                 f"`openssl rand -hex 32`) on its first line."
             ) from None
+    check_port(host, port)
     cleanup = contextlib.ExitStack()
     try:
         path = cleanup.enter_context(local_model(model_uri, tracking_uri))
@@ -367,111 +486,3 @@ def start(
         cleanup.close()
         raise
     return Server(process, host, port, model_uri, cleanup)
-
-
-# --- kg predict. --------------------------------------------------------------
-
-
-def predict(model_uri, input_path, *, tracking_uri=None):
-    """MODEL's predictions for the rows of a .csv, .json or .npy file (or
-    stdin, `-`), checked as `kg serve` checks a request (`request_checks`),
-    parsed as MLflow's scoring server parses a request body of that type and
-    computed by the same pyfunc model, with its input checks.
-
-    Raises:
-        ServiceError: for a file it cannot read or parse, or bad rows.
-    """
-    from mlflow.exceptions import MlflowException  # start-up: see the module docstring
-
-    kind, content = _read(input_path)
-    mlflow = _mlflow()
-    with local_model(model_uri, tracking_uri) as path:
-        model = mlflow.pyfunc.load_model(path)
-        rows, params = _parse(content, kind, input_path, model)
-        try:
-            output = model.predict(rows, params=params)
-        except MlflowException as error:
-            raise ServiceError(f"model {model_uri}: {_reason(error.message)}") from None
-    names = (model.metadata.metadata or {}).get("class_names")
-    return Predictions(np.asarray(output), tuple(names) if names else None)
-
-
-def _read(path):
-    """`(kind, content)`: "csv"/"json" with text, or "npy" with an array."""
-    if path == "-":
-        text = sys.stdin.read()
-        return ("json" if text.lstrip().startswith("{") else "csv"), text
-    file = pathlib.Path(path)
-    kind = file.suffix.lower().lstrip(".")
-    if kind not in ("csv", "json", "npy"):
-        raise ServiceError(
-            f"--input {path}: unknown file type {file.suffix or '(none)'!r}; "
-            f"expected .csv, .json or .npy (or - for CSV or JSON on stdin)."
-        )
-    try:
-        if kind == "npy":
-            return kind, np.load(file, allow_pickle=False)
-        return kind, file.read_text()
-    except (OSError, ValueError) as error:
-        raise ServiceError(f"--input {path}: cannot be read: {error}") from None
-
-
-def _parse(content, kind, shown, model):
-    """`(rows, params)` for the model, or a ServiceError naming the problem."""
-    # MLflow and pandas: start-up, see the module docstring.
-    from mlflow.exceptions import MlflowException
-    from mlflow.pyfunc import scoring_server
-
-    from kg_service.serving import model_input
-
-    features = model_input.feature_count(model)
-    try:
-        if kind == "npy":
-            return _matrix(content, features), None
-        if kind == "csv":
-            if features is None:
-                return model_input.csv_rows(content), None
-            # As a matrix: a tensor signature does not take named columns.
-            return _matrix(model_input.csv_matrix(content, features), features), None
-        request = request_checks.decode(content)
-        request_checks.check(request, features, model_input.param_names(model))
-        data, params = model_input.split_data_and_params(request)
-        return scoring_server.infer_and_parse_data(data, model.metadata.get_input_schema()), params
-    except ValueError as error:  # request_checks, csv_rows, text in a number's place
-        raise ServiceError(f"--input {shown}: {error}") from None
-    except MlflowException as error:
-        raise ServiceError(f"--input {shown}: {_first_line(error.message)}") from None
-
-
-def _matrix(array, features):
-    """A numeric array as the model's float32 rows. Cast as the server casts
-    JSON numbers (float64, numpy's default, and ints): a value beyond
-    float32's range becomes inf, which the model then reports."""
-    if array.dtype.kind not in "iuf":
-        raise request_checks.BadRequest(
-            f"holds {array.dtype} values; features are numbers (float32, or "
-            f"float64/int cast to float32)."
-        )
-    request_checks.check_not_empty(len(array) if array.ndim else 1, features)
-    with np.errstate(over="ignore"):
-        return array.astype("float32")
-
-
-@dataclasses.dataclass(frozen=True)
-class Predictions:
-    values: np.ndarray  # [n, classes]
-    class_names: tuple = None
-
-
-def format_predictions(predictions, output_format):
-    """CSV (a header of class names) or the server's JSON answer."""
-    values = predictions.values
-    if output_format == "json":
-        return json.dumps({"predictions": values.tolist()}) + "\n"
-    columns = values.shape[1] if values.ndim == 2 else 1
-    header = predictions.class_names or tuple(f"class_{k}" for k in range(columns))
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(values.reshape(len(values), -1).tolist())
-    return out.getvalue()

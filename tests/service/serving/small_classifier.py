@@ -12,6 +12,7 @@ from kg_service.tracking import mlflow_store as tracking
 from kg_service.tracking import model_logging
 
 FEATURES, CLASSES = 2, 3
+FEATURE_NAMES = ("x", "y")
 
 
 def register(root, name):
@@ -39,6 +40,8 @@ def register(root, name):
             tags={},
             description="test model",
             pip_requirements=model_logging.pip_requirements(),
+            # As kg-train logs them: the names named columns are matched to.
+            metadata={"feature_names": list(FEATURE_NAMES)},
         )
     finally:
         os.chdir(cwd)

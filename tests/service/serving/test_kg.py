@@ -288,7 +288,19 @@ def test_kg_models_lists_version_alias_activation_seed_metrics_and_savedmodel(sw
         (["predict", MODEL, "--input", "{strings}"], "row 0, column 1 is a string"),
         (["predict", MODEL, "--input", "{params}"], "params: unknown 'temperature'"),
         (["predict", MODEL, "--input", "{bools}"], "holds bool values"),
-        (["serve", "models:/tiny-gelo@champion"], "Did you mean models:/tiny-gelu@champion?"),
+        (["serve", "models:/tiny-gelo@champion"], "not found. Did you mean models:/tiny-gelu@champion?"),
+        # Issue 30 §15, §18, §3: refused before anything loads or is copied.
+        (["predict", MODEL, "--input", "{npz}"], "is a .npz archive; expected one array"),
+        (["predict", "http://127.0.0.1:9/model", "--input", "{x}"], "a http: URI is not a model source"),
+        (["serve", "https://example.com/m"], "a https: URI is not a model source"),
+        (["predict", "file://{folder}", "--input", "{x}"], "neither an MLflow model folder"),
+        (["predict", "model:/tiny-gelu/1", "--input", "{x}"], "Did you mean models:/?"),
+        (["predict", "{dangling}", "--input", "{x}"], "is a link to nothing"),
+        (["predict", MODEL, "--input", "{x_csv}", "--max-input-mb", "0.00001"], "over the input limit of 10 bytes"),
+        (["predict", MODEL, "--input", "{typo}"], '"input" (did you mean "inputs"?)'),
+        (["predict", MODEL, "--input", "{huge}"], "outside what the model can compute"),
+        (["predict", MODEL, "--input", "{y_z}"], "unknown 'z'; this model's features are 'x', 'y'"),
+        (["predict", MODEL, "--input", "{cr_bad}"], "line 3, column 'y': 'abc' is not a number"),
         (["serve", MODEL, "--token-file", "{missing}"], "--token-file"),
     ],
 )
@@ -302,12 +314,25 @@ def test_mistakes_exit_2_with_one_line(sweep, tmp_path, args, fragment):
     (tmp_path / "deep.json").write_text('{"inputs": ' + "[" * 100_000 + "]" * 100_000 + "}")
     (tmp_path / "strings.json").write_text('{"inputs": [[0.5, "1e3"]]}')
     (tmp_path / "params.json").write_text('{"inputs": [[0.5, 1]], "params": {"temperature": 1}}')
+    with open(tmp_path / "npz.npy", "wb") as file:  # an .npz archive named .npy
+        np.savez(file, x=rows(2))
+    (tmp_path / "dangling").mkdir()
+    (tmp_path / "dangling" / "MLmodel").write_text("flavors: {}\n")
+    (tmp_path / "dangling" / "weights").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "x.csv").write_text("x,y\n0.5,-0.2\n")
+    (tmp_path / "typo.json").write_text('{"input": [[0.5, -0.2]]}')
+    (tmp_path / "huge.json").write_text('{"inputs": [[3e38, 3e38]]}')
+    (tmp_path / "y_z.csv").write_text("y,z\n0.5,-0.2\n")
+    (tmp_path / "cr_bad.csv").write_bytes(b"x,y\r0.5,-0.2\r1,abc\r")
     paths = {
         "x": tmp_path / "x.npy", "wide": tmp_path / "wide.npy", "txt": tmp_path / "x.txt",
         "missing": tmp_path / "missing.csv", "folder": tmp_path,
         "empty": tmp_path / "empty.npy", "bools": tmp_path / "bools.npy",
         "empty_json": tmp_path / "empty.json", "deep": tmp_path / "deep.json",
         "strings": tmp_path / "strings.json", "params": tmp_path / "params.json",
+        "npz": tmp_path / "npz.npy", "dangling": tmp_path / "dangling",
+        "x_csv": tmp_path / "x.csv", "typo": tmp_path / "typo.json", "huge": tmp_path / "huge.json",
+        "y_z": tmp_path / "y_z.csv", "cr_bad": tmp_path / "cr_bad.csv",
     }  # fmt: skip
     args = [a.format(**paths) for a in args]
     if "--tracking-uri" not in args:
@@ -338,7 +363,7 @@ TEN_MB = json.dumps({"inputs": [[0.1234567, 0.7654321]] * 420_000})
         ('{"inputs": [[0.5, -0.2]', "application/json", 400, "valid JSON"),
         ('[[0.5, -0.2]]', "application/json", 400, "must be a JSON dictionary"),
         ("x,y\n", "text/csv", 400, "no data rows"),
-        ("x,y\n0.5,-0.2,3\n", "text/csv", 400, "does not match length of data"),
+        ("x,y\n0.5,-0.2,3\n", "text/csv", 400, "line 2 has 3 values; every row has 2"),
         (TEN_MB, "application/json", 413, "over this server's limit of 8000000 bytes"),
         ("{" + "x" * 5_000_000, "application/json", 400, "not valid JSON (Expecting property name"),
         ('{"inputs": [[0.5, -0.2]]}', "text/plain", 415, "Got 'text/plain'"),
@@ -353,9 +378,17 @@ TEN_MB = json.dumps({"inputs": [[0.1234567, 0.7654321]] * 420_000})
         ('{"inputs": ' + "[[[0.5]]]" + "}", "application/json", 400, "row 0, column 0 is a list"),
         ("x,y\n0.5,inf\n", "text/csv", 400, "got inf in row 0, column 1"),
         (",".join(f"c{k}" for k in range(30_000)) + "\n" + ",".join(["0.5"] * 30_000) + "\n", "text/csv", 400, "the header row has 30000 columns; this model takes 2 features"),
-        ("x,y\nabc,0.5\n", "text/csv", 400, "column 'x' holds text"),
+        ("x,y\nabc,0.5\n", "text/csv", 400, "line 2, column 'x': 'abc' is not a number"),
         ('{"inputs": [[0.5, -0.2]]}', "application/json; charset=latin-1", 415, "must be UTF-8"),
         ('{"inputs": [[0.5, -0.2]]}', "application/json; version=2", 415, "unknown parameter 'version'"),
+        # Issue 30: NaN answered 200 (§3), 500s (§10), a key typo (§18), names (§2).
+        ('{"inputs": [[3e38, 3e38]]}', "application/json", 400, "outside what the model can compute"),
+        ('{"dataframe_records": [{"x": 3e38, "y": 3e38}]}', "application/json", 400, "outside what the model can compute"),
+        ("x,y\n3e38,3e38\n", "text/csv", 400, "outside what the model can compute"),
+        ('{"inputs": [[1' + "0" * 5000 + ', 2]]}', "application/json", 400, "too long to read"),
+        ("x,y\r0.5,-0.2\r1,abc\r", "text/csv", 400, "line 3, column 'y': 'abc' is not a number"),
+        ('{"input": [[0.5, -0.2]]}', "application/json", 400, '"input" (did you mean "inputs"?)'),
+        ('{"dataframe_records": [{"y": -0.2, "z": 0.5}]}', "application/json", 400, "unknown 'z'; this model's features are 'x', 'y'"),
     ],
     ids=[
         "wrong-width", "strings", "nan", "inf", "empty-inputs", "empty-instances",
@@ -363,7 +396,8 @@ TEN_MB = json.dumps({"inputs": [[0.1234567, 0.7654321]] * 420_000})
         "5MB-invalid-json", "text-plain", "no-content-type",
         "100k-deep", "3M-deep", "deep-params", "unknown-params", "number-as-string", "booleans",
         "rows-nested-deeper", "csv-inf", "csv-30000-columns", "csv-text", "charset-latin-1",
-        "unknown-media-parameter",
+        "unknown-media-parameter", "3e38-nan", "3e38-records", "3e38-csv", "5000-digits",
+        "csv-cr-only-bad", "key-typo", "unknown-name",
     ],
 )  # fmt: skip
 def test_bad_request_is_a_4xx_with_a_clear_message_and_the_server_answers_on(
@@ -382,6 +416,91 @@ def test_bad_request_is_a_4xx_with_a_clear_message_and_the_server_answers_on(
     got, answer = post(server["port"], json.dumps({"inputs": x.tolist()}))
     assert got == 200
     np.testing.assert_allclose(json.loads(answer)["predictions"], local.predict(x), atol=1e-6)
+
+
+def test_named_columns_are_matched_by_name_served_and_in_kg_predict(sweep, server, local, tmp_path):
+    # Issue 30 §2, §17: answered as if x = -0.2, y = 0.5; a CSV without a
+    # header lost its first row.
+    x = np.array([[0.5, -0.2], [1.0, 2.0]], "float32")
+    expected = local.predict(x)
+    assert not np.allclose(expected, local.predict(x[:, ::-1]), atol=1e-4)  # order matters
+    requests = {
+        "records": (json.dumps({"dataframe_records": [{"y": -0.2, "x": 0.5}, {"y": 2, "x": 1}]}), "application/json"),
+        "split": (json.dumps({"dataframe_split": {"columns": ["y", "x"], "data": [[-0.2, 0.5], [2, 1]]}}), "application/json"),
+        "csv-y-x": ("y,x\n-0.2,0.5\n2,1\n", "text/csv"),
+        "csv-no-header": ("0.5,-0.2\n1,2\n", "text/csv"),
+        "csv-cr-only": ("x,y\r0.5,-0.2\r1,2\r", "text/csv"),
+    }  # fmt: skip
+    for name, (body, content_type) in requests.items():
+        status, answer = post(server["port"], body, content_type)
+        assert status == 200, (name, answer)
+        np.testing.assert_allclose(json.loads(answer)["predictions"], expected, atol=1e-6, err_msg=name)
+        suffix = "json" if content_type == "application/json" else "csv"
+        (tmp_path / f"{name}.{suffix}").write_text(body)
+        result = run_kg("predict", MODEL, "--input", tmp_path / f"{name}.{suffix}", "--format", "json",
+                        "--tracking-uri", sweep["uri"])  # fmt: skip
+        assert result.exit_code == 0, (name, result.output)
+        np.testing.assert_allclose(json.loads(result.stdout)["predictions"], expected, atol=1e-6, err_msg=name)
+
+
+def test_kg_serve_on_a_busy_port_exits_2_before_loading_the_model(sweep):
+    # Issue 30 §19: it loaded the model for 20 s, then exited 3.
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_kg("serve", MODEL, "--port", port, "--tracking-uri", sweep["uri"])
+    assert result.exit_code == 2, result.output
+    assert f"--port {port}: cannot listen there" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("host, warned", [("0.0.0.0", True), ("::", True), ("127.0.0.1", False), ("localhost", False)])
+def test_kg_serve_warns_on_a_bind_beyond_loopback_without_a_token(tmp_path, host, warned):
+    # Issue 30 §16; the missing model then stops it (exit 2), nothing loads.
+    result = run_kg("serve", tmp_path / "no-model", "--host", host)
+    assert result.exit_code == 2
+    assert ("serves beyond this machine with no --token-file" in result.stderr) is warned, result.stderr
+
+
+def test_a_savedmodel_whose_signature_is_not_one_float32_matrix_is_refused_saying_so(tmp_path):
+    # Issue 30 §15: two inputs were an unpacking traceback.
+    import tensorflow as tf
+
+    def saved(name, function, *specs):
+        module = tf.Module()
+        # autograph=False: it reads a lambda's source, and several share a line here.
+        module.f = tf.function(function, input_signature=list(specs), autograph=False)
+        tf.saved_model.save(module, str(tmp_path / name), signatures={"serving_default": module.f})
+        return tmp_path / name
+
+    matrix = tf.TensorSpec([None, 2], tf.float32)
+    cases = {
+        "two inputs": (saved("two", lambda a, b: {"o": a + b}, matrix, matrix), "2 inputs"),
+        "unknown width": (saved("width", lambda a: {"o": a}, tf.TensorSpec([None, None], tf.float32)), "shape [-1, -1]"),
+        "two outputs": (saved("outs", lambda a: {"o": a, "p": a}, matrix), "2 outputs"),
+        "strings": (saved("text", lambda a: {"o": tf.strings.length(a)}, tf.TensorSpec([None, 2], tf.string)), "input 'a' is string"),
+        "scalar": (saved("scalar", lambda a: {"o": a * 2}, tf.TensorSpec([], tf.float32)), "shape []"),
+    }  # fmt: skip
+    np.save(tmp_path / "x.npy", rows(2))
+    for case, (folder, says) in cases.items():
+        result = run_kg("predict", folder, "--input", tmp_path / "x.npy")
+        assert result.exit_code == 2, (case, result.output)
+        assert says in result.stderr and "one float32 [batch, features] input" in result.stderr, (case, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_kg_predict_refuses_an_input_that_never_ends_without_reading_it_whole(sweep, tmp_path):
+    # Issue 30 §15: /dev/zero (or a 2 GB sparse file) was read whole.
+    endless = tmp_path / "endless.csv"
+    endless.symlink_to("/dev/zero")
+    sparse = tmp_path / "sparse.json"
+    with open(sparse, "wb") as f:
+        f.truncate(2 * 10**9)  # no disk used
+    for source in (endless, sparse):
+        result = run_kg("predict", MODEL, "--input", source, "--tracking-uri", sweep["uri"])
+        assert result.exit_code == 2, result.output
+        assert "over the input limit of 64000000 bytes" in result.stderr, result.stderr
 
 
 def request(port, method, path, body=None, headers=None):

@@ -124,3 +124,34 @@ def test_direct_call_outlives_the_function_object_and_keeps_each_fallback():
     call = pyfunc.direct_call(flat, probe)
     assert "_flat_call" in call.__qualname__
     np.testing.assert_allclose(call(tf.constant(x))["out"].numpy(), expected, rtol=1e-6)
+
+
+def test_an_output_that_is_not_finite_is_refused_with_a_400_naming_why():
+    # Issue 30 §3: the pyfunc runs in `mlflow models serve` too, so the
+    # check is the model's own: never {"predictions": [[NaN, NaN]]} with 200.
+    out = np.array([[0.2, 0.8], [np.nan, np.nan], [0.5, np.inf]], "float32")
+    with pytest.raises(pyfunc.MlflowException) as caught:
+        pyfunc.checked_output(out)
+    assert caught.value.get_http_status_code() == 400
+    assert "row 1 and 1 more" in caught.value.message
+    assert "outside what the model can compute" in caught.value.message
+    finite = out[:1]
+    assert pyfunc.checked_output(finite) is finite
+
+
+def test_the_language_model_refuses_logits_that_are_not_finite():
+    from kg_service.tasks.language import pyfunc as language
+
+    def forward(batch):
+        logits = np.zeros(batch.shape + (256,), "float32")
+        logits[1] = np.nan  # the second prompt's forward pass overflowed
+        return logits
+
+    with pytest.raises(language.MlflowException) as caught:
+        language.generate(forward, [[104, 105], [120]], context=8, new_tokens=2)
+    assert caught.value.get_http_status_code() == 400
+    assert "prompt 1" in caught.value.message
+    continuations, logprobs = language.generate(
+        lambda b: np.zeros(b.shape + (256,), "float32"), [[104]], context=8, new_tokens=1
+    )
+    assert np.isfinite(logprobs).all() and len(continuations[0]) == 1

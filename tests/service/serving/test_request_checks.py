@@ -350,5 +350,230 @@ def test_guard_keeps_answering_after_each_refusal(mlflow_app):
 
 
 def test_guard_passes_a_csv_body_to_mlflow_as_json_rows(mlflow_app):
-    status, _, answer = call(guard(mlflow_app), b"a,b\n0.5,-0.25\n1000,7\n", headers={"content-type": "text/csv"})
+    # No header: this model declares no feature names to match one to.
+    status, _, answer = call(guard(mlflow_app), b"0.5,-0.25\n1000,7\n", headers={"content-type": "text/csv"})
     assert (status, answer) == (200, {"predictions": [[0.5, -0.25], [1000.0, 7.0]]})
+
+
+# --- Issue 30: names, typos, odd bodies, tokens, redirects. ------------------------
+
+
+def test_a_key_typo_is_refused_naming_every_accepted_key():
+    # MLflow answered {"input": ...} with words about tensor signatures.
+    message = refusal(checks.check, {"input": [[0.5, -0.2]]}, FEATURES)
+    assert '"input" (did you mean "inputs"?)' in message
+    for key in ("inputs", "instances", "dataframe_split", "dataframe_records", "params"):
+        assert key in message
+    assert "it holds none" in refusal(checks.check, {"params": {}}, FEATURES)
+    both = refusal(checks.check, {"inputs": [[1, 2]], "instances": [[1, 2]]}, FEATURES)
+    assert "it holds inputs, instances" in both
+    # An unknown key beside a good one was dropped silently.
+    assert '"extra"' in refusal(checks.check, {"inputs": [[1, 2]], "extra": 1}, FEATURES)
+
+
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        (b'{"inputs": [[' + b"1" * 5000 + b", 2]]}", "too long to read"),  # a ValueError, not JSONDecodeError
+        (b'{"inputs": [[1, 2]], "inputs": [[3, 4]]}', '"inputs" twice'),
+        (b"", "not valid JSON"),
+        (b"\xff\xfe{", "not UTF-8"),
+    ],
+    ids=["5000-digit-int", "duplicate-key", "empty", "utf-16"],
+)
+def test_odd_json_bodies_are_bad_requests_not_errors(body, says):
+    assert says in refusal(checks.decode, body)
+
+
+def test_a_utf8_bom_before_json_is_read_as_json():
+    assert checks.decode(b"\xef\xbb\xbf" + b'{"inputs": [[1, 2]]}') == {"inputs": [[1, 2]]}
+
+
+def test_an_integer_beyond_float64_is_refused_naming_it():
+    request = checks.decode(b'{"inputs": [[1' + b"0" * 400 + b', 2]]}')
+    assert "a number of 401 digits" in refusal(checks.check, request, FEATURES)
+    assert checks.check({"inputs": [[10**300, 2]]}, FEATURES) is None
+
+
+NAMES = ("x", "y")
+
+
+def test_named_columns_are_put_in_the_models_order_in_every_named_format():
+    from kg_service.serving import columns
+
+    records = {"dataframe_records": [{"y": -0.2, "x": 0.5}, {"x": 1, "y": 2}], "params": {"k": 1}}
+    assert columns.positional(records, NAMES) == {"inputs": [[0.5, -0.2], [1, 2]], "params": {"k": 1}}
+    split = {"dataframe_split": {"columns": ["y", "x"], "data": [[-0.2, 0.5]]}}
+    assert columns.positional(split, NAMES) == {"inputs": [[0.5, -0.2]]}
+    unnamed = {"dataframe_split": {"data": [[0.5, -0.2]]}}
+    assert columns.positional(unnamed, NAMES) == {"inputs": [[0.5, -0.2]]}
+    plain = {"inputs": [[0.5, -0.2]]}
+    assert columns.positional(plain, NAMES) is plain
+
+
+@pytest.mark.parametrize(
+    "request_, says",
+    [
+        ({"dataframe_records": [{"x": 0.5}]}, "'y' missing"),
+        ({"dataframe_records": [{"x": 0.5, "y": 1, "z": 2}]}, "unknown 'z'"),
+        ({"dataframe_records": [{"x": 0.5, "yy": 1}]}, "unknown 'yy' (did you mean 'y'?)"),
+        ({"dataframe_records": [{"x": 0.5, "y": 1}, {"y": 1, "X": 2}]}, "record 1: unknown 'X'"),
+        ({"dataframe_split": {"columns": ["x", "x"], "data": [[1, 2]]}}, "'x' named twice"),
+        ({"dataframe_split": {"columns": ["a", "b"], "data": [[1, 2]]}}, "unknown 'a', 'b'"),
+        ({"dataframe_split": {"columns": ["x", "y"], "data": [[1, 2, 3]]}}, "row 0 does not have"),
+        ({"dataframe_records": [[1, 2]]}, "list of {name: value} records"),
+    ],
+)
+def test_a_missing_unknown_or_repeated_name_is_refused_naming_the_features(request_, says):
+    from kg_service.serving import columns
+
+    message = refusal(columns.positional, request_, NAMES)
+    assert says in message, message
+    if "records" not in says and "row 0" not in says:
+        assert "this model's features are 'x', 'y'" in message
+
+
+def test_a_model_without_feature_names_takes_no_named_columns():
+    from kg_service.serving import columns
+
+    message = refusal(columns.positional, {"dataframe_records": [{"y": 1, "x": 2}]}, None)
+    assert "declares no feature names" in message and '{"inputs"' in message
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        (b"0.5,-0.2\n1,2\n", [[0.5, -0.2], [1, 2]]),  # no header: the first row is data
+        (b"y,x\n-0.2,0.5\n2,1\n", [[0.5, -0.2], [1, 2]]),  # a header: matched by name
+        (b"x,y\r0.5,-0.2\r1,2\r", [[0.5, -0.2], [1, 2]]),  # CR-only line ends (a 500)
+        (b"x,y\r\n0.5,-0.2\r\n", [[0.5, -0.2]]),
+        (b"\xef\xbb\xbfx,y\n0.5,-0.2\n", [[0.5, -0.2]]),  # a BOM
+        (b'"x","y"\n0.5,-0.2\n\n', [[0.5, -0.2]]),
+    ],
+    ids=["no-header", "header-y-x", "cr-only", "crlf", "bom", "quoted-header"],
+)
+def test_csv_rows_reach_the_model_in_its_order_with_or_without_a_header(body, expected):
+    converted, problem = model_input.csv_as_json(body, FEATURES, NAMES)
+    assert problem is None
+    assert json.loads(converted) == {"inputs": expected}
+
+
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        (b"x,y\n0.5,-0.2\nabc,1\n", "line 3, column 'x': 'abc' is not a number"),
+        (b"x,y\n0.5,-0.2\n1,abc\n", "line 3, column 'y': 'abc' is not a number"),
+        (b"0.5,-0.2\n1,\n", "line 2, column 1: an empty value is not a number"),
+        (b"x,z\n1,2\n", "unknown 'z'"),
+        (b"x,y\n1,2,3\n", "line 2 has 3 values"),
+        (b"x,y\n", "no data rows"),
+        (b"", "no data rows"),
+        (b'x,y\n"1,2\n', "cannot read it as CSV"),
+        (b"x,y\n1_0,2\n", "'1_0' is not a number"),
+        (b"\xff\xfe,\n", "not UTF-8"),
+    ],
+)
+def test_a_bad_csv_value_is_named_by_its_line_and_column(body, says):
+    converted, problem = model_input.csv_as_json(body, FEATURES, NAMES)
+    assert converted is None and says in problem, problem
+
+
+def test_a_csv_header_for_a_model_without_names_is_refused():
+    _, problem = model_input.csv_as_json(b"a,b\n1,2\n", FEATURES, None)
+    assert "declares no feature names" in problem
+    converted, problem = model_input.csv_as_json(b"1,2\n", FEATURES, None)
+    assert json.loads(converted) == {"inputs": [[1, 2]]}
+
+
+odd_text = st.text(alphabet=st.sampled_from(list('{}[]",:0123456789.eE-+ \n\r\tNaInfityx\\u\ufeff')), max_size=60)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(odd_text.map(str.encode), st.binary(max_size=40)), st.sampled_from(["application/json", "text/csv"]))
+def test_no_body_makes_the_guards_parsers_raise(mlflow_app, body, media_type):
+    # Every body is answered: refused with a message, or passed on; never
+    # an exception (a 500 with a traceback, issue 30 §10).
+    app = guard(mlflow_app, feature_names=NAMES)
+    converted, problem, _ = app._checked(media_type, body)
+    assert (converted is None) != (problem is None) or media_type == "application/json"
+
+
+def test_guard_matches_named_records_to_the_models_features(mlflow_app):
+    # The identity model answers what it was given: the order is visible.
+    app = guard(mlflow_app, feature_names=NAMES)
+    records = json_body({"dataframe_records": [{"y": -0.25, "x": 0.5}]})
+    assert call(app, records)[::2] == (200, {"predictions": [[0.5, -0.25]]})
+    split = json_body({"dataframe_split": {"columns": ["y", "x"], "data": [[-0.25, 0.5]]}})
+    assert call(app, split)[::2] == (200, {"predictions": [[0.5, -0.25]]})
+    csv = call(app, b"y,x\n-0.25,0.5\n", headers={"content-type": "text/csv"})
+    assert csv[::2] == (200, {"predictions": [[0.5, -0.25]]})
+    missing = call(app, json_body({"dataframe_records": [{"y": 1}]}))
+    assert "'x' missing; this model's features are 'x', 'y'" in refused(*missing, 400)
+
+
+def test_a_non_ascii_token_matches_as_utf8_bytes(mlflow_app):
+    token = "pässwörd-✓"
+    app = guard(mlflow_app, token=token)
+    body = json_body({"inputs": [[0.5, 1.0]]})
+    status, _, _ = call_raw(app, body, [(b"authorization", f"Bearer {token}".encode())])
+    assert status == 200
+    status, _, _ = call_raw(app, body, [(b"authorization", "Bearer pässwörd-x".encode())])
+    assert status == 401
+
+
+def call_raw(app, body, extra_headers, path="/invocations", method="POST"):
+    """As `call`, with raw header bytes (a UTF-8 header value)."""
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+        "method": method, "scheme": "http", "path": path, "raw_path": path.encode(),
+        "query_string": b"", "root_path": "", "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+        "headers": [(b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()), *extra_headers],
+    }  # fmt: skip
+    answer = {"body": b""}
+
+    async def receive():
+        if not answer.get("read"):
+            answer["read"] = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            answer["status"], answer["headers"] = message["status"], dict(message["headers"])
+        else:
+            answer["body"] += message.get("body", b"")
+
+    asyncio.run(asyncio.wait_for(app(scope, receive, send), 60))
+    return answer["status"], answer["headers"], answer["body"]
+
+
+def test_a_redirect_never_names_the_clients_host(mlflow_app):
+    status, headers, _ = call_raw(
+        guard(mlflow_app), b"", [(b"host", b"evil.example")], path="/ping/", method="GET"
+    )
+    assert status == 307
+    assert headers[b"location"] == b"/ping"
+
+
+json_trees = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(10**400), 10**400), st.floats(),
+              st.text(max_size=4), st.sampled_from(["x", "y", "inputs"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.sampled_from(["x", "y", "columns", "data", "z"]), inner, max_size=3)),
+    max_leaves=12,
+)  # fmt: skip
+requests_ = st.dictionaries(st.sampled_from([*checks.KEYS, "input"]), json_trees, max_size=3)
+
+
+@settings(max_examples=120, deadline=None)
+@given(requests_)
+def test_no_json_request_gets_a_500_or_a_200_with_nan(mlflow_app, request_):
+    # Through the guard and MLflow's real app (an identity model: it
+    # answers what it was given, NaN included): issue 30 §3, §10.
+    body = json.dumps(request_).encode()
+    status, _, answer = call_raw(guard(mlflow_app, feature_names=NAMES), body, [])
+    assert status < 500, answer[:300]
+    if status == 200:
+        assert b"NaN" not in answer and b"Infinity" not in answer, answer[:300]

@@ -57,8 +57,9 @@ def apps(model):
     inner = Counted(scoring_server.init(model))
     path = fast_path.FastPath.of(model)
     assert path is not None
-    fast = scoring_app.Guard(inner, MAX_BYTES, FEATURES, fast=path, timeout=60)
-    plain = scoring_app.Guard(inner, MAX_BYTES, FEATURES)
+    names = small_classifier.FEATURE_NAMES
+    fast = scoring_app.Guard(inner, MAX_BYTES, FEATURES, fast=path, timeout=60, feature_names=names)
+    plain = scoring_app.Guard(inner, MAX_BYTES, FEATURES, feature_names=names)
     return fast, plain, inner
 
 
@@ -138,11 +139,10 @@ def test_the_fast_path_answers_byte_for_byte_as_mlflows_app_without_calling_it(a
         ('{"inputs": [[1e39, 0.2]]}', "application/json", 400),  # inf as float32
         ('{"inputs": [[0.1, 0.2], [0.3]]}', "application/json", 400),  # ragged
         ('{"inputs": [0.1, 0.2]}', "application/json", 400),  # one row, unnested: MLflow refuses it
-        ('{"dataframe_split": {"columns": ["x", "y"], "data": [[0.1, 0.2]]}}', "application/json", 200),
         ('{"inputs": [[0.1, 0.2]], "params": {}}', "application/json", 200),
         ("x,y\n0.5,-0.2\n", "text/csv", 200),
     ],
-    ids=["wrong-width", "nan", "inf", "float32-overflow", "ragged", "unnested", "dataframe",
+    ids=["wrong-width", "nan", "inf", "float32-overflow", "ragged", "unnested",
          "params", "csv"],
 )  # fmt: skip
 def test_what_the_fast_path_does_not_take_gets_mlflows_answer(apps, body, content_type, status):
@@ -262,3 +262,65 @@ def test_only_kg_classifier_pyfuncs_with_a_float32_matrix_signature_take_it(mode
     identity = mlflow.pyfunc.load_model(str(tmp_path / "identity"))
     assert fast_path.FastPath.of(identity) is None  # rows not known independent
     assert fast_path.FastPath.of(model).features == FEATURES
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        '{"dataframe_records": [{"y": -0.2, "x": 0.5}, {"x": 1.5, "y": 3}]}',
+        '{"dataframe_split": {"columns": ["y", "x"], "data": [[-0.2, 0.5], [3, 1.5]]}}',
+    ],
+    ids=["records", "split"],
+)
+def test_named_columns_in_any_order_are_answered_as_the_models_order(apps, named):
+    # Issue 30 §2: they were answered as if x = -0.2, y = 0.5.
+    fast, plain, _ = apps
+    expected = run(plain, '{"inputs": [[0.5, -0.2], [1.5, 3]]}')
+    assert expected[0] == 200
+    for app in (fast, plain):
+        got = run(app, named)
+        assert got[0] == 200 and got[2] == expected[2], got[2]
+    swapped = run(plain, '{"inputs": [[-0.2, 0.5], [3, 1.5]]}')
+    assert swapped[2] != expected[2]  # the order matters to this model
+
+
+def test_an_output_that_is_not_finite_is_a_400_for_its_request_alone(apps, monkeypatch):
+    # Issue 30 §3: 3e38 overflowed to {"predictions": [[NaN, NaN]]} with a
+    # 200. Here the model's forward pass gives NaN for a row holding 3e38;
+    # requests computed in the same call still get their answers.
+    fast, _, _ = apps
+    python_model = fast.fast.python_model
+    forward = python_model.forward
+
+    def overflowing(x):
+        out = forward(x)
+        out[np.abs(x).max(axis=1) > 1e38] = np.nan
+        return out
+
+    monkeypatch.setattr(python_model, "forward", overflowing)
+    bad = '{"inputs": [[3e38, 0.5]]}'
+    good = [json.dumps({"inputs": rows(2, seed=k).tolist()}) for k in range(6)]
+
+    async def together():
+        return await asyncio.gather(*(call(fast, body) for body in [good[0], bad, *good[1:]]))
+
+    answers = asyncio.run(together())
+    status, _, answer = answers[1]
+    assert status == 400, answer
+    error = json.loads(answer)
+    assert error["error_code"] == "INVALID_PARAMETER_VALUE"
+    assert "outside what the model can compute" in error["message"]
+    assert b"predictions" not in answer
+    assert [a[0] for a in answers[:1] + answers[2:]] == [200] * 6
+    # MLflow's own app (every other request shape) answers it the same way.
+    status, _, answer = run(fast, '{"dataframe_records": [{"x": 3e38, "y": 0.5}]}')
+    assert status == 400 and "outside what the model can compute" in answer.decode()
+
+
+def test_a_model_without_its_own_output_check_still_never_answers_nan(apps, monkeypatch):
+    # A model registered before its pyfunc checked its output (issue 30 §3).
+    fast, _, _ = apps
+    python_model = fast.fast.python_model
+    monkeypatch.setattr(python_model, "predict", lambda context, x, params=None: np.full((len(x), CLASSES), np.nan))
+    status, _, answer = run(fast, '{"inputs": [[0.5, 0.2]]}')
+    assert status == 400 and "outside what the model can compute" in answer.decode(), answer

@@ -74,7 +74,7 @@ class KerasGeluModel(mlflow.pyfunc.PythonModel):
     # log time stays the model's signature, and MLflow's "Add type hints"
     # warning is not printed.
     def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray:
-        return self.forward(checked_input(model_input, self.features))
+        return checked_output(self.forward(checked_input(model_input, self.features)))
 
 
 class SavedModelModel(mlflow.pyfunc.PythonModel):
@@ -98,7 +98,7 @@ class SavedModelModel(mlflow.pyfunc.PythonModel):
         self.forward(np.zeros((1, self.features), dtype="float32"))
 
     def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray:
-        return self.forward(checked_input(model_input, self.features))
+        return checked_output(self.forward(checked_input(model_input, self.features)))
 
 
 def checked_input(model_input, features):
@@ -131,6 +131,31 @@ def checked_input(model_input, features):
             f"values beyond float32's range, about 3.4e38, count as inf)."
         )
     return x
+
+
+def checked_output(output):
+    """The model's output, if every value is finite.
+
+    A finite but huge input (3e38) overflows inside the network: the
+    answer was `{"predictions": [[NaN, NaN]]}` with HTTP 200, not even
+    JSON (issue 30 §3). Checked per request, after `Combined` splits a
+    joint call, so that one request's overflow fails no other.
+
+    Raises:
+        MlflowException: (INVALID_PARAMETER_VALUE, HTTP 400 when served)
+            saying the input is outside what the model can compute.
+    """
+    finite = np.isfinite(output)
+    if not finite.all():
+        rows = np.unique(np.nonzero(~finite)[0])
+        raise _bad_input(
+            f"the model's output is not a finite number (NaN or infinite) for "
+            f"row {rows[0]}{f' and {len(rows) - 1} more' if len(rows) > 1 else ''}: "
+            f"the input is outside what the model can compute (features far "
+            f"beyond the training data's range); send features of the training "
+            f"data's order of magnitude."
+        )
+    return output
 
 
 def _bad_input(message):

@@ -168,6 +168,12 @@ def generate(forward, prompts, context, new_tokens):
             batch[i, : len(window)] = window
             last.append(len(window) - 1)
         logits = np.asarray(forward(batch), dtype=np.float64)[np.arange(len(rows)), last]
+        if not np.isfinite(logits).all():  # never NaN log-probabilities with a 200 (issue 30 §3)
+            bad = int(np.nonzero(~np.isfinite(logits).all(axis=-1))[0][0])
+            raise _bad_input(
+                f"the model's output is not a finite number (NaN or infinite) for "
+                f"prompt {bad}: the input is outside what the model can compute."
+            )
         logits -= logits.max(axis=-1, keepdims=True)
         logprobs = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
         if first is None:
