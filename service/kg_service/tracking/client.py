@@ -113,8 +113,21 @@ def store_problem(uri, error):
         )
     return (
         f"cannot use the MLflow tracking store {uri!r}: "
-        f"{type(error).__name__}: {error}. {destinations.URI_HELP}"
+        f"{without_sql(error)}. {destinations.URI_HELP}"
     )
+
+
+def without_sql(error):
+    """`Type: message` of a store error, without the SQL statement, its
+    parameters and the background link SQLAlchemy appends (issue 30 §16:
+    a corrupt store's message printed `[SQL: SELECT name FROM ...]`). A
+    driver error (SQLAlchemy's `DBAPIError`) is said in the driver's words."""
+    original = getattr(error, "orig", None)
+    if isinstance(original, BaseException):
+        error = original
+    text = re.sub(r"\s*\[(SQL|parameters): .*?\](?=\s|$)", "", str(error), flags=re.DOTALL)
+    text = re.sub(r"\s*\(Background on this error at: [^)]*\)", "", text)
+    return f"{type(error).__name__}: {text.strip()}"
 
 
 def did_you_mean(name, known):

@@ -97,6 +97,52 @@ def test_sqlite_store_that_is_a_folder_is_rejected(tmp_path):
         destinations.check_store(f"sqlite:///{tmp_path}")
 
 
+def _store_files(tmp_path):
+    """A file that is no database, and a real store cut in half."""
+    import sqlite3
+
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database at all\n" * 300)
+    whole = tmp_path / "whole.db"
+    with contextlib.closing(sqlite3.connect(whole)) as db:
+        db.execute("CREATE TABLE t (x TEXT)")
+        db.executemany("INSERT INTO t VALUES (?)", [("x" * 500,)] * 200)
+        db.commit()
+    cut = tmp_path / "cut.db"
+    data = whole.read_bytes()
+    cut.write_bytes(data[: len(data) // 2 + 100])
+    return {"not a database": garbage, "truncated": cut}
+
+
+@pytest.mark.parametrize("case", ["not a database", "truncated"])
+def test_a_corrupt_sqlite_store_is_named_without_sql(tmp_path, case):
+    """Issue 30 §16: a corrupt store's message printed SQLAlchemy's raw SQL
+    (`[SQL: SELECT name FROM sqlite_master ...]`) and its background link."""
+    path = _store_files(tmp_path)[case]
+    with pytest.raises(ServiceError) as caught:
+        destinations.check_store(f"sqlite:///{path}")
+    message = str(caught.value)
+    assert str(path) in message and case in message, message
+    assert "SQL" not in message.replace("SQLite", "") and "sqlalche.me" not in message
+
+
+def test_a_store_error_from_sqlalchemy_is_said_without_its_sql(tmp_path):
+    """The same class where MLflow meets the damage first (a store whose
+    header is sound, a page inside it not): the message keeps the
+    driver's words and drops the statement."""
+    import sqlalchemy
+
+    from kg_service.tracking import client
+
+    engine = sqlalchemy.create_engine(f"sqlite:///{_store_files(tmp_path)['not a database']}")
+    with pytest.raises(sqlalchemy.exc.DatabaseError) as caught:
+        with engine.connect() as connection:
+            connection.execute(sqlalchemy.text("SELECT name FROM sqlite_master"))
+    message = client.store_problem("sqlite:///garbage.db", caught.value)
+    assert "file is not a database" in message, message
+    assert "SELECT" not in message and "sqlalche.me" not in message, message
+
+
 def test_sqlite_in_memory_and_new_files_pass(tmp_path):
     destinations.check_store("sqlite://")
     destinations.check_store("sqlite:///:memory:")
