@@ -10,6 +10,7 @@ import shlex
 from kg_service.errors import RegisteredAlready
 from kg_service.errors import ResumeRefused
 from kg_service.errors import StoreUnavailable
+from kg_service.errors import sentence
 from kg_service.errors import SweepInterrupted
 from kg_service.errors import SweepMismatch
 
@@ -28,7 +29,7 @@ def describe(error):
         return f"{flag}: {error}"
     if isinstance(error, RegisteredAlready):
         return (
-            f"{error} If that process died before it finished, finish the sweep "
+            f"{sentence(error)} If that process died before it finished, finish the sweep "
             f"with: kg-train --config <its config> --resume {error.run_id}"
         )
     return str(error)
@@ -53,11 +54,11 @@ def interrupted(error):
 def store_failed(error):
     if error.run_id is None:
         return (
-            f"{error} The sweep had not started: nothing was trained or "
+            f"{sentence(error)} The sweep had not started: nothing was trained or "
             f"written. Run the same command again once the store is back."
         )
     return (
-        f"{error} {kept(error.kept, error.run_id)}. Once the store is back, resume with: "
+        f"{sentence(error)} {kept(error.kept, error.run_id)}. Once the store is back, resume with: "
         f"{resume_command(error.resume)}"
     )
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from kg_service.config import derived as config_lib
 from kg_service.errors import ServiceError
+from kg_service.errors import sentence
 from kg_service.serving import request_checks
 from kg_service.serving import saved_model_proto
 from kg_service.tracking import client as mlflow_client
@@ -91,7 +92,7 @@ def local_model(model_uri, tracking_uri=None):
         except mlflow.exceptions.MlflowException as error:
             raise ServiceError(
                 f"model {model_uri}: not found in the tracking store {uri}: "
-                f"{_first_line(error.message)}{_closest_model(mlflow, uri, model_uri)} "
+                f"{sentence(_first_line(error.message))}{_closest_model(mlflow, uri, model_uri)} "
                 f"{MODEL_URI_HELP}"
             ) from None
         if not (pathlib.Path(local) / "MLmodel").is_file():

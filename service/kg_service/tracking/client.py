@@ -15,6 +15,7 @@ import pathlib
 import re
 import urllib.parse
 
+from kg_service.errors import sentence
 from kg_service.tracking import destinations
 from kg_service.tracking import empty_store
 
@@ -113,7 +114,7 @@ def store_problem(uri, error):
         )
     return (
         f"cannot use the MLflow tracking store {uri!r}: "
-        f"{without_sql(error)}. {destinations.URI_HELP}"
+        f"{sentence(without_sql(error))} {destinations.URI_HELP}"
     )
 
 
