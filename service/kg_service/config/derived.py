@@ -250,6 +250,13 @@ SMOKE_EVAL_WINDOWS = 8
 SMOKE_STEPS = 2
 
 
+def smoke_name(name):
+    """`name` with the `-smoke` suffix, once: tiny.yaml's experiment is
+    `kg-smoke` already, and `--smoke` logged it to `kg-smoke-smoke`
+    (issue 30 §18)."""
+    return name if name.endswith("-smoke") else f"{name}-smoke"
+
+
 def smoke(config):
     """`config` at smoke sizes: the same pipeline, done in seconds.
 
@@ -262,7 +269,8 @@ def smoke(config):
     seed); a corpus, its bytes, context, steps and evaluation
     windows. The experiment and registered model names get a
     `-smoke` suffix (once: a model name made from `{experiment}` has it
-    already), and so does the study, so a smoke run never moves the real
+    already, and a name ending in `-smoke` keeps it; `smoke` applied twice
+    is `smoke` once), and so does the study, so a smoke run never moves the real
     models' aliases nor mixes its runs into the real experiment or study.
 
     Example:
@@ -299,13 +307,13 @@ def smoke(config):
     # A template with {experiment} gets the experiment's suffix already.
     template = config.registry.model_name
     if "experiment" not in [field for field, _, _ in template_fields(template)]:
-        template += "-smoke"
+        template = smoke_name(template)
     registry = dataclasses.replace(config.registry, model_name=template)
     return dataclasses.replace(
         config,
-        experiment=f"{config.experiment}-smoke",
+        experiment=smoke_name(config.experiment),
         # Nor into the real study (`kg report --study`).
-        study=None if config.study is None else f"{config.study}-smoke",
+        study=None if config.study is None else smoke_name(config.study),
         seeds=tuple(config.seeds[:SMOKE_SEEDS]),
         data=data,
         model=model,

@@ -720,6 +720,18 @@ def test_smoke_model_names_carry_the_smoke_suffix_once(path):
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_smoke_suffix_is_applied_once_whatever_the_names_hold(path):
+    # tiny.yaml's experiment "kg-smoke" became "kg-smoke-smoke" (issue 30 §18).
+    config = load_config(path)
+    once = derived.smoke(config)
+    assert derived.smoke(once) == once
+    assert once.experiment.count("-smoke") == 1, once.experiment
+    assert once.experiment in (config.experiment, f"{config.experiment}-smoke")
+    named = dataclasses.replace(config, study="s-smoke", experiment="e-smoke")
+    assert (derived.smoke(named).study, derived.smoke(named).experiment) == ("s-smoke", "e-smoke")
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_smoke_keeps_the_first_layers_at_smoke_width(path):
     # One hidden layer or block (SMOKE_DEPTH): tracing grows with the layers (issue 17).
     config = load_config(path)
