@@ -58,8 +58,8 @@ def plan(ctx, experiment, margin, power, alpha, tracking_uri):
 
     \b
     Examples:
-      kg plan --experiment moons
-      kg plan --experiment moons --margin 0.005 --power 0.9
+      kg plan --experiment moons-relu-vs-gelu
+      kg plan --experiment moons-relu-vs-gelu --margin 0.005 --power 0.9
     """
     mlflow_client.quiet_downloads()
     with options.command_errors(ctx, "kg plan"):
