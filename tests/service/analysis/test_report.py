@@ -460,6 +460,8 @@ def test_kg_report_prints_no_optimizer_loading_warning(rebuilt):
     report_run, _, _, _, _ = rebuilt
     said = report_run.stdout + report_run.stderr + "\n".join(report_run.warned)
     assert "Skipping variable loading for optimizer" not in said
+    # Issue 30 §20: a bar per artifact read back, a line each off a terminal.
+    assert "Downloading artifacts" not in said
 
 
 def test_kg_report_shows_the_configuration_the_sweep_ran(rebuilt):
