@@ -91,7 +91,7 @@ def test_shipped_smaller_configs_match_their_descriptions():
     revival = load_config(REPO / "configs" / "revival.yaml")
     assert set(revival.activations) == {"gelu", "relu", "learnable_leaky_relu"}
     tiny = load_config(REPO / "configs" / "tiny.yaml")
-    assert (tiny.data.n_samples, tiny.model.hidden_units, tiny.training.epochs) == (300, (8,), 3)
+    assert (tiny.data.n_samples, tiny.model.hidden_units, tiny.training.epochs) == (300, (16, 16), 10)
     assert (tiny.seeds, tiny.activations) == ((0, 1), ("relu", "gelu"))
 
 
