@@ -16,4 +16,6 @@ registered objects.
 from keras_gelu.api import *  # noqa: F401,F403
 from keras_gelu.api import __all__  # noqa: F401
 
-__version__ = "0.1.0"
+# A development release (PEP 440): it sorts after 0.1.0 and before 0.2.0, so a
+# model saved from the tree says it is neither (issue 30 §22).
+__version__ = "0.2.0.dev0"

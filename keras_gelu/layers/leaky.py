@@ -1,5 +1,7 @@
 """Leaky ReLU with a learnable slope."""
 
+import math
+
 import keras
 from keras import ops
 
@@ -12,6 +14,23 @@ def leaky(inputs, slope):
     return ops.where(inputs >= 0, inputs, inputs * slope)
 
 
+def _finite_slope(value):
+    """`value` as a float, or a ValueError: a NaN or infinite slope makes
+    every negative input NaN or infinite from the first step."""
+    number = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an int past the float range
+            number = math.inf
+    if number is None or not math.isfinite(number):
+        raise ValueError(
+            "keras_gelu: LearnableLeakyReLU expects `initial_slope` to be "
+            f"a finite number; received {value!r}."
+        )
+    return number
+
+
 @register
 class LearnableLeakyReLU(keras.layers.Layer):
     """Leaky ReLU with a learnable negative slope: `x if x >= 0 else a * x`.
@@ -20,7 +39,8 @@ class LearnableLeakyReLU(keras.layers.Layer):
     learns it, globally or per layer.
 
     Args:
-        initial_slope: Float, the slope's initial value (default 0.01).
+        initial_slope: Float, the slope's initial value (default 0.01);
+            a NaN or infinite one raises a `ValueError`.
         per_channel: If True, one slope per channel (last axis). Default
             False: one scalar slope for the layer.
         shared_axes: Alternatively, as in `keras.layers.PReLU`: one slope
@@ -31,6 +51,8 @@ class LearnableLeakyReLU(keras.layers.Layer):
         **kwargs: Base layer keyword arguments.
 
     Works with `None` (unknown) dimensions in scalar and per-channel mode.
+    An int or bool input is cast to the layer's compute dtype (the output
+    is float), as `keras.layers.LeakyReLU` does.
 
     Example:
 
@@ -49,14 +71,7 @@ class LearnableLeakyReLU(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if isinstance(initial_slope, bool) or not isinstance(
-            initial_slope, (int, float)
-        ):
-            raise ValueError(
-                "keras_gelu: LearnableLeakyReLU expects `initial_slope` to be "
-                f"a number; received {initial_slope!r}."
-            )
-        self.initial_slope = float(initial_slope)
+        self.initial_slope = _finite_slope(initial_slope)
         self.per_channel = bool(per_channel)
         if shared_axes is not None:
             if per_channel:
@@ -121,6 +136,12 @@ class LearnableLeakyReLU(keras.layers.Layer):
         )
 
     def call(self, inputs):
+        # Layer.__call__ casts only float inputs to the compute dtype; an
+        # int one would cast the slope to int (0.01 -> 0, a silent ReLU).
+        # Computed in the compute dtype instead, as keras.layers.LeakyReLU
+        # does through ops.leaky_relu (issue 30 §16).
+        if not keras.backend.is_float_dtype(inputs.dtype):
+            inputs = ops.cast(inputs, self.compute_dtype)
         return leaky(inputs, self.slope)
 
     def compute_output_shape(self, input_shape):

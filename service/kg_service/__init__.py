@@ -1,5 +1,6 @@
 """kg-train: seeded activation comparisons tracked in MLflow."""
 
+import importlib.metadata
 import os
 
 # MLflow >= 3.2 sends usage telemetry (config.mlflow-telemetry.io) unless
@@ -8,6 +9,16 @@ import os
 # environment); a user's own value wins. MLflow reads DO_NOT_TRACK only as
 # "true", so the variable set here is MLflow's own (mlflow/telemetry/utils.py).
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# MLflow draws a tqdm bar per artifact download, and where stderr is no
+# terminal each bar is a "Downloading artifacts" line: 21 of them from one
+# `kg report` (issue 30 §20). Off for every entry point and the printed
+# `mlflow models serve` command (MLflow's own switch,
+# mlflow/environment_variables.py); a user's own value wins.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+# One distribution ships keras_gelu and kg_service: its version is both's
+# (pyproject.toml's, read from the installed metadata without importing Keras).
+__version__ = importlib.metadata.version("keras-gelu")
 
 # The built-in tasks register here (their facts go to the config catalog),
 # so every entry point, and config validation, knows them.

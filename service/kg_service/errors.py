@@ -20,6 +20,15 @@ class ServiceError(Exception):
     exit_code = 2
 
 
+def sentence(text):
+    """`text` stripped and ended with a full stop, unless it ends a sentence
+    already: for a message made of another library's words (MLflow's
+    "... not found") followed by one of ours (" Did you mean ...?").
+    Issue 30 §18: they were joined as "...not found Did you mean"."""
+    text = str(text).strip()
+    return text if not text or text.endswith((".", "?", "!")) else text + "."
+
+
 @dataclasses.dataclass(frozen=True)
 class ResumeHint:
     """What resuming a stopped sweep takes; the CLI writes it as a command.

@@ -617,3 +617,26 @@ def test_split_along_the_feature_axis_keeps_the_mask_for_an_lstm(make):
     np.testing.assert_array_equal(ref.numpy(mask), steps)
     alone = lstm(gated(x), mask=keras.ops.convert_to_tensor(steps))
     np.testing.assert_allclose(y, ref.numpy(alone), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8", "bool"])
+def test_learnable_leaky_relu_on_non_float_input_computes_in_its_compute_dtype(dtype):
+    # Issue 30 §16: the slope was cast to the input's int dtype, 0.3 -> 0,
+    # a silent ReLU. As keras.layers.LeakyReLU does on TensorFlow and JAX
+    # (ops.leaky_relu converts an int tensor to float), the input is cast
+    # to the compute dtype; on every backend (Keras' own PReLU and torch's
+    # LeakyReLU refuse int input).
+    x = np.array([[-2, 3, 0]]).astype(dtype)
+    layer = keras_gelu.LearnableLeakyReLU(initial_slope=0.3)
+    y = layer(ops.convert_to_tensor(x))
+    assert keras.backend.standardize_dtype(y.dtype) == layer.compute_dtype
+    expected = np.where(x.astype("float64") >= 0, x, 0.3 * x.astype("float64"))
+    np.testing.assert_allclose(ops.convert_to_numpy(y), expected, rtol=1e-6)
+    half = keras_gelu.LearnableLeakyReLU(initial_slope=0.3, dtype="mixed_float16")
+    assert keras.backend.standardize_dtype(half(ops.convert_to_tensor(x)).dtype) == "float16"
+
+
+@pytest.mark.parametrize("slope", [float("nan"), float("inf"), -float("inf"), 10**400])
+def test_learnable_leaky_relu_refuses_a_non_finite_initial_slope(slope):
+    with pytest.raises(ValueError, match="finite"):
+        keras_gelu.LearnableLeakyReLU(initial_slope=slope)

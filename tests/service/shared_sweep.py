@@ -99,7 +99,7 @@ def train(cwd):
 def train_smoke(cwd):
     """`kg-train --config configs/tiny.yaml --smoke --set export.enabled=false
     --output-dir sweep -q` in `cwd` (empty), MLFLOW_TRACKING_URI unset: the
-    experiment kg-smoke-smoke, models tiny-{relu,gelu}-smoke; a `TinySweep`.
+    experiment kg-smoke, models tiny-{relu,gelu}-smoke; a `TinySweep`.
 
     Run in this process (click's runner, tests/service/in_process.py): its
     readers check what it leaves in the store and the folder, not the

@@ -14,6 +14,7 @@ from kg_service.errors import LeaseLost
 from kg_service.errors import RegisteredAlready
 from kg_service.errors import ResumeRefused
 from kg_service.errors import StoreUnavailable
+from kg_service.errors import sentence
 from kg_service.errors import SweepInterrupted
 from kg_service.errors import SweepMismatch
 
@@ -46,7 +47,7 @@ def describe(error):
         )
     if isinstance(error, RegisteredAlready):
         return (
-            f"{error} If that process died before it finished, finish the sweep "
+            f"{sentence(error)} If that process died before it finished, finish the sweep "
             f"with: kg-train --config <its config> --resume {error.run_id}"
         )
     return str(error)
@@ -98,11 +99,11 @@ def interrupted(error):
 def store_failed(error):
     if error.run_id is None:
         return (
-            f"{error} The sweep had not started: nothing was trained or "
+            f"{sentence(error)} The sweep had not started: nothing was trained or "
             f"written. Run the same command again once the store is back."
         )
     return (
-        f"{error} {kept(error.kept, error.run_id)}. Once the store is back, resume with: "
+        f"{sentence(error)} {kept(error.kept, error.run_id)}. Once the store is back, resume with: "
         f"{resume_command(error.resume)}"
     )
 

@@ -60,7 +60,7 @@ def report(ctx, experiment, study, sweep_id, register, output_dir, tracking_uri,
     \b
     Examples:
       kg report --experiment kg-smoke
-      kg report --experiment moons --sweep-id 3f9c2a1b7d004e55 --register
+      kg report --experiment moons-relu-vs-gelu --sweep-id 3f9c2a1b7d004e55 --register
       kg report --study revival
     """
     if experiment is None and study is None:

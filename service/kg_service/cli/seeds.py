@@ -29,20 +29,20 @@ FINISHED = "FINISHED"
 @click.option("--experiment", required=True, metavar="NAME", help="The MLflow experiment.")
 @click.option(
     "--margin",
-    type=click.FloatRange(min=0, min_open=True),
+    type=options.FiniteRange(min=0, min_open=True),
     metavar="M",
     help="Equivalence margin in the compared metric's units (0.003 = 0.3 pp of "
     "accuracy); default: the sweep's analysis.margin.",
 )
 @click.option(
     "--power",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=options.FiniteRange(0, 1, min_open=True, max_open=True),
     metavar="P",
     help="The power to plan for; default: the sweep's analysis.power (0.8).",
 )
 @click.option(
     "--alpha",
-    type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
+    type=options.FiniteRange(0, 0.5, min_open=True, max_open=True),
     metavar="A",
     help="Family-wise error rate; default: the sweep's analysis.alpha (0.05).",
 )
@@ -58,8 +58,8 @@ def plan(ctx, experiment, margin, power, alpha, tracking_uri):
 
     \b
     Examples:
-      kg plan --experiment moons
-      kg plan --experiment moons --margin 0.005 --power 0.9
+      kg plan --experiment moons-relu-vs-gelu
+      kg plan --experiment moons-relu-vs-gelu --margin 0.005 --power 0.9
     """
     mlflow_client.quiet_downloads()
     with options.command_errors(ctx, "kg plan"):

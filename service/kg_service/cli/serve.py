@@ -52,7 +52,7 @@ TRACKING_URI = options.tracking_uri(
 )
 @click.option(
     "--max-request-mb",
-    type=click.FloatRange(min=0, min_open=True),
+    type=options.FiniteRange(min=0, min_open=True),
     default=8.0,
     show_default=True,
     help="Largest request body (8 MB: about 350,000 rows of 2 features, 12,000 "
@@ -67,7 +67,7 @@ TRACKING_URI = options.tracking_uri(
 )
 @click.option(
     "--client-timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=options.FiniteRange(min=0, min_open=True),
     default=10.0,
     show_default=True,
     help="Seconds a client may take to send a request's headers, or the next "

@@ -97,9 +97,10 @@ def print_sweep(echo, outcome):
     # Telemetry as in this process (off unless the user turned it on): the
     # printed commands run in the user's shell, not under kg_service.
     telemetry = os.environ.get("MLFLOW_DISABLE_TELEMETRY", "true")
+    bars = os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # issue 30 §20
     env = (
         f'PATH="{bin_dir}:$PATH" MLFLOW_TRACKING_URI={uri} '
-        f"MLFLOW_DISABLE_TELEMETRY={telemetry}"
+        f"MLFLOW_DISABLE_TELEMETRY={telemetry} MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR={bars}"
     )
     echo(f"MLflow UI:  {env} mlflow ui --backend-store-uri {uri}")
     if registered.models:

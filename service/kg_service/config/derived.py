@@ -120,14 +120,51 @@ def registered_model_name(config, activation):
 def memory_estimate(config):
     """About how many bytes of memory a run of `config` needs at its peak.
 
-    A classifier: its generated data (float64, with the generator's
+    The data (`_data_bytes`) and the models (`parameter_estimate`): each
+    member trained at once holds its weights, their gradients and the
+    optimizer's two moments (Adam's), float32 (issue 30 §13:
+    `hidden_units: [1000000, 1000000]`, a trillion weights, passed the
+    check and died out of memory after the data had loaded). An estimate,
+    within a factor of about two: what it is for is refusing 1e9 samples
+    or 1e12 weights before numpy or the backend fails.
+    """
+    weights = parameter_estimate(config) * seeds_at_once(config) * 4 * BYTES_PER_PARAMETER_SLOT
+    return _data_bytes(config) + weights
+
+
+BYTES_PER_PARAMETER_SLOT = 4  # weight, gradient, two optimizer moments
+_INPUT_BOUND = 64  # features of the widest built-in classifier input (digits' 8x8)
+_OUTPUT_BOUND = 256  # classes, or bytes of the language model's vocabulary
+
+
+def parameter_estimate(config):
+    """About how many weights one member of `config` has (an upper bound
+    for the built-in tasks): each projection `in x out + out`, a gated
+    activation's twice as wide, a feedforward block's up, gate and down
+    projections, a language model's attention (4 d_model^2 per block) and
+    embedding."""
+    model = config.model
+    gated = any(catalog.names_table().kind(a) == "gated" for a in config.activations)
+    factor = 2 if gated else 1
+    widths = tuple(model.hidden_units)
+    if model.block == "dense" and catalog.task(config.data.dataset).sample_splits:
+        chain = (_INPUT_BOUND,) + widths
+        hidden = sum((a + 1) * b * factor for a, b in zip(chain, chain[1:]))
+        return hidden + (chain[-1] + 1) * _OUTPUT_BOUND
+    d = model.d_model
+    blocks = sum((d + 1) * w * factor + (w + 1) * d for w in widths)
+    language = not catalog.task(config.data.dataset).sample_splits
+    attention = 4 * d * (d + 1) * len(widths) if language else 0
+    return (_INPUT_BOUND + _OUTPUT_BOUND + 1) * d + blocks + attention
+
+
+def _data_bytes(config):
+    """A classifier: its generated data (float64, with the generator's
     temporaries), and each epoch's evaluation, a forward pass of every
     member over the whole training + validation splits at once (float32,
     the input and the two widest layers). A language model: one epoch's
     training windows (int64 offsets, int32 inputs and targets) and one
-    batch's logits over 256 bytes. An estimate, within a factor of about
-    two: what it is for is refusing 1e9 samples before numpy fails.
-    """
+    batch's logits over 256 bytes."""
     data, model, training = config.data, config.model, config.training
     task = catalog.task(data.dataset)
     members = seeds_at_once(config)
@@ -213,6 +250,13 @@ SMOKE_EVAL_WINDOWS = 8
 SMOKE_STEPS = 2
 
 
+def smoke_name(name):
+    """`name` with the `-smoke` suffix, once: tiny.yaml's experiment is
+    `kg-smoke` already, and `--smoke` logged it to `kg-smoke-smoke`
+    (issue 30 §18)."""
+    return name if name.endswith("-smoke") else f"{name}-smoke"
+
+
 def smoke(config):
     """`config` at smoke sizes: the same pipeline, done in seconds.
 
@@ -225,7 +269,8 @@ def smoke(config):
     seed); a corpus, its bytes, context, steps and evaluation
     windows. The experiment and registered model names get a
     `-smoke` suffix (once: a model name made from `{experiment}` has it
-    already), and so does the study, so a smoke run never moves the real
+    already, and a name ending in `-smoke` keeps it; `smoke` applied twice
+    is `smoke` once), and so does the study, so a smoke run never moves the real
     models' aliases nor mixes its runs into the real experiment or study.
 
     Example:
@@ -262,13 +307,13 @@ def smoke(config):
     # A template with {experiment} gets the experiment's suffix already.
     template = config.registry.model_name
     if "experiment" not in [field for field, _, _ in template_fields(template)]:
-        template += "-smoke"
+        template = smoke_name(template)
     registry = dataclasses.replace(config.registry, model_name=template)
     return dataclasses.replace(
         config,
-        experiment=f"{config.experiment}-smoke",
+        experiment=smoke_name(config.experiment),
         # Nor into the real study (`kg report --study`).
-        study=None if config.study is None else f"{config.study}-smoke",
+        study=None if config.study is None else smoke_name(config.study),
         seeds=tuple(config.seeds[:SMOKE_SEEDS]),
         data=data,
         model=model,

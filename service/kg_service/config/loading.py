@@ -16,6 +16,7 @@ import yaml
 
 from kg_service.config.excerpts import kind_of
 from kg_service.config.excerpts import path_text
+from kg_service.config.excerpts import SHOW_LIMIT
 from kg_service.config.excerpts import show
 from kg_service.config.problems import Problems
 from kg_service.config.problems import mapping_form
@@ -94,7 +95,7 @@ def flatten(tree, prefix=""):
 def _apply_overrides(raw, overrides, check):
     """Applies each `key.path=value` to the raw mapping; bad ones become problems."""
     for override in overrides:
-        label = f"--set {override}"
+        label = f"--set {_cut(str(override))}"
         key, sep, text = str(override).partition("=")
         key = key.strip()
         if not sep or not key:
@@ -138,6 +139,12 @@ def _apply_overrides(raw, overrides, check):
             if isinstance(node, Mapping):
                 node.lines.pop(path[-1], None)
             check.origins[path] = label
+
+
+def _cut(text, limit=SHOW_LIMIT):
+    """`text` cut at `limit` characters: a message quotes an override, not
+    a 5,000-digit one whole."""
+    return text if len(text) <= limit else f"{text[:limit]} ... ({len(text):,} characters)"
 
 
 def _setting_or_problem(path):

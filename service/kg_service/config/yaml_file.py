@@ -18,8 +18,42 @@ class Mapping(dict):
         self.lines = {}
 
 
+# Issue 30 §13: a file (or a --set value) nested thousands deep ran
+# PyYAML's recursive composer into a RecursionError traceback, and an
+# integer of more digits than Python converts from text (4,300 by
+# default, sys.get_int_max_str_digits) into a ValueError. A config's
+# deepest setting is a few levels down; both are refused as YAML problems.
+MAX_DEPTH = 50
+
+
 class _Loader(yaml.SafeLoader):
-    pass
+    def compose_node(self, parent, index):
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None,
+                    f"lists or mappings nested more than {MAX_DEPTH} deep; a config's "
+                    "settings are a few levels deep",
+                    self.peek_event().start_mark,
+                )  # fmt: skip
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _construct_int(loader, node):
+    try:
+        value = yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
+        str(value)  # a hex or octal one reads, then cannot be written back in decimal
+        return value
+    except ValueError:
+        raise yaml.constructor.ConstructorError(
+            None, None,
+            f"an integer of {len(node.value):,} characters, more than Python reads from "
+            "text; no setting takes a number that large",
+            node.start_mark,
+        ) from None  # fmt: skip
 
 
 def _construct_mapping(loader, node):
@@ -49,6 +83,7 @@ def _construct_mapping(loader, node):
 
 
 _Loader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 def parse_yaml(text):

@@ -33,6 +33,7 @@ import numpy as np
 
 from kg_service.config import derived as config_lib
 from kg_service.errors import ServiceError
+from kg_service.errors import sentence
 from kg_service.serving import saved_model_proto
 from kg_service.tracking import client as mlflow_client
 
@@ -151,13 +152,6 @@ def _no_dangling_links(model_uri, path):
                     f"model {model_uri}: {entry} is a link to nothing "
                     f"({os.readlink(entry)}); the model folder is incomplete."
                 )
-
-
-def sentence(text):
-    """`text` ending in a full stop, so that the next sentence does not run
-    on ("...not found Did you mean", issue 30 §18)."""
-    text = str(text).rstrip()
-    return text if not text or text[-1] in ".?!" else text + "."
 
 
 def _closest_model(mlflow, uri, model_uri):

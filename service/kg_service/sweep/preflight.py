@@ -223,10 +223,13 @@ def check_memory(config, available=None):
     gib = 2**30
     raise ServiceError(
         f"this config needs about {needed / gib:,.1f} GiB of memory (data.n_samples "
-        f"{config.data.n_samples:,}, {derived.seeds_at_once(config)} seeds evaluated at once, "
-        f"training.batch_size {config.training.batch_size:,}), but this machine has "
-        f"{available / gib:,.1f} GiB available. Lower data.n_samples, the seeds or the "
-        f"batch size (--set data.n_samples=...), or run it on a larger machine."
+        f"{config.data.n_samples:,}, {derived.seeds_at_once(config)} seeds trained at once, "
+        f"training.batch_size {config.training.batch_size:,}, about "
+        f"{derived.parameter_estimate(config):,} weights per model from model.hidden_units "
+        f"{list(config.model.hidden_units)}), but this machine has "
+        f"{available / gib:,.1f} GiB available. Lower data.n_samples, the seeds, the "
+        f"batch size or the widths (--set data.n_samples=..., "
+        f"--set model.hidden_units=[64,64]), or run it on a larger machine."
     )
 
 

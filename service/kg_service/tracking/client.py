@@ -16,6 +16,7 @@ import re
 import urllib.parse
 
 from kg_service import redact
+from kg_service.errors import sentence
 from kg_service.tracking import destinations
 from kg_service.tracking import empty_store
 
@@ -115,8 +116,21 @@ def store_problem(uri, error):
         )
     return (
         f"cannot use the MLflow tracking store {uri!r}: "
-        f"{type(error).__name__}: {redact.text(error)}. {destinations.URI_HELP}"
+        f"{sentence(redact.text(without_sql(error)))} {destinations.URI_HELP}"
     )
+
+
+def without_sql(error):
+    """`Type: message` of a store error, without the SQL statement, its
+    parameters and the background link SQLAlchemy appends (issue 30 §16:
+    a corrupt store's message printed `[SQL: SELECT name FROM ...]`). A
+    driver error (SQLAlchemy's `DBAPIError`) is said in the driver's words."""
+    original = getattr(error, "orig", None)
+    if isinstance(original, BaseException):
+        error = original
+    text = re.sub(r"\s*\[(SQL|parameters): .*?\](?=\s|$)", "", str(error), flags=re.DOTALL)
+    text = re.sub(r"\s*\(Background on this error at: [^)]*\)", "", text)
+    return f"{type(error).__name__}: {text.strip()}"
 
 
 def did_you_mean(name, known):

@@ -147,7 +147,9 @@ def _check_database_file(database, uri):
         elif not os.access(path, os.R_OK | os.W_OK):
             problem = f"{path} is not readable and writable by this user"
         else:
-            return
+            problem = sqlite_file_problem(path)
+            if problem is None:
+                return
     else:
         problem = writable_dir_problem(path.parent)
         if problem is None:
@@ -155,6 +157,42 @@ def _check_database_file(database, uri):
     raise ServiceError(
         f"cannot use the MLflow tracking store {uri!r}: {problem}. {URI_HELP}"
     )
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def sqlite_file_problem(path):
+    """Why the existing file `path` is no usable SQLite database, or None.
+
+    Read from its 100-byte header (sqlite.org/fileformat.html), before
+    SQLAlchemy meets it and says so with its SQL statement (issue 30 §16):
+    not an SQLite file at all, or one cut short of the pages its header
+    counts. An empty file is a new database to SQLite, and fine.
+    """
+    size = path.stat().st_size
+    if size == 0:
+        return None
+    with open(path, "rb") as handle:
+        header = handle.read(100)
+    if not header.startswith(SQLITE_HEADER):
+        return (
+            f"{path} is not a database (not an SQLite file: it does not start "
+            "with SQLite's header)"
+        )
+    if len(header) < 100:
+        return f"{path} is truncated: {size} bytes, shorter than SQLite's 100-byte header"
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    # The page count is valid only when its "version-valid-for" number
+    # matches the change counter (older writers did not keep it).
+    pages = int.from_bytes(header[28:32], "big") if header[24:28] == header[92:96] else 0
+    if page_size < 512 or size % page_size or size < pages * page_size:
+        return (
+            f"{path} is truncated or damaged: {size:,} bytes, where its header says "
+            f"{pages:,} pages of {page_size:,} bytes"
+        )
+    return None
 
 
 def _check_server(uri):

@@ -453,12 +453,12 @@ def rebuilt(tiny_smoke_sweep, tmp_path_factory):
         warnings.simplefilter("always")  # each warning, not once per place
         patch.chdir(tmp)  # --output-dir is relative
         patch.delenv("MLFLOW_TRACKING_URI", raising=False)
-        report_run = in_process.kg_report("--experiment", "kg-smoke-smoke", "--tracking-uri", uri,
+        report_run = in_process.kg_report("--experiment", "kg-smoke", "--tracking-uri", uri,
                                           "--output-dir", "rebuilt", "-q")
     assert report_run.exit_code == 0, (report_run.output + repr(report_run.exception))[-3000:]
     report_run.warned = [str(w.message) for w in caught]
     # kg plan of the same stored sweep (issue 18): no second sweep to train.
-    plan_run = run("-m", "kg_service.cli.seeds", "--experiment", "kg-smoke-smoke",
+    plan_run = run("-m", "kg_service.cli.seeds", "--experiment", "kg-smoke",
                    "--tracking-uri", uri, "--margin", "0.004")
     (swept,) = (tiny_smoke_sweep.cwd / "sweep").rglob("report.md")
     (again,) = (tmp / "rebuilt").rglob("report.md")
@@ -471,6 +471,8 @@ def test_kg_report_prints_no_optimizer_loading_warning(rebuilt):
     report_run, _, _, _, _ = rebuilt
     said = report_run.stdout + report_run.stderr + "\n".join(report_run.warned)
     assert "Skipping variable loading for optimizer" not in said
+    # Issue 30 §20: a bar per artifact read back, a line each off a terminal.
+    assert "Downloading artifacts" not in said
 
 
 def test_kg_report_shows_the_configuration_the_sweep_ran(rebuilt):

@@ -97,6 +97,52 @@ def test_sqlite_store_that_is_a_folder_is_rejected(tmp_path):
         destinations.check_store(f"sqlite:///{tmp_path}")
 
 
+def _store_files(tmp_path):
+    """A file that is no database, and a real store cut in half."""
+    import sqlite3
+
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database at all\n" * 300)
+    whole = tmp_path / "whole.db"
+    with contextlib.closing(sqlite3.connect(whole)) as db:
+        db.execute("CREATE TABLE t (x TEXT)")
+        db.executemany("INSERT INTO t VALUES (?)", [("x" * 500,)] * 200)
+        db.commit()
+    cut = tmp_path / "cut.db"
+    data = whole.read_bytes()
+    cut.write_bytes(data[: len(data) // 2 + 100])
+    return {"not a database": garbage, "truncated": cut}
+
+
+@pytest.mark.parametrize("case", ["not a database", "truncated"])
+def test_a_corrupt_sqlite_store_is_named_without_sql(tmp_path, case):
+    """Issue 30 §16: a corrupt store's message printed SQLAlchemy's raw SQL
+    (`[SQL: SELECT name FROM sqlite_master ...]`) and its background link."""
+    path = _store_files(tmp_path)[case]
+    with pytest.raises(ServiceError) as caught:
+        destinations.check_store(f"sqlite:///{path}")
+    message = str(caught.value)
+    assert str(path) in message and case in message, message
+    assert "SQL" not in message.replace("SQLite", "") and "sqlalche.me" not in message
+
+
+def test_a_store_error_from_sqlalchemy_is_said_without_its_sql(tmp_path):
+    """The same class where MLflow meets the damage first (a store whose
+    header is sound, a page inside it not): the message keeps the
+    driver's words and drops the statement."""
+    import sqlalchemy
+
+    from kg_service.tracking import client
+
+    engine = sqlalchemy.create_engine(f"sqlite:///{_store_files(tmp_path)['not a database']}")
+    with pytest.raises(sqlalchemy.exc.DatabaseError) as caught:
+        with engine.connect() as connection:
+            connection.execute(sqlalchemy.text("SELECT name FROM sqlite_master"))
+    message = client.store_problem("sqlite:///garbage.db", caught.value)
+    assert "file is not a database" in message, message
+    assert "SELECT" not in message and "sqlalche.me" not in message, message
+
+
 def test_sqlite_in_memory_and_new_files_pass(tmp_path):
     destinations.check_store("sqlite://")
     destinations.check_store("sqlite:///:memory:")
@@ -168,13 +214,14 @@ def kg_train(cwd, *args):
 # In this process (click's runner): the one case that imports MLflow to
 # tell a scheme it knows, ~6 CPU seconds of start-up as a process (issue
 # 17); the other cases are processes, each exiting 2 with one paragraph.
-IN_PROCESS = {"unknown scheme"}
+IN_PROCESS = {"unknown scheme", "weights larger than the machine"}
 
 
 @pytest.mark.parametrize(
     "case",
     ["unknown scheme", "nothing listening", "output_dir through a file",
-     "export.dir is a file", "sqlite store under a file", "more memory than the machine has"],
+     "export.dir is a file", "sqlite store under a file", "more memory than the machine has",
+     "weights larger than the machine"],
 )  # fmt: skip
 def test_kg_train_exits_2_with_one_paragraph_and_writes_nothing(tmp_path, a_file, case):
     cwd = tmp_path / "cwd"
@@ -202,6 +249,12 @@ def test_kg_train_exits_2_with_one_paragraph_and_writes_nothing(tmp_path, a_file
         "more memory than the machine has": (
             ["--set", "data.n_samples=100000000", "--set", "seeds=10000"],
             "GiB available. Lower data.n_samples",
+        ),
+        # Issue 30 §13: a trillion weights per model passed the estimate
+        # (data only) and died out of memory once the data had loaded.
+        "weights larger than the machine": (
+            ["--set", "model.hidden_units=[1000000,1000000]"],
+            "weights per model from model.hidden_units [1000000, 1000000]",
         ),
     }[case]
     before = sorted(tmp_path.rglob("*"))
@@ -231,6 +284,17 @@ def test_memory_check_names_the_need_and_what_the_machine_has():
     assert f"about {need / 2**30:,.1f} GiB" in str(info.value)
     assert f"has {(need - 1) / 2**30:,.1f} GiB available" in str(info.value)
     preflight.check_memory(config, available=need)  # enough: no error
+
+
+def test_memory_estimate_counts_each_members_weights_and_optimizer_state():
+    from kg_service.config.loading import load_config
+
+    wide = load_config(TINY, ["model.hidden_units=[1000000,1000000]"])
+    # 10^12 weights of the middle layer alone, each with a gradient and
+    # Adam's two moments, float32, for each of tiny's 2 seeds.
+    assert config_module.memory_estimate(wide) >= 10**12 * 16 * 2
+    deep = load_config(TINY, ["model.hidden_units=[4096,4096,4096]"])
+    assert config_module.memory_estimate(deep) > 2 * 4096**2 * 16 * 2
 
 
 def test_memory_estimate_grows_with_samples_and_seeds_and_tiny_is_small():

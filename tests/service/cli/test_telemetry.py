@@ -55,3 +55,20 @@ def test_kg_train_verbose_run_never_contacts_mlflow_telemetry(tiny_sweep):
     # The printed `mlflow models serve` line runs in the user's shell.
     (serve,) = [l for l in tiny_sweep.stdout.splitlines() if "mlflow models serve" in l]
     assert "MLFLOW_DISABLE_TELEMETRY=true" in serve
+    # Issue 30 §20: that command printed a "Downloading artifacts" line per file.
+    assert "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR=false" in serve
+
+
+def test_importing_the_service_turns_mlflow_download_bars_off_by_default():
+    """Issue 30 §20: `kg report` printed 21 "Downloading artifacts" lines
+    where stderr is not a terminal. MLflow's own switch, as it reads it."""
+    code = (
+        "import kg_service\n"
+        "from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR as bar\n"
+        "print(bar.get())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=users_shell(), capture_output=True, text=True,
+        timeout=300,
+    )
+    assert out.stdout.split() == ["False"], out.stderr[-2000:]

@@ -91,7 +91,7 @@ def test_shipped_smaller_configs_match_their_descriptions():
     revival = load_config(REPO / "configs" / "revival.yaml")
     assert set(revival.activations) == {"gelu", "relu", "learnable_leaky_relu"}
     tiny = load_config(REPO / "configs" / "tiny.yaml")
-    assert (tiny.data.n_samples, tiny.model.hidden_units, tiny.training.epochs) == (300, (8,), 3)
+    assert (tiny.data.n_samples, tiny.model.hidden_units, tiny.training.epochs) == (300, (16, 16), 10)
     assert (tiny.seeds, tiny.activations) == ((0, 1), ("relu", "gelu"))
 
 
@@ -717,6 +717,18 @@ def test_smoke_model_names_carry_the_smoke_suffix_once(path):
         assert name.endswith(f"-{activation}-smoke") or name.endswith(
             f"-smoke-{activation}"
         ), name
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_smoke_suffix_is_applied_once_whatever_the_names_hold(path):
+    # tiny.yaml's experiment "kg-smoke" became "kg-smoke-smoke" (issue 30 §18).
+    config = load_config(path)
+    once = derived.smoke(config)
+    assert derived.smoke(once) == once
+    assert once.experiment.count("-smoke") == 1, once.experiment
+    assert once.experiment in (config.experiment, f"{config.experiment}-smoke")
+    named = dataclasses.replace(config, study="s-smoke", experiment="e-smoke")
+    assert (derived.smoke(named).study, derived.smoke(named).experiment) == ("s-smoke", "e-smoke")
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)

@@ -111,3 +111,54 @@ def test_random_configs_and_overrides_exit_0_or_2_and_write_nothing(doc, sets):
 @given(st.text(alphabet=string.printable, max_size=200))
 def test_random_text_as_config_exits_2_or_0_never_a_traceback(text):
     _check(*_run(text, []))
+
+
+# Issue 30 §13: structures nested thousands deep (RecursionError) and
+# integers past Python's int-string limit (ValueError), in the file and
+# through --set; random depths and lengths on both sides of each limit.
+_OPENERS = {"list": ("[", "]"), "flow map": ("{a: ", "}"), "block map": None}
+
+
+def _nested(kind, depth, leaf):
+    if _OPENERS[kind] is None:  # block mappings, one indent per level
+        return "".join(f"{'  ' * i}k{i}:\n" for i in range(depth)) + "  " * depth + leaf
+    opener, closer = _OPENERS[kind]
+    return opener * depth + leaf + closer * depth
+
+
+huge = st.one_of(
+    st.builds(lambda n: "9" * n, st.integers(4000, 6000)),
+    st.builds(lambda n: "-0x" + "f" * n, st.integers(3500, 5000)),
+    st.builds(lambda n: "1_" * n + "1", st.integers(2000, 5000)),
+)
+deep = st.builds(
+    _nested, st.sampled_from(sorted(_OPENERS)), st.integers(1, 3000), st.sampled_from(["1", "x"])
+)
+EDGES = settings(FUZZ, max_examples=int(os.environ.get("KG_FUZZ_EXAMPLES", "20")))
+
+
+@EDGES
+@given(st.one_of(huge, deep), st.sampled_from(["seeds", "model.hidden_units", "training.epochs"]),
+       st.booleans())  # fmt: skip
+def test_deep_nesting_and_huge_integers_exit_2_never_a_traceback(value, key, in_file):
+    base = "experiment: x\nactivations: [relu, gelu]\ndata: {dataset: moons}\n"
+    if in_file:
+        section, _, name = key.rpartition(".")
+        body = value if "\n" not in value else "\n" + value
+        text = base + (f"{section}:\n  {name}: {body}\n" if section else f"{key}: {body}\n")
+        text = text if "\n" not in value else base + f"{key.split('.')[0]}: {body}\n"
+        result, written = _run(text, [])
+    else:
+        result, written = _run(base, [(key, value)])
+    _check(result, written)
+    assert len(result.output) < 2000, result.output[:300]
+
+
+def test_the_reported_cases_name_what_is_wrong():
+    base = "experiment: x\nactivations: [relu, gelu]\ndata: {dataset: moons}\n"
+    result, _ = _run(base + "seeds: " + "9" * 5000 + "\n", [])
+    assert result.exit_code == 2 and "an integer of 5,000 characters" in result.output
+    result, _ = _run(base, [("seeds", "9" * 5000)])
+    assert result.exit_code == 2 and "an integer of 5,000 characters" in result.output
+    result, _ = _run(base + "model: {hidden_units: " + "[" * 5000 + "]" * 5000 + "}\n", [])
+    assert result.exit_code == 2 and "nested more than" in result.output

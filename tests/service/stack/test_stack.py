@@ -22,7 +22,7 @@ import pytest
 from tests.service.stack import harness
 
 # configs/tiny.yaml's experiment and `tiny-{activation}` models, as --smoke names them.
-EXPERIMENT = "kg-smoke-smoke"
+EXPERIMENT = "kg-smoke"
 MODEL = "tiny-gelu-smoke"
 API = "/api/2.0/mlflow"
 

@@ -207,12 +207,12 @@ def test_two_shards_make_the_single_machine_sweep_registered_once_and_kg_report_
     assert "2 of its 2 members to train; the store holds 0 of 4" in first
     assert "the sweep holds 2 of 4 members" in first
 
-    early = in_process.kg_report("--experiment", "kg-smoke-smoke", "--tracking-uri", uri,
+    early = in_process.kg_report("--experiment", "kg-smoke", "--tracking-uri", uri,
                                  "--register", "-q")
     assert early.exit_code == 2, early.stderr[-3000:]
     assert "holds 2 of its 4 members; missing: gelu seed 0, gelu seed 1" in early.stderr
-    unknown = _kg_report_process(tmp_path, "--experiment", "kg-smoke-smok", "--tracking-uri", uri)
-    assert unknown.returncode == 2 and "Did you mean 'kg-smoke-smoke'?" in unknown.stderr
+    unknown = _kg_report_process(tmp_path, "--experiment", "kg-smok", "--tracking-uri", uri)
+    assert unknown.returncode == 2 and "Did you mean 'kg-smoke'?" in unknown.stderr
     assert "Traceback" not in early.stderr + unknown.stderr
 
     second = shard("2/2", "shard2")
@@ -223,7 +223,7 @@ def test_two_shards_make_the_single_machine_sweep_registered_once_and_kg_report_
     import mlflow
 
     client = mlflow.MlflowClient(uri, registry_uri=uri)
-    exp = client.get_experiment_by_name("kg-smoke-smoke")
+    exp = client.get_experiment_by_name("kg-smoke")
     runs = client.search_runs([exp.experiment_id], max_results=100)
     (parent,) = [r for r in runs if r.data.tags.get("kg.role") == "sweep"]
     members = [r for r in runs if r.data.tags.get("kg.role") == "member"]
@@ -239,11 +239,11 @@ def test_two_shards_make_the_single_machine_sweep_registered_once_and_kg_report_
     assert "compared and registered by kg-train --shard 2/2" in again
     assert len(client.search_runs([exp.experiment_id], max_results=100)) == 5
 
-    report = in_process.kg_report("--experiment", "kg-smoke-smoke", "--tracking-uri", uri,
+    report = in_process.kg_report("--experiment", "kg-smoke", "--tracking-uri", uri,
                                   "--output-dir", "rebuilt", "-q")
     assert report.exit_code == 0, (report.stderr + str(report.exception))[-3000:]
     _same(expected, _summary(tmp_path / "rebuilt"))
-    twice = in_process.kg_report("--experiment", "kg-smoke-smoke", "--tracking-uri", uri,
+    twice = in_process.kg_report("--experiment", "kg-smoke", "--tracking-uri", uri,
                                  "--register", "-q")
     assert twice.exit_code == 2 and "registered already" in twice.stderr
     assert "Traceback" not in twice.stderr
