@@ -12,7 +12,7 @@ import sys
 
 from kg_service.sweep.pipeline import ShardOutcome
 from kg_service.sweep.pipeline import SweepOutcome
-from kg_service.sweep.pipeline import WorkerOutcome
+from kg_service.sweep.roles import WorkerOutcome
 from kg_service.sweep.preflight import absolute_uri
 
 

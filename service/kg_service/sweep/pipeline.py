@@ -77,14 +77,6 @@ class ShardOutcome:
     status: Optional[str] = None
 
 
-@dataclasses.dataclass(frozen=True)
-class WorkerOutcome:
-    """A non-chief process of a multi-worker sweep, done."""
-
-    role: Any  # kg_service.training.parallel.Role
-    members: int
-
-
 class _NoProgress:
     """The default `progress`: shows nothing."""
 

@@ -1,7 +1,18 @@
 """Which process of a sweep this is: the chief (it tracks, reports and
 registers) or a worker of a `multi_worker` sweep (it only trains)."""
 
+import dataclasses
+from typing import Any
+
 from kg_service.errors import ResumeRefused
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerOutcome:
+    """A non-chief process of a multi-worker sweep, done."""
+
+    role: Any  # kg_service.training.parallel.Role
+    members: int
 
 
 def process_role(config, resume=None):

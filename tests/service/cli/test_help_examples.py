@@ -8,7 +8,6 @@ import pathlib
 import re
 import shlex
 
-import click
 import pytest
 
 from kg_service.cli.main import main
