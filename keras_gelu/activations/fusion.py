@@ -306,12 +306,21 @@ def _in_float32(fn):
     return computed
 
 
-def _traced_as_compiled(fn):
-    """`fn`, traced with `compiled()` True (tf.function traces it here)."""
+class _traced_as_compiled:
+    """`fn`, traced with `compiled()` True (tf.function traces it here).
 
-    @functools.wraps(fn)
-    def traced(*args):
+    An object, not a closure over `fn`: tf.function counts traces for its
+    "N out of the last N calls ... triggered tf.function retracing" warning
+    by the traced function's code object (`__wrapped__` followed), which
+    every gated unit's `gated_forward` shares, so glu-variants' five gated
+    kernels, each traced once, read as one function retraced five times
+    (issue 30 §24). A callable without `__code__` is counted by itself.
+    """
+
+    def __init__(self, fn):
+        self._fn = fn
+        self.__name__ = self.__qualname__ = getattr(fn, "__name__", "kernel")
+
+    def __call__(self, *args):
         with _compiling():
-            return fn(*args)
-
-    return traced
+            return self._fn(*args)

@@ -101,3 +101,20 @@ def test_gated_function_keeps_half_precision_dtype_and_gives_no_nan(name, dtype)
     assert keras.backend.standardize_dtype(out.dtype) == dtype
     values = ref.numpy(keras.ops.cast(out, "float32"))
     assert not np.any(np.isnan(values))
+
+
+@pytest.mark.skipif(ref.BACKEND != "tensorflow", reason="TensorFlow's nested XLA kernels")
+def test_every_gated_kernel_traced_once_is_not_reported_as_retracing(caplog):
+    # Issue 30 §24: glu-variants printed TensorFlow's "5 out of the last 5
+    # calls to <function fused_gated.<locals>.gated_forward> triggered
+    # tf.function retracing": five gated kernels, each traced once, were
+    # counted as one function (they share gated_forward's code). Kernels
+    # made anew here, so each traces now whatever ran before in this process.
+    from keras_gelu.activations import fusion  # the kernel cache: TensorFlow only
+
+    fusion._FUSED_CACHE.clear()
+    h = np.random.default_rng(2).normal(size=(4, 8)).astype("float32")
+    with caplog.at_level("WARNING", logger="tensorflow"), keras_gelu.xla_fusion(True):
+        for name in sorted(ref.GATED) * 2:
+            ref.numpy(keras_gelu.get(name)(h))
+    assert not [r.getMessage() for r in caplog.records if "retracing" in r.getMessage()]
