@@ -198,9 +198,10 @@ def test_registered_model_says_what_it_takes_and_returns(sweep):
     assert info.metadata["feature_names"] == ["x", "y"]
     assert info.metadata["class_names"] == ["upper moon", "lower moon"]
     assert info.metadata["standardized_inside_model"] is True
-    # One float32 tensor: clients send {"inputs": [[x, y], ...]}.
-    (spec,) = info.signature.inputs.inputs
-    assert spec.type == np.dtype("float32") and tuple(spec.shape) == (-1, 2)
+    # No input schema: MLflow's server passes named columns on to the
+    # pyfunc, which matches them to these names (issue 30 §2).
+    assert info.signature.inputs is None
+    assert info.flavors["python_function"]["config"] == {"feature_names": ["x", "y"]}
     (spec,) = info.signature.outputs.inputs
     assert tuple(spec.shape) == (-1, 2)
 
