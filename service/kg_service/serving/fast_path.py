@@ -20,7 +20,9 @@ round 8").
 Only what this path answers exactly as MLflow's app would: a model whose
 Python model is kg's `KerasGeluModel` or `SavedModelModel`
 (tasks/classification/pyfunc.py: rows independent, input checked by the
-model itself), with a float32 `[-1, features]` tensor signature, and a
+model itself), with a float32 `[-1, features]` tensor signature or, as
+kg-train logs its classifiers since issue 30 §2, no input schema (MLflow
+then passes the parsed rows on as they are; the model casts them), and a
 request `{"inputs": rows}` or `{"instances": rows}` of finite numbers,
 `features` a row (named columns reach it as `{"inputs": rows}` in the
 model's order: the guard rewrites them, `columns`). Anything else
@@ -69,20 +71,18 @@ class FastPath:
         metadata = model.metadata
         if metadata.get_params_schema() is not None:
             return None
-        schema = metadata.get_input_schema()
-        if schema is None or not schema.is_tensor_spec() or len(schema.inputs) != 1:
-            return None
-        spec = schema.inputs[0]
-        if spec.type != np.dtype("float32") or len(spec.shape) != 2 or spec.shape[0] != -1:
+        features = _tensor_width(metadata.get_input_schema())
+        if features is False:
             return None
         try:
             python_model = model.unwrap_python_model()
         except MlflowException:  # not a PythonModel (another flavor)
             return None
-        features = int(spec.shape[1])
         if type(python_model).__name__ not in KG_PYFUNCS:
             return None
-        if getattr(python_model, "features", None) != features:
+        if features is None:  # no input schema: the model's own width
+            features = getattr(python_model, "features", None)
+        if not isinstance(features, int) or getattr(python_model, "features", None) != features:
             return None
         return cls(python_model, features)
 
@@ -178,6 +178,19 @@ class FastPath:
             return self._compute([x])[0]
         except Exception as error:  # this request's answer
             return _as_mlflow_error(error)
+
+
+def _tensor_width(schema):
+    """The width of a float32 `[-1, width]` tensor input schema; None for
+    no input schema; False for any other."""
+    if schema is None:
+        return None
+    if not schema.is_tensor_spec() or len(schema.inputs) != 1:
+        return False
+    spec = schema.inputs[0]
+    if spec.type != np.dtype("float32") or len(spec.shape) != 2 or spec.shape[0] != -1:
+        return False
+    return int(spec.shape[1])
 
 
 def _as_mlflow_error(error):

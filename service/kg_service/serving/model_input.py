@@ -14,9 +14,16 @@ from kg_service.serving import columns
 
 
 def feature_count(model):
-    """The width of a numeric model's tensor input, or None (the language
-    model's prompt column)."""
+    """The width of a numeric model's input, or None (the language model's
+    prompt column).
+
+    A tensor input schema's width; where there is no input schema (kg's
+    classifiers since issue 30 §2: their pyfunc matches named columns
+    itself), one per feature name the metadata declares."""
     schema = model.metadata.get_input_schema()
+    if schema is None:
+        names = feature_names(model)
+        return len(names) if names else None
     try:
         return int(schema.inputs[0].shape[-1])
     except (AttributeError, IndexError, TypeError):

@@ -386,11 +386,12 @@ class Tracker(store.TrackingStore):
         """Logs `model` as a pyfunc in `run_id`, registers it, sets `alias`.
 
         The served model (`model_logging.log_pyfunc`) is the task's kind
-        `serving`. A classifier's signature is one float32 tensor
-        `[-1, features]` in and `[-1, classes]` out (clients send
-        `{"inputs": [[...], ...]}`); a tensor spec cannot name its columns,
-        so `metadata` (e.g. feature and class names, in the MLmodel file)
-        and `description` say what they mean.
+        `serving`. A classifier's signature is `[-1, classes]` float32
+        out and no input schema (`model_logging.classifier_signature`):
+        its pyfunc matches named columns to `metadata`'s feature names
+        and takes unnamed rows in their order; `metadata` (feature and
+        class names, in the MLmodel file) and `description` say what they
+        mean.
 
         Returns:
             The new model version (an int, as a string per MLflow).

@@ -27,11 +27,22 @@ LM_DEFAULT_NEW_TOKENS = 32  # the language pyfunc's DEFAULT_NEW_TOKENS: the same
 
 
 def classifier_signature(mlflow, model):
-    """float32 `[-1, features]` in, `[-1, classes]` probabilities out."""
+    """No input schema; float32 `[-1, classes]` probabilities out.
+
+    An input schema is enforced by MLflow's scoring server before the
+    pyfunc sees a request. A float32 `[-1, features]` tensor spec turned a
+    DataFrame (`dataframe_records`, `dataframe_split`, CSV) into a matrix
+    by position: `{"y": -0.2, "x": 0.5}` was answered as x = -0.2 (issue
+    30 §2). A column spec per feature name refuses `{"inputs": [[...]]}`
+    (its rows become columns 0..n-1) and only warns about unknown names.
+    Without one, MLflow passes on what it parsed, and the pyfunc matches
+    named columns to the feature names it is given (`model_config`),
+    refuses missing and unknown ones (400) and takes unnamed rows in its
+    order. The inputs stay documented in the MLmodel `metadata`
+    (`feature_names`, `inputs`) and the version's description.
+    """
     return mlflow.models.ModelSignature(
-        inputs=mlflow.types.Schema(
-            [mlflow.types.TensorSpec(np.dtype("float32"), (-1, model.input_shape[-1]))]
-        ),
+        inputs=None,
         outputs=mlflow.types.Schema(
             [mlflow.types.TensorSpec(np.dtype("float32"), (-1, model.output_shape[-1]))]
         ),
@@ -114,6 +125,9 @@ def log_pyfunc(
                 signature=signature,
                 pip_requirements=pip_requirements,
                 metadata=metadata,
+                # What the classifier's pyfunc matches named columns to.
+                model_config={"feature_names": list(metadata["feature_names"])}
+                if (metadata or {}).get("feature_names") else None,
             )
         for warning in caught:
             if not DELIBERATE.search(str(warning.message)):

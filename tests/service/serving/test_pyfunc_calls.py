@@ -155,3 +155,34 @@ def test_the_language_model_refuses_logits_that_are_not_finite():
         lambda b: np.zeros(b.shape + (256,), "float32"), [[104]], context=8, new_tokens=1
     )
     assert np.isfinite(logprobs).all() and len(continuations[0]) == 1
+
+
+def test_named_columns_need_names_and_rows_without_labels():
+    import pandas as pd
+    from mlflow.exceptions import MlflowException
+
+    rows = [[0.5, -0.2], [1.0, 2.0]]
+    # A model logged without feature names takes unnamed rows only.
+    assert pyfunc.in_model_order(pd.DataFrame(rows), None).tolist() == rows
+    with pytest.raises(MlflowException, match="declares no feature names"):
+        pyfunc.in_model_order(pd.DataFrame(rows, columns=["y", "x"]), None)
+    # pandas reads a CSV row longer than its header with its first value
+    # as the row's label: the other values would be taken as x, y.
+    labelled = pd.DataFrame([[-0.2, 9.0]], columns=["x", "y"], index=[0.5])
+    with pytest.raises(MlflowException, match="rows carry labels"):
+        pyfunc.in_model_order(labelled, ("x", "y"))
+    with pytest.raises(MlflowException, match="one value per row"):
+        pyfunc.in_model_order({"x": [1.0, 2.0], "y": [3.0]}, ("x", "y"))
+
+
+@pytest.mark.parametrize(
+    "config, names",
+    [
+        ({"feature_names": ["x", "y"]}, ("x", "y")),
+        (None, None),  # a model logged before issue 30 §2
+        ({"feature_names": ["x"]}, None),  # not one per feature
+        ({"feature_names": ["x", "x"]}, None),
+    ],
+)
+def test_feature_names_are_the_model_configs_one_per_feature(config, names):
+    assert pyfunc.feature_names(config, 2) == names

@@ -47,16 +47,20 @@ def reference(registered, x):
     return registered["model"].predict(np.asarray(x, "float32"), verbose=0)
 
 
-def test_logged_signature_is_the_explicit_tensor_spec_not_the_type_hint(registered):
+def test_logged_signature_declares_the_output_and_no_input_schema(registered):
+    # An input schema is what made MLflow's server read named columns by
+    # position (issue 30 §2); the pyfunc matches them to model_config's names.
     import mlflow
 
     mlflow.set_tracking_uri(registered["uri"])
     info = mlflow.models.get_model_info(registered["model_uri"])
-    inputs = info.signature.inputs.to_dict()
     outputs = info.signature.outputs.to_dict()
-    assert inputs == [{"type": "tensor", "tensor-spec": {"dtype": "float32", "shape": (-1, FEATURES)}}]
+    assert info.signature.inputs is None
     assert outputs == [{"type": "tensor", "tensor-spec": {"dtype": "float32", "shape": (-1, CLASSES)}}]
     assert info.signature._is_signature_from_type_hint is False
+    names = list(small_classifier.FEATURE_NAMES)
+    assert info.flavors["python_function"]["config"] == {"feature_names": names}
+    assert info.metadata["feature_names"] == names
 
 
 @pytest.mark.parametrize("rows", [1, 3, 64, 5000])
@@ -91,6 +95,51 @@ def test_pyfunc_takes_a_dataframe_as_well(registered):
     x = np.random.default_rng(1).normal(size=(4, FEATURES)).astype("float32")
     served = load_pyfunc(registered).predict(pd.DataFrame(x))
     np.testing.assert_allclose(served, reference(registered, x), atol=1e-5)
+
+
+def test_named_columns_are_matched_to_the_feature_names_in_any_order(registered):
+    # As MLflow's server hands them over, with no input schema: records,
+    # split and CSV as a DataFrame of the client's names; {name: values}
+    # inputs as a dict; a headerless CSV's first row as the header.
+    import pandas as pd
+
+    x = np.random.default_rng(3).normal(size=(3, FEATURES)).astype("float64")
+    want = reference(registered, x)
+    model = load_pyfunc(registered)
+    reversed_names = list(small_classifier.FEATURE_NAMES)[::-1]
+    for named in (
+        pd.DataFrame(x[:, ::-1], columns=reversed_names),
+        {"y": x[:, 1], "x": x[:, 0]},
+    ):
+        np.testing.assert_allclose(model.predict(named), want, atol=1e-5)
+    header = pd.DataFrame(x[1:], columns=[repr(float(v)) for v in x[0]])
+    np.testing.assert_allclose(model.predict(header), want, atol=1e-5)
+    twice = pd.DataFrame(x[1:], columns=["0.5", "0.5.1"])
+    expected = reference(registered, np.concatenate([[[0.5, 0.5]], x[1:]]))
+    np.testing.assert_allclose(model.predict(twice), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "columns, fragment",
+    [
+        (["x"], "'y' missing"),
+        (["x", "y", "z"], "unknown column 'z'"),
+        (["x", "yy"], "unknown column 'yy' (did you mean 'y'?)"),
+        (["x", "x"], "'x' named twice"),
+    ],
+)
+def test_a_missing_unknown_or_repeated_name_is_a_400_naming_the_features(
+    registered, columns, fragment
+):
+    import pandas as pd
+    from mlflow.exceptions import MlflowException
+
+    frame = pd.DataFrame([[0.5] * len(columns)], columns=columns)
+    with pytest.raises(MlflowException) as caught:
+        load_pyfunc(registered).predict(frame)
+    assert caught.value.get_http_status_code() == 400
+    assert fragment in caught.value.message
+    assert "this model's features are 'x', 'y'" in caught.value.message
 
 
 def test_concurrent_requests_each_get_their_own_rows(registered):

@@ -198,9 +198,10 @@ def test_registered_model_says_what_it_takes_and_returns(sweep):
     assert info.metadata["feature_names"] == ["x", "y"]
     assert info.metadata["class_names"] == ["upper moon", "lower moon"]
     assert info.metadata["standardized_inside_model"] is True
-    # One float32 tensor: clients send {"inputs": [[x, y], ...]}.
-    (spec,) = info.signature.inputs.inputs
-    assert spec.type == np.dtype("float32") and tuple(spec.shape) == (-1, 2)
+    # No input schema: MLflow's server passes named columns on to the
+    # pyfunc, which matches them to these names (issue 30 §2).
+    assert info.signature.inputs is None
+    assert info.flavors["python_function"]["config"] == {"feature_names": ["x", "y"]}
     (spec,) = info.signature.outputs.inputs
     assert tuple(spec.shape) == (-1, 2)
 
@@ -249,10 +250,10 @@ def test_sweep_writes_report_and_prints_the_verdict(sweep):
     assert "mlflow models serve" in result.stdout
 
 
-def post(url, body):
+def post(url, body, content_type="application/json"):
     """(status, JSON answer) of a POST to the server's /invocations."""
     request = urllib.request.Request(
-        f"{url}/invocations", data=body.encode(), headers={"Content-Type": "application/json"}
+        f"{url}/invocations", data=body.encode(), headers={"Content-Type": content_type}
     )
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
@@ -312,7 +313,7 @@ BAD_INPUT = {
     '{"inputs": [[NaN, 0.2]]}': "got nan in row 0, column 0",
     '{"inputs": [[0.1, 0.2], [Infinity, 0.2]]}': "got inf in row 1, column 0",
     '{"inputs": [[1e39, 0.2]]}': "got inf in row 0, column 0",
-    '{"inputs": [[0.1, 0.2, 0.3]]}': "(1, 3) does not match expected shape (-1, 2)",
+    '{"inputs": [[0.1, 0.2, 0.3]]}': "expected rows of 2 features each",
     '{"inputs": [["a", 0.2]]}': "could not convert string to float",
 }
 
@@ -333,6 +334,69 @@ def bad_input_is_400_and_the_server_answers_on(url, x, served):
     np.testing.assert_allclose(answer["predictions"], served[:2], atol=1e-5)
 
 
+def csv_of(rows, header=None):
+    lines = ([",".join(header)] if header else []) + [",".join(map(repr, r)) for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def named_columns_are_matched_by_name(url, x, served):
+    """Issue 30 §2 for MLflow's own server: named columns (records,
+    `dataframe_split.columns`, a CSV header) in any order are the same
+    rows as `{"inputs": ...}` in the model's order (x, y); a missing or
+    unknown name is a 400 naming the expected ones; a CSV without a
+    header keeps its first row; positional formats are answered as they
+    were."""
+    rows = x[:3].tolist()
+    want = served[:3]
+    swapped = [[b, a] for a, b in rows]
+    same = {
+        "records, y before x": json.dumps(
+            {"dataframe_records": [{"y": b, "x": a} for a, b in rows]}
+        ),
+        "split, columns y, x": json.dumps(
+            {"dataframe_split": {"columns": ["y", "x"], "data": swapped}}
+        ),
+        "split, no columns": json.dumps({"dataframe_split": {"data": rows}}),
+        "instances": json.dumps({"instances": rows}),
+        "inputs": json.dumps({"inputs": rows}),
+    }
+    for what, body in same.items():
+        status, answer = post(url, body)
+        assert status == 200, (what, answer)
+        np.testing.assert_allclose(answer["predictions"], want, atol=1e-5, err_msg=what)
+    for what, body in {
+        "CSV header y,x": csv_of(swapped, ["y", "x"]),
+        "CSV header x,y": csv_of(rows, ["x", "y"]),
+        "CSV without a header": csv_of(rows),
+    }.items():
+        status, answer = post(url, body, "text/csv")
+        assert status == 200, (what, answer)
+        np.testing.assert_allclose(answer["predictions"], want, atol=1e-5, err_msg=what)
+    # A headerless first row with a value twice (pandas renames a
+    # repeated header name "0.5" to "0.5.1") is still that row.
+    twice = [[0.5, 0.5], rows[0]]
+    status, answer = post(url, csv_of(twice), "text/csv")
+    assert status == 200, answer
+    status, expected = post(url, json.dumps({"inputs": twice}))
+    np.testing.assert_allclose(answer["predictions"], expected["predictions"], atol=1e-5)
+    for body, content_type, fragment in (
+        ('{"dataframe_records": [{"x": 0.5}]}', "application/json", "'y' missing"),
+        ('{"dataframe_records": [{"x": 0.5, "y": 0.1, "z": 1}]}', "application/json", "'z'"),
+        ('{"dataframe_split": {"columns": ["x", "z"], "data": [[0.5, 1]]}}', "application/json", "'z'"),
+        ("x,z\n0.5,1\n", "text/csv", "'z'"),
+        ('{"inputs": {"x": [0.5], "why": [1]}}', "application/json", "'why'"),
+    ):
+        status, answer = post(url, body, content_type)
+        assert status == 400, (body, answer)
+        assert fragment in answer["message"], (body, answer)
+        assert "features are 'x', 'y'" in answer["message"], (body, answer)
+
+
+def checked_while_served(url, x, served):
+    named_columns_are_matched_by_name(url, x, served)
+    bad_input_is_400_and_the_server_answers_on(url, x, served)
+
+
 def test_served_model_takes_a_fresh_raw_moons_sample_at_the_reported_accuracy(
     sweep, monkeypatch
 ):
@@ -343,8 +407,10 @@ def test_served_model_takes_a_fresh_raw_moons_sample_at_the_reported_accuracy(
     difference of two binomial proportions (2000 fresh points, the test
     split's 200), plus 1 pp.
 
-    The same server answers bad input with 400 and keeps answering, its
-    log clean (`bad_input_is_400_and_the_server_answers_on`: the checks of
+    The same server matches named columns to the features by name
+    (`named_columns_are_matched_by_name`, issue 30 §2), answers bad input
+    with 400 and keeps answering, its log clean
+    (`bad_input_is_400_and_the_server_answers_on`: the checks of
     serving/test_serving.py's own `mlflow models serve`, issue 17)."""
     from sklearn.datasets import make_moons
 
@@ -353,7 +419,7 @@ def test_served_model_takes_a_fresh_raw_moons_sample_at_the_reported_accuracy(
     cwd, _, uri = sweep
     x, y = make_moons(2000, noise=0.2, random_state=12345)
     served, saved, version = served_and_saved(
-        cwd, uri, "tiny-gelu", x, while_served=bad_input_is_400_and_the_server_answers_on
+        cwd, uri, "tiny-gelu", x, while_served=checked_while_served
     )
     np.testing.assert_allclose(served, saved, atol=1e-5)
     log = (cwd / "model-server.log").read_text(errors="replace")

@@ -26,7 +26,9 @@ os.environ.setdefault(
     "TF_CPP_MIN_LOG_LEVEL", "2" if _nvidia_driver_present() else "3"
 )
 
+import difflib  # noqa: E402
 import gc  # noqa: E402
+import re  # noqa: E402
 import threading  # noqa: E402
 
 import mlflow.pyfunc  # noqa: E402
@@ -43,11 +45,13 @@ MAX_BATCH = 4096
 class KerasGeluModel(mlflow.pyfunc.PythonModel):
     """Serves a `.keras` model that uses keras_gelu objects.
 
-    Input: a float32 matrix [n, features] (or a DataFrame / list of rows).
+    Input: a float32 matrix [n, features] (or a list of rows), or named
+    columns (a DataFrame, or {name: values}) matched to the model's
+    feature names by name (`in_model_order`).
     Output: class probabilities, float32 [n, classes].
 
     Bad input (non-finite values, the wrong number of features, not
-    numbers) raises an `MlflowException` with `INVALID_PARAMETER_VALUE`,
+    numbers, a missing or unknown column name) raises an `MlflowException` with `INVALID_PARAMETER_VALUE`,
     which MLflow's scoring server answers with HTTP 400 and the message.
     """
 
@@ -60,6 +64,7 @@ class KerasGeluModel(mlflow.pyfunc.PythonModel):
             context.artifacts["keras_model"], compile=False
         )
         self.features = int(self.model.input_shape[-1])
+        self.names = feature_names(context.model_config, self.features)
         self.forward = Combined(forward_function(self.model))
         # Compile now, so that the first request does not pay for it.
         self.forward(np.zeros((1, self.features), dtype="float32"))
@@ -69,12 +74,14 @@ class KerasGeluModel(mlflow.pyfunc.PythonModel):
         # as long as the server does; frozen, they are never walked.
         gc.freeze()
 
-    # `np.ndarray` is a hint MLflow infers no schema from (it is in its
-    # type_hints_no_signature_inference), so the tensor signature given at
-    # log time stays the model's signature, and MLflow's "Add type hints"
-    # warning is not printed.
+    # `np.ndarray` is a hint MLflow infers no schema from and validates no
+    # input against (it is in its type_hints_no_signature_inference), so the
+    # signature given at log time stays the model's signature, what MLflow
+    # parsed reaches `in_model_order` as it is (a DataFrame too), and
+    # MLflow's "Add type hints" warning is not printed.
     def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray:
-        return checked_output(self.forward(checked_input(model_input, self.features)))
+        rows = in_model_order(model_input, self.names)
+        return checked_output(self.forward(checked_input(rows, self.features)))
 
 
 class SavedModelModel(mlflow.pyfunc.PythonModel):
@@ -111,7 +118,9 @@ def checked_input(model_input, features):
     if hasattr(model_input, "to_numpy"):
         model_input = model_input.to_numpy()
     try:
-        x = np.asarray(model_input, dtype="float32")
+        # Beyond float32's range is inf, which the check below names.
+        with np.errstate(over="ignore"):
+            x = np.asarray(model_input, dtype="float32")
     except (TypeError, ValueError) as error:
         raise _bad_input(f"expected numbers; got values numpy cannot read as float32 ({error}).")
     if x.ndim == 1:
@@ -131,6 +140,125 @@ def checked_input(model_input, features):
             f"values beyond float32's range, about 3.4e38, count as inf)."
         )
     return x
+
+
+def feature_names(model_config, features):
+    """The feature names kg-train logs in the model's `model_config`, one
+    per feature, or None (a model logged before issue 30 §2, or none)."""
+    names = (model_config or {}).get("feature_names")
+    if (
+        isinstance(names, (list, tuple))
+        and len(names) == features
+        and all(isinstance(n, str) for n in names)
+        and len(set(names)) == len(names)
+    ):
+        return tuple(names)
+    return None
+
+
+def in_model_order(model_input, names):
+    """`model_input`'s rows, their columns in the model's order.
+
+    The classifier's signature declares no input schema (issue 30 §2: a
+    tensor schema made MLflow's scoring server turn a DataFrame into a
+    matrix by position, so `{"y": -0.2, "x": 0.5}` was read as x = -0.2),
+    so MLflow hands over what it parsed. Named columns (`dataframe_records`,
+    `dataframe_split` with `columns`, a CSV header: a DataFrame; `inputs`
+    or `instances` of {name: values}: a dict) are matched to `names`.
+    Rows without names (`inputs`, `instances`, `dataframe_split` without
+    `columns`: a matrix, or a DataFrame with columns 0..n-1) are in the
+    model's order already. pandas reads a CSV's first row as its header:
+    a header of numbers only is that first data row (a CSV without one).
+
+    Raises:
+        MlflowException: (INVALID_PARAMETER_VALUE, HTTP 400 when served)
+            for names that are not exactly the model's, naming them.
+    """
+    if isinstance(model_input, dict):
+        order(list(model_input), names)
+        try:
+            return np.column_stack([np.ravel(model_input[n]) for n in names])
+        except ValueError:
+            raise _bad_input("every named column must hold one value per row.") from None
+    if not hasattr(model_input, "columns"):
+        return model_input
+    frame, given = model_input, list(model_input.columns)
+    if not np.array_equal(np.asarray(frame.index), np.arange(len(frame))):
+        raise _bad_input(
+            "the rows carry labels the model cannot take (an index other than "
+            "0, 1, ...): a CSV row with more values than its header has names, "
+            'or a dataframe_split "index"; send one value per feature name.'
+        )
+    if given == list(range(len(given))):
+        return frame.to_numpy()
+    first = _header_row(given)
+    if first is not None:
+        return [first] + frame.to_numpy().tolist()
+    return frame.iloc[:, order(given, names)].to_numpy()
+
+
+def order(given, names):
+    """For each of the model's `names`, its place in `given`.
+
+    Raises:
+        MlflowException: `given` holds a name twice, lacks one of `names`
+            or holds one that is not among them; or there are no `names`.
+    """
+    if names is None:
+        raise _bad_input(
+            f"named columns ({_listed(given)}) cannot be matched to this model's "
+            f'features: it declares no feature names; send rows in its order, '
+            f'e.g. {{"inputs": [[...], ...]}}.'
+        )
+    expected = f"this model's features are {_listed(names)}"
+    repeated = sorted({str(n) for n in given if given.count(n) > 1})
+    if repeated:
+        raise _bad_input(f"{', '.join(map(repr, repeated))} named twice; {expected}.")
+    unknown = [n for n in given if n not in names]
+    if unknown:
+        hints = [
+            f"{n!r} (did you mean {close[0]!r}?)" if close else repr(n)
+            for n in unknown
+            for close in [difflib.get_close_matches(str(n), names, n=1)]
+        ]
+        raise _bad_input(f"unknown column {', '.join(hints)}; {expected}.")
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise _bad_input(f"{_listed(missing)} missing; {expected}.")
+    return [given.index(n) for n in names]
+
+
+def _listed(names):
+    return ", ".join(repr(n) for n in names)
+
+
+def _header_row(given):
+    """The numbers of a header pandas read from a CSV's first row, if it
+    holds numbers only, else None. pandas renames a repeated name:
+    "0.5,0.5" is read as "0.5", "0.5.1"."""
+    values, seen = [], set()
+    for name in given:
+        if not isinstance(name, str):
+            return None
+        value = _number(name)
+        if value is None:
+            repeated = re.fullmatch(r"(.+)\.\d+", name)
+            if repeated is None or repeated.group(1) not in seen:
+                return None
+            value = _number(repeated.group(1))
+        seen.add(name)
+        values.append(value)
+    return values
+
+
+def _number(text):
+    """`text` as a float, or None (no Python-only spellings, '1_000')."""
+    if "_" in text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def checked_output(output):
