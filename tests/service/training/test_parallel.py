@@ -320,6 +320,9 @@ def test_multi_worker_trains_in_two_processes_and_only_the_chief_tracks(
         command = [
             sys.executable, "-m", "kg_service.cli.train", "--config", str(TINY), "-q",
             "--set", "device.distribution=multi_worker",
+            # The sizes `tensorflow_runs` trains at (tiny.yaml before issue 30 §21).
+            "--set", "model.hidden_units=[8]", "--set", "training.epochs=3",
+            "--set", "training.learning_rate=0.001",
             # Relative: each process's own folder; the worker must not create it.
             "--tracking-uri", "sqlite:///mlflow.db",
         ]
