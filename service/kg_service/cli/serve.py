@@ -160,7 +160,7 @@ def serve(
 )
 @click.option(
     "--max-input-mb",
-    type=click.FloatRange(min=0, min_open=True),
+    type=options.FiniteRange(min=0, min_open=True),
     default=64.0,
     show_default=True,
     help="Largest input read (a file, or stdin); a bigger one is refused "
