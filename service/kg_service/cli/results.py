@@ -54,7 +54,7 @@ SLOPE_METRICS = ("leaky_slope.block0", "leaky_slope.block1")
 def results(ctx, path, store, tracking_uri, fill, shown_command):
     """Write docs/results.md (or PATH) from the MLflow runs of its studies:
     every table, rank, test and verdict computed, the papers' numbers from
-    kg_service/analysis/papers.py.
+    kg_service/papers/published.py.
 
     \b
     Examples:
@@ -137,7 +137,7 @@ def _commit():
 def read_runs(uri, tag):
     """`results_page.StoredRun`s of a study's finished sweeps, and the
     `tracking.studies.StoredSweep`s they came from."""
-    from kg_service.analysis import results_page
+    from kg_service.papers import page as results_page
     from kg_service.tracking import client as mlflow_client
     from kg_service.tracking import studies
     from kg_service.tracking.store import SWEEP_ID_TAG
@@ -255,7 +255,7 @@ def build_page(uri, command):
     Raises:
         ServiceError: the store holds none of the page's studies.
     """
-    from kg_service.analysis import results_page
+    from kg_service.papers import page as results_page
     from kg_service.sweep import studies as sweep_studies
     from kg_service.tracking import studies
 

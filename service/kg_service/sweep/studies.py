@@ -12,10 +12,10 @@ import json
 import pathlib
 import tempfile
 
-from kg_service.analysis import aggregate as aggregate_lib
-from kg_service.analysis import stats
-from kg_service.analysis import study as study_lib
-from kg_service.analysis import study_report
+from kg_service.analysis.numbers import aggregate as aggregate_lib
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.numbers import study as study_lib
+from kg_service.analysis.reports import study_report
 from kg_service.config import loading
 from kg_service.config import schema
 from kg_service.errors import ServiceError

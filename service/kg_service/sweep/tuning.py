@@ -37,7 +37,7 @@ import dataclasses
 import math
 import uuid
 
-from kg_service.analysis import tuning as analysis
+from kg_service.analysis.reports import tuning as analysis
 from kg_service.config import schema
 from kg_service.config import tuning as config_tuning
 from kg_service.errors import ServiceError

@@ -11,13 +11,13 @@ import pytest
 from scipy import stats as st
 from statsmodels.stats.contingency_tables import mcnemar
 
-from kg_service.analysis import comparisons
-from kg_service.analysis import curves
-from kg_service.analysis import decisions
-from kg_service.analysis import paired_examples
-from kg_service.analysis import stats
-from kg_service.analysis import variance_report
-from kg_service.analysis.report import render_markdown
+from kg_service.analysis.numbers import comparisons
+from kg_service.analysis.numbers import curves
+from kg_service.analysis.numbers import decisions
+from kg_service.analysis.numbers import paired_examples
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.reports import variance_report
+from kg_service.analysis.reports.report import render_markdown
 from kg_service.config.schema import Config
 from kg_service.config.schema import TrainingConfig
 from tests.service.analysis.members import member

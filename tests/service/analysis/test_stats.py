@@ -1,4 +1,4 @@
-"""kg_service.analysis.stats against scipy and hand-computed references.
+"""kg_service.analysis.numbers.stats against scipy and hand-computed references.
 
 Independent references: Student's sleep data (Cushny & Peebles 1905) as
 paired differences, whose paired t-test R reports as t = 4.0621, df = 9,
@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from kg_service.analysis import comparisons
-from kg_service.analysis import plain
-from kg_service.analysis import stats
-from kg_service.analysis import tables
-from kg_service.analysis import verdict_wording
-from kg_service.analysis import wording
+from kg_service.analysis.numbers import comparisons
+from kg_service.analysis.numbers import plain
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.words import tables
+from kg_service.analysis.words import verdict_wording
+from kg_service.analysis.words import wording
 from kg_service.errors import ServiceError
 from tests.service.analysis.members import member
 from tests.service.analysis.members import sweep

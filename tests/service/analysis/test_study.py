@@ -11,12 +11,12 @@ from scipy import stats as st
 from rliable import metrics as rliable_metrics
 from statsmodels.stats.multitest import multipletests
 
-from kg_service.analysis import aggregate as agg
-from kg_service.analysis import decisions
-from kg_service.analysis import stats
-from kg_service.analysis import study
-from kg_service.analysis import study_report
-from kg_service.analysis import study_wording
+from kg_service.analysis.numbers import aggregate as agg
+from kg_service.analysis.numbers import decisions
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.numbers import study
+from kg_service.analysis.reports import study_report
+from kg_service.analysis.words import study_wording
 
 # docs/results.md §3 as issue 18 read it (commit b1c39f0; `kg results` has
 # rewritten the page since): ReLU - GELU per half, mean and 95% CI.

@@ -11,14 +11,14 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import ttost_paired
 
-from kg_service.analysis import comparisons
-from kg_service.analysis import decisions
-from kg_service.analysis import planning
-from kg_service.analysis import resampling
-from kg_service.analysis import stats
-from kg_service.analysis import tables
-from kg_service.analysis import verdict_wording
-from kg_service.analysis import wording
+from kg_service.analysis.numbers import comparisons
+from kg_service.analysis.numbers import decisions
+from kg_service.analysis.numbers import planning
+from kg_service.analysis.numbers import resampling
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.words import tables
+from kg_service.analysis.words import verdict_wording
+from kg_service.analysis.words import wording
 from kg_service.results import MemberResult
 from tests.service.analysis import scipy_reference
 from tests.service.analysis.members import sweep

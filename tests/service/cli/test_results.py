@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from scipy import stats as st
 
-from kg_service.analysis import papers
+from kg_service.papers import published
 from kg_service.cli.main import main as kg
 from tests.service import toy_store
 
@@ -61,9 +61,9 @@ def test_the_page_is_rendered_from_the_store_with_computed_ranks(store):
     for run in client.search_runs([exp.experiment_id], "tags.`kg.role` = 'member'"):
         t = run.data.tags
         loss.setdefault(t["activation"], []).append(run.data.metrics["test_loss"])
-    names = [a for a in papers.GLU_65K if a in loss]
+    names = [a for a in published.GLU_65K if a in loss]
     means = [np.mean(loss[a]) for a in names]
-    rho = st.spearmanr(means, [papers.GLU_65K[a][0] for a in names]).statistic
+    rho = st.spearmanr(means, [published.GLU_65K[a][0] for a in names]).statistic
     assert f"Spearman ρ = {rho:.2f}" in page
     ours = st.rankdata(means)
     for a, r in zip(names, ours):

@@ -4,9 +4,9 @@ A task names the figures its report shows (`Task.figures`); `FIGURES` maps
 each name to the function that draws it, and `draw_figures` saves those
 asked for. Figures use matplotlib's object API on the Agg canvas (no
 pyplot, so no global backend or figure state). The numbers come from
-`kg_service.analysis.comparisons`, the labels from
-`kg_service.analysis.wording`, and what a model or an activation computes
-from `kg_service.analysis.evaluate` (the only figures that need Keras).
+`kg_service.analysis.numbers.comparisons`, the labels from
+`kg_service.analysis.words.wording`, and what a model or an activation computes
+from `kg_service.analysis.reports.evaluate` (the only figures that need Keras).
 """
 
 import dataclasses
@@ -19,8 +19,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from kg_service.analysis import evaluate
-from kg_service.analysis import wording
+from kg_service.analysis.reports import evaluate
+from kg_service.analysis.words import wording
 
 LEARNING_CURVES = "learning_curves.png"
 DECISION_BOUNDARIES = "decision_boundaries.png"

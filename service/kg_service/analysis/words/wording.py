@@ -1,11 +1,11 @@
-"""What the numbers of `kg_service.analysis.comparisons` say, in words.
+"""What the numbers of `kg_service.analysis.numbers.comparisons` say, in words.
 
 The statistics compute (`stats`, `comparisons`, `plain`); this module
 phrases. How a number or a metric is shown (`format_p`, `shown`), the
 statistics' columns and the notes on degenerate tests are written here;
 the verdicts' sentences and summary.json's in
-`kg_service.analysis.verdict_wording`, the sequential looks' in
-`kg_service.analysis.sequential_report`; `kg_service.analysis.tables`
+`kg_service.analysis.words.verdict_wording`, the sequential looks' in
+`kg_service.analysis.reports.sequential_report`; `kg_service.analysis.words.tables`
 lays them out as tables. All of
 it follows the compared metric and its direction ("test accuracy, higher
 is better"; "test loss, lower is better").
@@ -40,7 +40,7 @@ import dataclasses
 import math
 from typing import Callable
 
-from kg_service.analysis import stats
+from kg_service.analysis.numbers import stats
 
 
 # --- Numbers as text. ----------------------------------------------------------

@@ -9,11 +9,11 @@ store.
 
 import math
 
-from kg_service.analysis import curves
-from kg_service.analysis import paired_examples
-from kg_service.analysis import tables
-from kg_service.analysis.plain import json_ready
-from kg_service.analysis.wording import format_p
+from kg_service.analysis.numbers import curves
+from kg_service.analysis.numbers import paired_examples
+from kg_service.analysis.words import tables
+from kg_service.analysis.numbers.plain import json_ready
+from kg_service.analysis.words.wording import format_p
 
 MEASURE_WORDS = {  # the table's first column; the section's text says more
     "loss_auc": "mean train loss (AUC / epoch)",

@@ -3,9 +3,9 @@
 One sentence per comparison (better, worse, equivalent within a margin,
 inconclusive; with its deciding interval, Holm p and seeds), the winner's
 verdict, the seed plans and failure lines, and `summary_json`, which
-puts the numbers of `kg_service.analysis.plain` beside these sentences.
+puts the numbers of `kg_service.analysis.numbers.plain` beside these sentences.
 How a single number or metric is shown comes from
-`kg_service.analysis.wording`; `kg_service.analysis.tables` lays the
+`kg_service.analysis.words.wording`; `kg_service.analysis.words.tables` lays the
 sentences out.
 
 Example:
@@ -25,9 +25,9 @@ Example:
 
 import math
 
-from kg_service.analysis import decisions
-from kg_service.analysis import plain
-from kg_service.analysis import wording
+from kg_service.analysis.numbers import decisions
+from kg_service.analysis.numbers import plain
+from kg_service.analysis.words import wording
 
 
 

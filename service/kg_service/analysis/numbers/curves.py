@@ -17,7 +17,7 @@ Each is compared with the baseline paired over seeds, with the same test
 and three-way verdicts as the end point (`stats.paired_test`,
 `decisions.decide`, Holm over the activations; no equivalence margin: a
 margin in loss-epochs has no agreed unit). Numbers only;
-`kg_service.analysis.variance_report` words them.
+`kg_service.analysis.reports.variance_report` words them.
 """
 
 import dataclasses
@@ -25,8 +25,8 @@ import math
 
 import numpy as np
 
-from kg_service.analysis import decisions
-from kg_service.analysis import stats
+from kg_service.analysis.numbers import decisions
+from kg_service.analysis.numbers import stats
 
 MEASURES = ("loss_auc", "epochs_to_loss")
 

@@ -3,7 +3,7 @@ resampling seeds, Welch's test, the attention entropy per layer (the
 numbers `results_page` shows; no words, no store).
 
 `ranks`, `rank_agreement` and `rank_probabilities` are checked against
-scipy and plain numpy in tests/service/analysis/test_results_page.py.
+scipy and plain numpy in tests/service/papers/test_page.py.
 """
 
 import dataclasses

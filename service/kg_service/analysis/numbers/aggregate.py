@@ -41,7 +41,7 @@ import dataclasses
 import numpy as np
 from scipy import stats as _st
 
-from kg_service.analysis import resampling
+from kg_service.analysis.numbers import resampling
 
 DEFAULT_REPS = 2000  # rliable's default number of bootstrap replications
 TAUS = np.linspace(0.0, 1.0, 101)  # performance-profile thresholds

@@ -1,12 +1,12 @@
 """A sequential sweep's looks in words: the line printed at each look, and
 the report's section (report.md, an entry of summary.json). The numbers are
-`kg_service.analysis.sequential`'s; this module phrases them."""
+`kg_service.analysis.numbers.sequential`'s; this module phrases them."""
 
 import json
 import math
 
-from kg_service.analysis import sequential
-from kg_service.analysis import wording
+from kg_service.analysis.numbers import sequential
+from kg_service.analysis.words import wording
 
 HEADING = "## Sequential seeds"
 

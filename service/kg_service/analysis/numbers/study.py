@@ -1,6 +1,6 @@
 """A study: several sweeps analysed as one family of comparisons (issue 18 §6).
 
-Numbers only (`kg_service.analysis.wording` phrases them). A study is the
+Numbers only (`kg_service.analysis.words.wording` phrases them). A study is the
 sweeps tagged with one `study:` name, e.g. the two halves of "ReLU's
 Revival" (with and without LayerNorm). Within each sweep every activation
 is compared with its baseline, paired by seed, on every metric the study
@@ -41,8 +41,8 @@ import math
 import numpy as np
 from scipy import stats as _st
 
-from kg_service.analysis import decisions
-from kg_service.analysis import stats
+from kg_service.analysis.numbers import decisions
+from kg_service.analysis.numbers import stats
 from kg_service.errors import ServiceError
 
 

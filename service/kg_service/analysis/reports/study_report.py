@@ -1,7 +1,7 @@
 """A study's report: the terminal tables, report.md, summary.json, the figure.
 
-Words from `kg_service.analysis.wording` (its study block), laid out with
-`kg_service.analysis.tables`; the numbers are `study.analyse`'s and
+Words from `kg_service.analysis.words.wording` (its study block), laid out with
+`kg_service.analysis.words.tables`; the numbers are `study.analyse`'s and
 `aggregate.aggregate`'s, passed in. Nothing here opens a store.
 """
 
@@ -9,11 +9,11 @@ import dataclasses
 import json
 import math
 
-from kg_service.analysis import figures
-from kg_service.analysis import plain
-from kg_service.analysis import tables
-from kg_service.analysis import study_wording
-from kg_service.analysis import wording
+from kg_service.analysis.reports import figures
+from kg_service.analysis.numbers import plain
+from kg_service.analysis.words import tables
+from kg_service.analysis.words import study_wording
+from kg_service.analysis.words import wording
 
 
 def comparison_rows(study):

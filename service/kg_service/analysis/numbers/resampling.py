@@ -1,6 +1,6 @@
 """Comparisons that hold with few runs: bootstrap and distribution-level statistics.
 
-Numbers only (numpy), like `kg_service.analysis.stats`; every resampling
+Numbers only (numpy), like `kg_service.analysis.numbers.stats`; every resampling
 is seeded, so a report reads the same each time it is rebuilt.
 
 - `bootstrap_interval`: the percentile bootstrap interval of the mean
@@ -28,7 +28,7 @@ import math
 import numpy as np
 from scipy import stats as _st
 
-from kg_service.analysis import stats
+from kg_service.analysis.numbers import stats
 
 RESAMPLES = 10_000
 ASO_RESAMPLES = 1_000  # deepsig's default

@@ -1,17 +1,17 @@
 """A study's numbers in words (issue 18 §6, §7): its comparisons'
 three-way verdicts, the interactions, the diverged members, the aggregate.
 
-The numbers are `kg_service.analysis.study`'s and `aggregate`'s; the
-formats and outcome words are `kg_service.analysis.wording`'s, shared with
-a sweep's report. `kg_service.analysis.study_report` lays these out.
+The numbers are `kg_service.analysis.numbers.study`'s and `aggregate`'s; the
+formats and outcome words are `kg_service.analysis.words.wording`'s, shared with
+a sweep's report. `kg_service.analysis.reports.study_report` lays these out.
 """
 
 import math
 
-from kg_service.analysis.verdict_wording import OUTCOME_WORDS
-from kg_service.analysis.wording import p_equals
-from kg_service.analysis.wording import seeds_text
-from kg_service.analysis.wording import shown
+from kg_service.analysis.words.verdict_wording import OUTCOME_WORDS
+from kg_service.analysis.words.wording import p_equals
+from kg_service.analysis.words.wording import seeds_text
+from kg_service.analysis.words.wording import shown
 
 
 def study_outcome(c):

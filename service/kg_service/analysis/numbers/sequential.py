@@ -1,5 +1,5 @@
 """Sequential seeds: alpha spending, group-sequential boundaries, and the
-decision at each look. Numbers only (`kg_service.analysis.wording`
+decision at each look. Numbers only (`kg_service.analysis.words.wording`
 phrases them).
 
 A sequential sweep trains seeds in batches and looks at the paired
@@ -16,7 +16,7 @@ other fractions. The crossing chances come from the joint normal law of
 the z statistics, integrated recursively on a grid (Armitage, McPherson &
 Rowe 1969; Jennison & Turnbull 2000, "Group Sequential Methods", ch. 19).
 
-Two spending functions (two-sided, `kg_service.analysis.spending`):
+Two spending functions (two-sided, `kg_service.analysis.numbers.spending`):
 
     obrien_fleming  alpha(t) = 4 - 4 Phi(z_{1-alpha/4} / sqrt(t))
                     spends almost nothing early; the last look is close
@@ -61,10 +61,10 @@ from typing import Optional
 import numpy as np
 from scipy import stats as _st
 
-from kg_service.analysis.spending import ALPHA
-from kg_service.analysis.spending import SPENDING
-from kg_service.analysis.spending import boundaries
-from kg_service.analysis.spending import t_levels
+from kg_service.analysis.numbers.spending import ALPHA
+from kg_service.analysis.numbers.spending import SPENDING
+from kg_service.analysis.numbers.spending import boundaries
+from kg_service.analysis.numbers.spending import t_levels
 
 # Decisions, as data (wording phrases them). The differences are oriented
 # so that a positive one is better (see the module docstring).

@@ -7,24 +7,24 @@ import math
 
 import numpy as np
 
-from kg_service.analysis import papers
-from kg_service.analysis.results_math import ENTROPY_CEILING
-from kg_service.analysis.results_math import entropy_at_ceiling
-from kg_service.analysis.results_math import entropy_tests
-from kg_service.analysis.results_math import slope_test
-from kg_service.analysis.results_math import head_shares
-from kg_service.analysis.results_math import layer_entropies
-from kg_service.analysis.results_math import mean_sd
-from kg_service.analysis.results_sections import fmt_p
-from kg_service.analysis.results_sections import mean_pm
-from kg_service.analysis.results_sections import comparison_lines
+from kg_service.papers import published
+from kg_service.papers.maths import ENTROPY_CEILING
+from kg_service.papers.maths import entropy_at_ceiling
+from kg_service.papers.maths import entropy_tests
+from kg_service.papers.maths import slope_test
+from kg_service.papers.maths import head_shares
+from kg_service.papers.maths import layer_entropies
+from kg_service.papers.maths import mean_sd
+from kg_service.papers.sections import fmt_p
+from kg_service.papers.sections import mean_pm
+from kg_service.papers.sections import comparison_lines
 
 
 def revival_section(runs, study, slope_runs=()):
     by_ln = {r.layer_norm: r for r in runs}
     lines = [
         "Test loss (nats/byte, mean ± sd over seeds), its perplexity exp(mean loss) and "
-        f"the paper's eval perplexity ({papers.REVIVAL_PAPER}, GPT-2, T=128, per token):",
+        f"the paper's eval perplexity ({published.REVIVAL_PAPER}, GPT-2, T=128, per token):",
         "", "| config | ours: test loss | ours: perplexity | paper: GPT-2 perplexity |",
         "|---|---|---|---|",
     ]
@@ -35,7 +35,7 @@ def revival_section(runs, study, slope_runs=()):
         loss = run.values("test_loss")
         for a in run.members:
             m = mean_sd(loss[a].values())[0]
-            paper = papers.REVIVAL_GPT2_PERPLEXITY.get((ln, a))
+            paper = published.REVIVAL_GPT2_PERPLEXITY.get((ln, a))
             lines.append(f"| {'LayerNorm' if ln else 'no LayerNorm'} + {a} | "
                          f"{mean_pm(loss[a].values())} | {math.exp(m):.2f} | "
                          f"{'–' if paper is None else f'{paper:.3f}'} |")
@@ -69,7 +69,7 @@ def entropy_lines(by_ln):
         for a in run.members:
             cells = [mean_pm(v, 3) for v in layer_entropies(run, a)]
             share, _ = head_shares(run, a)
-            paper = papers.REVIVAL_ENTROPY_QUARTERS.get((ln, a))
+            paper = published.REVIVAL_ENTROPY_QUARTERS.get((ln, a))
             lines.append(f"| {'LayerNorm' if ln else 'no LayerNorm'} + {a} | "
                          + " | ".join(cells) + f" | {100 * share:.0f}% | "
                          + ("–" if paper is None else f"{100 * paper[3]:.0f}%") + " |")
@@ -125,7 +125,7 @@ def slope_verdict(runs, slope_runs, alpha=0.05):
     finals = [float(np.mean([abs(v[s]) for v in per_block if s in v])) for s in seeds]
     if not finals:
         return "not tested: no slope logged"
-    start = papers.REVIVAL_INITIAL_SLOPE
+    start = published.REVIVAL_INITIAL_SLOPE
     m, p, n = slope_test(finals, start)
     after = (f"after {longest.config['training']['epochs']} epochs without LayerNorm the "
              f"mean |slope| is {m:.4f} (start {start}; the paper: towards 0)")

@@ -27,7 +27,7 @@ import math
 import numpy as np
 from scipy import stats as _st
 
-from kg_service.analysis import stats
+from kg_service.analysis.numbers import stats
 
 # Below this many discordant pairs the exact binomial test, else the
 # continuity-corrected chi-square: statsmodels' advice for `mcnemar`

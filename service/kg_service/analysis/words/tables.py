@@ -1,6 +1,6 @@
 """A sweep's statistics as tables: header + rows of strings, and their captions.
 
-Words only, built from `kg_service.analysis.wording`'s formats and
+Words only, built from `kg_service.analysis.words.wording`'s formats and
 verdicts: the terminal table `kg-train` prints (`format_table`), the
 report's tables (`table_rows`, `comparison_rows`, `pair_rows` for all
 pairs and contrasts, `per_seed_rows`, `member_rows`) with their captions,
@@ -10,10 +10,10 @@ pairs and contrasts, `per_seed_rows`, `member_rows`) with their captions,
 
 import math
 
-from kg_service.analysis import planning
-from kg_service.analysis import stats
-from kg_service.analysis import verdict_wording
-from kg_service.analysis import wording
+from kg_service.analysis.numbers import planning
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.words import verdict_wording
+from kg_service.analysis.words import wording
 from kg_service.config.schema import DEFAULT_MARGINS
 
 

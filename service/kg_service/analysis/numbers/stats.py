@@ -1,9 +1,9 @@
 """The statistics of a sweep, as numbers: one function per statistic.
 
 Pure functions over plain sequences of floats (numpy and scipy only; no
-Keras, no MLflow, no files, no sentences: `kg_service.analysis.wording`
+Keras, no MLflow, no files, no sentences: `kg_service.analysis.words.wording`
 phrases what they compute). Each is checked against scipy or a published
-reference in the tests. `kg_service.analysis.comparisons` applies them to a
+reference in the tests. `kg_service.analysis.numbers.comparisons` applies them to a
 sweep's members; a new statistic (an equivalence test, a bootstrap
 interval, a seed plan) is one more function here, or a small sibling
 module by concern, and never needs the sweep's types.

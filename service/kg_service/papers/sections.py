@@ -8,17 +8,17 @@ import types
 
 import numpy as np
 
-from kg_service.analysis import papers
-from kg_service.analysis import planning
-from kg_service.analysis import study_report
-from kg_service.analysis import tables
-from kg_service.analysis import variance_report
-from kg_service.analysis import verdict_wording
-from kg_service.analysis import wording
-from kg_service.analysis.results_math import mean_sd
-from kg_service.analysis.results_math import median_first
-from kg_service.analysis.results_math import rank_agreement
-from kg_service.analysis.results_math import rank_probabilities
+from kg_service.papers import published
+from kg_service.analysis.numbers import planning
+from kg_service.analysis.reports import study_report
+from kg_service.analysis.words import tables
+from kg_service.analysis.reports import variance_report
+from kg_service.analysis.words import verdict_wording
+from kg_service.analysis.words import wording
+from kg_service.papers.maths import mean_sd
+from kg_service.papers.maths import median_first
+from kg_service.papers.maths import rank_agreement
+from kg_service.papers.maths import rank_probabilities
 from kg_service.errors import ServiceError
 
 
@@ -187,8 +187,8 @@ def digits_section(runs, study):
         m, s = mean_sd(acc[a].values())
         lines.append(f"| {a} | {medians[a]:.3g} | {first.get(a, math.nan):.2f} | "
                      f"{100 * m:.2f}% ± {100 * s:.2f} | {mean_pm(loss[a].values())} |")
-    claim = papers.GELU_LOWEST_TRAINING_LOSS
-    lines += ["", f"The paper ({papers.GELU_PAPER}, MNIST, curves only): {claim.upper()} "
+    claim = published.GELU_LOWEST_TRAINING_LOSS
+    lines += ["", f"The paper ({published.GELU_PAPER}, MNIST, curves only): {claim.upper()} "
               "has the lowest median training log-loss.", ""]
     lines += comparison_lines(study)
     best_acc = max(names, key=lambda a: np.mean(list(acc[a].values())))
@@ -232,9 +232,9 @@ def variance_lines(run):
 def glu_section(runs, study):
     run = only_run(runs)
     loss = run.values("test_loss")
-    names = [a for a in papers.GLU_65K if a in loss]
+    names = [a for a in published.GLU_65K if a in loss]
     means = [mean_sd(loss[a].values())[0] for a in names]
-    agree = rank_agreement(names, means, [papers.GLU_65K[a][0] for a in names])
+    agree = rank_agreement(names, means, [published.GLU_65K[a][0] for a in names])
     table = {a: loss[a] for a in names}
     paired = rank_probabilities(table, paired=True)
     alone = rank_probabilities(table, paired=False)
@@ -245,7 +245,7 @@ def glu_section(runs, study):
         "|---|---|---|---|---|---|---|---|",
     ]
     for i, a in enumerate(names):
-        pm, ps = papers.GLU_65K[a]
+        pm, ps = published.GLU_65K[a]
         lines.append(
             f"| {a} | {mean_pm(loss[a].values())} | {agree.ours[i]:g} | "
             f"{paired.get(a, [math.nan])[0]:.2f} | {alone.get(a, [math.nan])[0]:.2f} | "
@@ -262,7 +262,7 @@ def glu_section(runs, study):
     ]
     lines += comparison_lines(study)
     ours_best = names[int(np.argmin(means))]
-    paper_best = min(papers.GLU_65K, key=lambda a: papers.GLU_65K[a][0])
+    paper_best = min(published.GLU_65K, key=lambda a: published.GLU_65K[a][0])
     decided = [c for c in study.comparisons if c.metric.name == "test_loss"
                and c.outcome in ("better", "worse")]
     order = agreement_words(agree)

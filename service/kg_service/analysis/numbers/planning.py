@@ -1,6 +1,6 @@
 """How many seeds a comparison needs: power of the paired t-test and of TOST.
 
-Numbers only (numpy and scipy), like `kg_service.analysis.stats`. A paired
+Numbers only (numpy and scipy), like `kg_service.analysis.numbers.stats`. A paired
 comparison over n seeds is a one-sample test of the n differences, so its
 power is the one-sample t-test's (statsmodels' `TTestPower`, which the
 tests check against). From a pilot sweep's differences (mean, sd) the plan
@@ -32,7 +32,7 @@ from scipy import integrate as _integrate
 from scipy import special as _sc
 from scipy import stats as _st
 
-from kg_service.analysis import stats
+from kg_service.analysis.numbers import stats
 
 MAX_SEEDS = 100_000  # beyond: "not with any seed budget"
 

@@ -1,8 +1,8 @@
 """Which activation won, and by how much: a sweep's members compared by seed.
 
-Numbers only (`kg_service.analysis.wording` phrases them): `summarize`
+Numbers only (`kg_service.analysis.words.wording` phrases them): `summarize`
 turns a list of `MemberResult`s into a `Summary` with the statistics of
-`kg_service.analysis.stats`. The unit of replication is the seed: each
+`kg_service.analysis.numbers.stats`. The unit of replication is the seed: each
 seed gives one final value of the compared metric per activation, and the
 same seed means the same initialisation stream and batch order, so
 activations are compared *paired by seed* (Hendrycks & Gimpel 2016 report
@@ -55,10 +55,10 @@ from typing import Optional
 
 import numpy as np
 
-from kg_service.analysis import decisions
-from kg_service.analysis import planning
-from kg_service.analysis import resampling
-from kg_service.analysis import stats
+from kg_service.analysis.numbers import decisions
+from kg_service.analysis.numbers import planning
+from kg_service.analysis.numbers import resampling
+from kg_service.analysis.numbers import stats
 from kg_service.errors import ServiceError
 
 

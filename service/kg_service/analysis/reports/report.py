@@ -1,8 +1,8 @@
 """The sweep report: report.md and summary.json, with the figures, in one folder.
 
-The numbers come from `kg_service.analysis.comparisons` (pure), their
-words from `kg_service.analysis.wording` and `kg_service.analysis.tables`,
-the PNG figures from `kg_service.analysis.figures`; this module lays them
+The numbers come from `kg_service.analysis.numbers.comparisons` (pure), their
+words from `kg_service.analysis.words.wording` and `kg_service.analysis.words.tables`,
+the PNG figures from `kg_service.analysis.reports.figures`; this module lays them
 out with the sweep's setup (from its config and its task).
 """
 
@@ -12,13 +12,13 @@ import pathlib
 import numpy as np
 import yaml
 
-from kg_service.analysis import stats
-from kg_service.analysis import tables
-from kg_service.analysis import variance_report
-from kg_service.analysis import verdict_wording
-from kg_service.analysis import wording
-from kg_service.analysis.figures import draw_figures
-from kg_service.analysis.figures import FIGURES
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.words import tables
+from kg_service.analysis.reports import variance_report
+from kg_service.analysis.words import verdict_wording
+from kg_service.analysis.words import wording
+from kg_service.analysis.reports.figures import draw_figures
+from kg_service.analysis.reports.figures import FIGURES
 from kg_service.config import loading as config_lib
 from kg_service.errors import ServiceError
 from kg_service.tasks import base as tasks

@@ -12,20 +12,20 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from kg_service.analysis import papers
-from kg_service.analysis import resampling
-from kg_service.analysis import results_math as rmath
-from kg_service.analysis import results_page as rp
-from kg_service.analysis import results_revival as rrev
-from kg_service.analysis import results_sections as rsec
-from kg_service.analysis import stats
-from kg_service.analysis import study as study_lib
+from kg_service.papers import published
+from kg_service.analysis.numbers import resampling
+from kg_service.papers import maths as rmath
+from kg_service.papers import page as rp
+from kg_service.papers import revival as rrev
+from kg_service.papers import sections as rsec
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.numbers import study as study_lib
 from kg_service.tasks.language import entropy
 
 # The old page's GLU means (3 seeds) and the paper's 65k column, in the table's order.
 OURS = [2.6371, 2.6329, 2.6437, 2.6570, 2.6123, 2.6004, 2.5957, 2.6082]
-NAMES = list(papers.GLU_65K)
-PAPER = [papers.GLU_65K[a][0] for a in NAMES]
+NAMES = list(published.GLU_65K)
+PAPER = [published.GLU_65K[a][0] for a in NAMES]
 
 
 def test_ranks_and_spearman_are_scipys_in_the_tables_order():
@@ -201,7 +201,7 @@ def test_slope_verdict_is_a_one_sided_t_test_on_the_longest_normalisation_free_r
     slopes = [(0.002, -0.003), (0.004, 0.001), (-0.001, 0.002)]
     long = _sloped(_run("long", False, 0.6, 0.6, epochs=24), slopes)
     finals = [np.mean(np.abs(s)) for s in slopes]
-    ref = st.ttest_1samp(finals, papers.REVIVAL_INITIAL_SLOPE, alternative="less")
+    ref = st.ttest_1samp(finals, published.REVIVAL_INITIAL_SLOPE, alternative="less")
     text = rrev.slope_verdict(runs, [long])
     assert text.startswith("reproduced") and f"p {rsec.fmt_p(ref.pvalue)} over 3 seeds" in text
     near = _sloped(_run("near", False, 0.6, 0.6, epochs=24),

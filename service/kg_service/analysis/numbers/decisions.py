@@ -4,14 +4,14 @@ Each comparison of a family (every activation against the baseline) is
 better, worse, equivalent within a margin, or inconclusive; both kinds of
 claim are Holm-adjusted over the family and each interval is taken at the
 level Holm tests its comparison at, so an interval and its verdict never
-disagree. Pure: the numbers come from `kg_service.analysis.stats`;
-`kg_service.analysis.wording` phrases them.
+disagree. Pure: the numbers come from `kg_service.analysis.numbers.stats`;
+`kg_service.analysis.words.wording` phrases them.
 """
 
 import dataclasses
 import math
 
-from kg_service.analysis import stats
+from kg_service.analysis.numbers import stats
 
 
 BETTER, WORSE, EQUIVALENT, INCONCLUSIVE, UNTESTED = (

@@ -1,7 +1,7 @@
 """A sweep's `Summary` as plain data: summary.json's numbers, tracked metrics.
 
 Numbers only, in strict JSON types (NaN -> None, inf -> "inf");
-`kg_service.analysis.verdict_wording.summary_json` adds the sentences.
+`kg_service.analysis.words.verdict_wording.summary_json` adds the sentences.
 """
 
 import dataclasses
@@ -72,7 +72,7 @@ def summary_to_dict(summary):
     Keys are named after the metrics: an activation's estimates under the
     metric names ("test_accuracy", "test_loss"), a comparison's paired
     tests under the short names ("accuracy", "loss"), the winner's mean as
-    "mean_<metric>". `kg_service.analysis.verdict_wording.summary_json` adds the sentences.
+    "mean_<metric>". `kg_service.analysis.words.verdict_wording.summary_json` adds the sentences.
     """
     sel = summary.select_by.name
 

@@ -7,7 +7,7 @@ look k is alpha(t_k) - alpha(t_{k-1}). The crossing chances come from the
 joint normal law of the looks' z statistics, integrated recursively on a
 grid (Armitage, McPherson & Rowe 1969; Jennison & Turnbull 2000, "Group
 Sequential Methods", ch. 19). `t_levels` carries a design over to paired
-t-tests, whose sd is estimated. `kg_service.analysis.sequential` decides
+t-tests, whose sd is estimated. `kg_service.analysis.numbers.sequential` decides
 looks with these.
 
 Example:

@@ -1,0 +1,17 @@
+"""A sweep's statistics as numbers: pure, no words, no files.
+
+    stats           one function per statistic (estimate, paired test,
+                    Holm, TOST, d_z interval, Fisher)
+    decisions       the one verdict rule, `decide` (better / worse /
+                    equivalent / inconclusive)
+    planning        the seeds that would decide a comparison (power)
+    resampling      bootstrap interval, P(improvement), ASO, P(best)
+    spending        alpha spending and group-sequential boundaries
+    sequential      a sequential sweep's looks and when it stops
+    comparisons     a sweep's members compared by seed: `summarize` -> Summary
+    curves          the training-loss curves compared
+    paired_examples McNemar's test on the test split's examples
+    plain           a Summary as plain data (summary.json's numbers, metrics)
+    study           several sweeps as one Holm family, interactions
+    aggregate       IQM, probability of improvement, profiles across tasks
+"""
