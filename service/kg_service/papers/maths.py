@@ -1,6 +1,6 @@
 """docs/results.md's math: ranks, Spearman's rho, rank probabilities by
 resampling seeds, Welch's test, the attention entropy per layer (the
-numbers `results_page` shows; no words, no store).
+numbers `page` shows; no words, no store).
 
 `ranks`, `rank_agreement` and `rank_probabilities` are checked against
 scipy and plain numpy in tests/service/papers/test_page.py.

@@ -1,18 +1,18 @@
 """docs/results.md, computed: the three papers' reruns from stored sweeps.
 
-`kg results` (cli/results.py) reads every finished sweep of the page's
+`kg results` (`papers.runner`) reads every finished sweep of the page's
 studies from one MLflow store and hands them here as plain data
 (`StoredRun`s and each study's `analysis.study.Study`); `render` returns
 the whole page. Every number on it is computed from those runs or read
-from `analysis.papers`: the digits' median training loss, ranks,
+from `papers.published`: the digits' median training loss, ranks,
 Spearman's rho, rank differences in the table's order, the probability of
 each rank by resampling seeds, the attention entropy per layer normalised
 by log t, the learnable slopes, the wall times. Nothing opens a store.
 
-By concern: `results_math` (the numbers: ranks, rho, resampling, Welch,
+By concern: `maths` (the numbers: ranks, rho, resampling, Welch,
 entropies; checked against scipy and plain numpy in
-tests/service/papers/test_page.py), `results_sections` (the
-GELU and GLU sections and the words they share), `results_revival` (the
+tests/service/papers/test_page.py), `sections` (the
+GELU and GLU sections and the words they share), `revival` (the
 Revival section and its verdicts); this module: what a stored sweep is,
 the page's studies and the page around the sections.
 """

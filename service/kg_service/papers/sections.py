@@ -1,6 +1,6 @@
 """docs/results.md's GELU and GLU sections, and the words every section
 shares (the runs line, the study's comparisons and seed plans): text made
-from `results_page.StoredRun`s and an `analysis.study.Study`.
+from `page.StoredRun`s and an `analysis.numbers.study.Study`.
 """
 
 import math

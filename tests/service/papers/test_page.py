@@ -1,5 +1,5 @@
-"""docs/results.md's math and words (analysis/results_math.py,
-results_sections.py, results_revival.py), on fixed numbers: ranks and
+"""docs/results.md's math and words (papers/maths.py,
+sections.py, revival.py), on fixed numbers: ranks and
 Spearman's rho against scipy, rank probabilities against plain numpy
 resampling, the normalised attention entropy against a direct numpy
 computation, and the page's verdicts on runs whose answer is known. No
