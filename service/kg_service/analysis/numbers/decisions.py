@@ -105,25 +105,41 @@ def decide(tests, *, alpha=0.05, margin=None, higher_is_better=True):
     p_eq = [stats.tost_p(t.diffs, margin) if math.isfinite(margin) else math.nan for t in tests]
     holm_sup, holm_eq = stats.holm(p_sup), stats.holm(p_eq)
     levels_sup, levels_eq = stats.holm_levels(p_sup, alpha), stats.holm_levels(p_eq, alpha)
-    out = []
-    for t, ps, pe, hs, he, ls, le in zip(tests, p_sup, p_eq, holm_sup, holm_eq,
-                                         levels_sup, levels_eq):
-        sup = stats.t_interval(t.diffs, 1.0 - ls) if math.isfinite(ls) else (math.nan, math.nan)
-        eq = (stats.t_interval(t.diffs, 1.0 - 2.0 * le) if math.isfinite(le)
-              else (math.nan, math.nan))
-        equivalent = bool(he < alpha)  # NaN -> False
-        if t.n < 2:
-            outcome = UNTESTED
-        elif hs < alpha and t.mean_diff != 0:
-            outcome = BETTER if (t.mean_diff > 0) == higher_is_better else WORSE
-        elif equivalent:
-            outcome = EQUIVALENT
-        else:
-            outcome = INCONCLUSIVE
-        out.append(Verdict(
-            outcome=outcome, margin=margin, p_holm=hs, p_equivalence=pe,
-            p_equivalence_holm=he, superiority=sup, superiority_level=ls,
-            equivalence=eq, equivalence_level=le,
-            within_margin=outcome in (BETTER, WORSE) and equivalent,
-        ))
-    return tuple(out)
+    return tuple(
+        verdict(t, p_holm=hs, p_equivalence=pe, p_equivalence_holm=he, level=ls,
+                equivalence_level=le, margin=margin, alpha=alpha,
+                higher_is_better=higher_is_better)
+        for t, pe, hs, he, ls, le in zip(tests, p_eq, holm_sup, holm_eq, levels_sup, levels_eq)
+    )
+
+
+def verdict(test, *, p_holm, p_equivalence, p_equivalence_holm, level, equivalence_level,
+            margin, alpha, higher_is_better):
+    """The rule: one comparison's `Verdict` from its Holm-adjusted p-values
+    and Holm's levels for it in its family. `decide` calls it for a sweep's
+    family, `study.analyse` for a study's (untestable comparisons counted);
+    every table and sentence words what it returns.
+
+    BETTER or WORSE when the superiority test rejects (and the mean
+    difference is not 0), else EQUIVALENT when the TOST rejects, else
+    INCONCLUSIVE; UNTESTED below 2 pairs. A NaN p rejects nothing.
+    """
+    nan2 = (math.nan, math.nan)
+    sup = stats.t_interval(test.diffs, 1.0 - level) if math.isfinite(level) else nan2
+    eq = (stats.t_interval(test.diffs, 1.0 - 2.0 * equivalence_level)
+          if math.isfinite(equivalence_level) else nan2)
+    equivalent = bool(p_equivalence_holm < alpha)  # NaN -> False
+    if test.n < 2:
+        outcome = UNTESTED
+    elif p_holm < alpha and test.mean_diff != 0:
+        outcome = BETTER if (test.mean_diff > 0) == higher_is_better else WORSE
+    elif equivalent:
+        outcome = EQUIVALENT
+    else:
+        outcome = INCONCLUSIVE
+    return Verdict(
+        outcome=outcome, margin=math.nan if margin is None else float(margin), p_holm=p_holm,
+        p_equivalence=p_equivalence, p_equivalence_holm=p_equivalence_holm, superiority=sup,
+        superiority_level=level, equivalence=eq, equivalence_level=equivalence_level,
+        within_margin=outcome in (BETTER, WORSE) and equivalent,
+    )

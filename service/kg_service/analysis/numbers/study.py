@@ -345,41 +345,23 @@ def oriented_pairs(name, sweeps, reference):
 
 
 def _comparison(s, m, a, test, p, alpha, margin, p_eq, p_eq_holm, level, eq_level):
-    """One `StudyComparison`, with the `decisions.Verdict` that carries its
-    deciding interval (Holm's level for it in the study's family)."""
-    decided = outcome(test, p, p_eq_holm, m, alpha)
-    within = bool(p < alpha and test.mean_diff != 0 and p_eq_holm < alpha)
-    nan2 = (math.nan, math.nan)
-    verdict = decisions.Verdict(
-        outcome=decided, margin=margin, p_holm=p, p_equivalence=p_eq,
-        p_equivalence_holm=p_eq_holm,
-        superiority=stats.t_interval(test.diffs, 1.0 - level) if math.isfinite(level) else nan2,
-        superiority_level=level,
-        equivalence=(stats.t_interval(test.diffs, 1.0 - 2.0 * eq_level)
-                     if math.isfinite(eq_level) else nan2),
-        equivalence_level=eq_level, within_margin=within)
+    """One `StudyComparison`, with the `decisions.Verdict` that decides it
+    (the one rule, `decisions.verdict`, at Holm's level for it in the
+    study's family)."""
+    verdict = decisions.verdict(
+        test, p_holm=p, p_equivalence=p_eq, p_equivalence_holm=p_eq_holm, level=level,
+        equivalence_level=eq_level, margin=margin, alpha=alpha,
+        higher_is_better=m.higher_is_better)
     return StudyComparison(
         sweep=s.name, metric=m, activation=a, baseline=s.baseline, paired=test,
-        p_holm=p, significant=bool(p < alpha), outcome=decided, margin=margin,
-        p_equivalence=p_eq, p_equivalence_holm=p_eq_holm, within_margin=within,
-        verdict=verdict)
+        p_holm=p, significant=bool(p < alpha), outcome=verdict.outcome, margin=margin,
+        p_equivalence=p_eq, p_equivalence_holm=p_eq_holm,
+        within_margin=verdict.within_margin, verdict=verdict)
 
 
 def _margin(sweep, metric):
     margin = sweep.margins.get(metric.name)
     return math.nan if margin is None else float(margin)
-
-
-def outcome(test, p_holm, p_equivalence_holm, metric, alpha):
-    """The three-way verdict of one comparison, as `decisions.decide` gives it,
-    on Holm p-values of the study's families (untestable ones counted)."""
-    if test.n < 2:
-        return decisions.UNTESTED
-    if p_holm < alpha and test.mean_diff != 0:
-        return decisions.BETTER if (test.mean_diff > 0) == metric.higher_is_better else decisions.WORSE
-    if p_equivalence_holm < alpha:
-        return decisions.EQUIVALENT
-    return decisions.INCONCLUSIVE
 
 
 def _interactions(pairs, confidence, alpha):
