@@ -2,7 +2,7 @@
 
 `kg results` (`papers.runner`) reads every finished sweep of the page's
 studies from one MLflow store and hands them here as plain data
-(`StoredRun`s and each study's `analysis.study.Study`); `render` returns
+(`StoredRun`s and each study's `analysis.numbers.study.Study`); `render` returns
 the whole page. Every number on it is computed from those runs or read
 from `papers.published`: the digits' median training loss, ranks,
 Spearman's rho, rank differences in the table's order, the probability of
@@ -91,7 +91,7 @@ def render(found, analysed, *, command, commit, when, slope_runs=()):
     Args:
         found: {study tag: [StoredRun, ...]} for the page's studies
             (`STUDIES`); a study missing from it is said to be missing.
-        analysed: {study tag: analysis.study.Study} of the same sweeps.
+        analysed: {study tag: analysis.numbers.study.Study} of the same sweeps.
         command, commit, when: what made the page (shown at its top).
         slope_runs: the `SLOPE_STUDY`'s sweeps, if any.
     """

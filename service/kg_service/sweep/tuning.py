@@ -9,7 +9,7 @@ candidate (`config.tuning.tuning_seeds`, a range apart from the
 comparison's), as one stacked model, as a sweep's members train (the
 optimizer of a stacked model has one learning rate, so the members of one
 value stack, not those of several values). Each member is scored by its
-final validation loss or accuracy; `analysis.tuning.choose` picks the
+final validation loss or accuracy; `analysis.reports.tuning.choose` picks the
 value; the comparison then trains every activation at its own value.
 
 Tuning members are members of the sweep: child runs of its parent run,

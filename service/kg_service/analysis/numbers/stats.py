@@ -425,7 +425,7 @@ def holm_levels(p_values, alpha, count_nan=False):
     1 - level excludes 0 exactly when the test rejects: the interval and
     the decision never disagree. NaN p-values get NaN and do not count
     in m, as in `holm`; with `count_nan` they count (ranked last, as p = 1),
-    as in `analysis.study.holm_counting_untestable`.
+    as in `analysis.numbers.study.holm_counting_untestable`.
 
     These intervals are Holm-consistent, not simultaneous: the Bonferroni
     level alpha / m (the first step's) is what covers every difference at
