@@ -51,140 +51,20 @@ Example:
 
 import dataclasses
 import math
-from typing import Optional
 
 import numpy as np
 
 from kg_service.analysis.numbers import decisions
 from kg_service.analysis.numbers import planning
 from kg_service.analysis.numbers import resampling
+from kg_service.analysis.numbers import multiplicity
 from kg_service.analysis.numbers import stats
+from kg_service.analysis.numbers.summary import ActivationSummary
+from kg_service.analysis.numbers.summary import Comparison
+from kg_service.analysis.numbers.summary import PairComparison
+from kg_service.analysis.numbers.summary import Summary
+from kg_service.analysis.numbers.summary import Winner
 from kg_service.errors import ServiceError
-
-
-# --- Result types: numbers only. ---------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class ActivationSummary:
-    """One activation over its seeds."""
-
-    activation: str
-    n: int  # seeds
-    seeds: tuple
-    estimate: stats.Estimate  # the compared metric
-    secondary: dict  # metric name -> Estimate, the metrics reported beside it
-    # Over the seeds that reached the threshold; NaN if none did.
-    epochs_to_threshold_mean: float
-    epochs_to_threshold_median: float
-    reached: int  # seeds that reached the threshold
-    selection_mean: float  # final `select_by` value, mean over seeds
-    # Best final `select_by` value; ties: lower val loss, then lower seed.
-    best_seed: int
-    best_selection: float
-    best_val_loss: float
-    train_seconds_mean: float
-    failed: int = 0  # members that diverged: counted here, not in the estimate
-
-    @property
-    def attempted(self):
-        """Members trained, the diverged ones included."""
-        return self.n + self.failed
-
-
-
-@dataclasses.dataclass(frozen=True)
-class Comparison:
-    """One activation against the baseline, paired by seed."""
-
-    activation: str
-    baseline: str
-    paired: stats.PairedTest  # the compared metric
-    secondary: dict  # metric name -> PairedTest (unadjusted)
-    # Holm-adjusted p-value over all comparisons with the baseline (equal
-    # to paired.p_value when there is one comparison).
-    p_holm: float
-    significant: bool  # p_holm < alpha
-    # +1: the activation's mean is better than the baseline's by the
-    # metric's direction; -1: worse; 0: equal or untested (NaN).
-    sign: int
-    verdict: Optional[decisions.Verdict] = None  # better/worse/equivalent/inconclusive
-    plan: Optional[planning.SeedPlan] = None  # the seeds that would decide it
-    failures_p: float = math.nan  # Fisher exact: failure rate vs the baseline's
-    # Few-run statistics (`resampling`): the percentile bootstrap interval of
-    # the mean paired difference, P(a run beats a baseline run), and almost
-    # stochastic order's epsilon_min (< 0.5: better as a distribution).
-    bootstrap: tuple = (math.nan, math.nan)
-    p_improvement: float = math.nan
-    aso: float = math.nan
-
-
-@dataclasses.dataclass(frozen=True)
-class PairComparison:
-    """Two activations (or a declared contrast) compared, paired by seed."""
-
-    name: str  # "gelu vs relu", or the contrast's name
-    plus: tuple  # activations averaged on the left
-    minus: tuple  # ... and on the right
-    paired: stats.PairedTest  # mean(plus) - mean(minus), seed by seed
-    verdict: decisions.Verdict  # Holm over its family (all pairs, or the contrasts)
-
-
-@dataclasses.dataclass(frozen=True)
-class Winner:
-    """The activation with the best mean of the compared metric, and its lead."""
-
-    activation: str
-    mean: float
-    runner_up: Optional[str]
-    lead: Optional[stats.PairedTest]  # winner - runner-up, the compared metric
-    # The p-value the lead was judged on: Holm-adjusted when the pair is
-    # (winner, baseline), otherwise the unadjusted paired p-value.
-    lead_p: float
-    significant_over_runner_up: bool
-    # None when the winner is the baseline.
-    significant_over_baseline: Optional[bool]
-
-
-@dataclasses.dataclass(frozen=True)
-class Summary:
-    """Everything `summarize` found; activations listed baseline first."""
-
-    baseline: str
-    metric: stats.Metric  # the compared metric
-    secondary: tuple  # Metric, reported beside it
-    select_by: stats.Metric  # the validation value that picks each best seed
-    confidence: float
-    alpha: float
-    activations: tuple  # ActivationSummary, baseline first
-    comparisons: tuple  # Comparison, one per non-baseline activation
-    winner: Winner
-    holm: bool  # Holm adjustment applied (more than one comparison)
-    margin: float = math.nan  # equivalence margin of the compared metric; NaN: none
-    power: float = 0.8  # what the seed plans aim for
-    # activation -> P(it has the best mean) over bootstrap resamples of seeds.
-    rank_first: dict = dataclasses.field(default_factory=dict)
-    pairs: tuple = ()  # PairComparison: every pair of activations, Holm over all
-    # Activations every member of which diverged: activation -> (members,
-    # Fisher exact p of that failure rate against the baseline's).
-    failed_only: dict = dataclasses.field(default_factory=dict)
-    contrasts: tuple = ()  # PairComparison: the declared contrasts, Holm over them
-    sequential: bool = False  # verdicts = the sequential decisions (issue 30 §7)
-
-    def activation(self, name):
-        for a in self.activations:
-            if a.activation == name:
-                return a
-        raise KeyError(name)
-
-    def comparison(self, name):
-        for c in self.comparisons:
-            if c.activation == name:
-                return c
-        return None
-
-
-# --- The summary. ------------------------------------------------------------
 
 
 def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True,
@@ -227,34 +107,15 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
             (activation, seed), confidence outside (0, 1), or results
             without the named metric.
     """
-    everything = list(results)
-    results = [r for r in everything if getattr(r, "ok", True)]
-    diverged = [r for r in everything if not getattr(r, "ok", True)]
-    if not 0.0 < confidence < 1.0:
-        raise ServiceError(f"confidence must be in (0, 1), got {confidence!r}.")
-    if not results:
-        raise ServiceError("No sweep results to summarize: did any member train?")
-    primary = stats.Metric.of(metric, higher_is_better)
-    if secondary is None:
-        secondary = () if metric == stats.LOSS else (
-            stats.Metric.of(stats.LOSS, higher_is_better=False),)
-    secondary = tuple(secondary)
-    if select_by is None:
-        select_by = stats.Metric(f"val_{primary.short}", higher_is_better)
-    for m in (primary, *secondary, select_by):
-        _check_metric(results[0], m.name)
+    results, diverged = _trained_and_diverged(results, confidence)
+    primary, secondary, select_by = _metrics(results[0], metric, higher_is_better,
+                                             secondary, select_by)
     by_act = _by_activation(results, baseline)
     order = [baseline] + [a for a in by_act if a != baseline]
     alpha = round(1.0 - confidence, 12)  # 0.05, not 0.050000000000000044
 
     failures = {a: sum(r.activation == a for r in diverged) for a in order}
-    base_total = len(by_act[baseline]) + failures[baseline]
-    failed_only = {}
-    for r in diverged:
-        if r.activation not in by_act and r.activation not in failed_only:
-            k = sum(d.activation == r.activation for d in diverged)
-            failed_only[r.activation] = (
-                k, stats.failure_p(k, k, failures[baseline], base_total))
+    failed_only = _failed_only(diverged, by_act, baseline, failures[baseline])
     activations = tuple(
         dataclasses.replace(
             _summarize_one(a, by_act[a], primary, secondary, select_by, confidence),
@@ -262,13 +123,8 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
         for a in order
     )
     comparisons = _compare(by_act, order, primary, secondary, alpha, confidence)
-    if sequential is None:
-        comparisons = _decide(comparisons, activations, primary, alpha, margin, power)
-    else:
-        comparisons = tuple(dataclasses.replace(  # issue 30 §7: its decision only
-            c, p_holm=math.nan, significant=False,
-            verdict=decisions.decided_elsewhere(sequential.get(c.activation), margin))
-            for c in comparisons)
+    comparisons = (_decide(comparisons, activations, primary, alpha, margin, power)
+                   if sequential is None else _decided_by_looks(comparisons, sequential, margin))
     comparisons = _few_runs(comparisons, by_act, primary, alpha)
     table = {a: {s: getattr(r, primary.name) for s, r in by_act[a].items()
                  if math.isfinite(getattr(r, primary.name))} for a in order}
@@ -288,6 +144,54 @@ def summarize(results, baseline, *, metric=stats.ACCURACY, higher_is_better=True
         sequential=sequential is not None,
     )
 
+
+
+def _trained_and_diverged(results, confidence):
+    """(members that trained, members that diverged), after `summarize`'s
+    checks of its arguments."""
+    everything = list(results)
+    if not 0.0 < confidence < 1.0:
+        raise ServiceError(f"confidence must be in (0, 1), got {confidence!r}.")
+    trained = [r for r in everything if getattr(r, "ok", True)]
+    if not trained:
+        raise ServiceError("No sweep results to summarize: did any member train?")
+    return trained, [r for r in everything if not getattr(r, "ok", True)]
+
+
+def _metrics(first, metric, higher_is_better, secondary, select_by):
+    """(compared, secondary, select_by) `Metric`s, defaults filled in, each
+    checked against a result (`summarize`'s arguments)."""
+    primary = stats.Metric.of(metric, higher_is_better)
+    if secondary is None:
+        secondary = () if metric == stats.LOSS else (
+            stats.Metric.of(stats.LOSS, higher_is_better=False),)
+    secondary = tuple(secondary)
+    if select_by is None:
+        select_by = stats.Metric(f"val_{primary.short}", higher_is_better)
+    for m in (primary, *secondary, select_by):
+        _check_metric(first, m.name)
+    return primary, secondary, select_by
+
+
+def _failed_only(diverged, by_act, baseline, base_failed):
+    """{activation: (failures, Fisher p vs the baseline)} of the activations
+    whose every member diverged."""
+    base_total = len(by_act[baseline]) + base_failed
+    failed_only = {}
+    for r in diverged:
+        if r.activation not in by_act and r.activation not in failed_only:
+            k = sum(d.activation == r.activation for d in diverged)
+            failed_only[r.activation] = (k, stats.failure_p(k, k, base_failed, base_total))
+    return failed_only
+
+
+def _decided_by_looks(comparisons, sequential, margin):
+    """A sequential sweep's comparisons: its looks' decision only, no
+    fixed-design p or verdict beside it (issue 30 §7)."""
+    return tuple(dataclasses.replace(
+        c, p_holm=math.nan, significant=False,
+        verdict=decisions.decided_elsewhere(sequential.get(c.activation), margin))
+        for c in comparisons)
 
 def _few_runs(comparisons, by_act, primary, alpha):
     """Each comparison with its bootstrap interval, P(improvement) and ASO."""
@@ -439,7 +343,7 @@ def _compare(by_act, order, primary, secondary, alpha, confidence):
         for name in order[1:]
     ]
     p_values = [test.p_value for _, test, _ in raw]
-    adjusted = stats.holm(p_values) if len(raw) > 1 else p_values
+    adjusted = multiplicity.holm(p_values) if len(raw) > 1 else p_values
     return tuple(
         Comparison(
             activation=name, baseline=baseline, paired=test, secondary=others,

@@ -11,6 +11,7 @@ disagree. Pure: the numbers come from `kg_service.analysis.numbers.stats`;
 import dataclasses
 import math
 
+from kg_service.analysis.numbers import multiplicity
 from kg_service.analysis.numbers import stats
 
 
@@ -29,7 +30,7 @@ class Verdict:
 
     `interval` is the one that decides: for better/worse the two-sided
     interval at 1 - `level` (Holm's level for this comparison,
-    `stats.holm_levels`), which excludes 0 exactly when the test rejects; for
+    `multiplicity.holm_levels`), which excludes 0 exactly when the test rejects; for
     equivalent the 1 - 2 `level` interval (TOST's), inside +-margin exactly
     when the TOST rejects; for inconclusive the equivalence interval when a
     margin is set (it straddles a margin bound), else the superiority one.
@@ -103,8 +104,8 @@ def decide(tests, *, alpha=0.05, margin=None, higher_is_better=True):
     margin = math.nan if margin is None else float(margin)
     p_sup = [t.p_value if t.n >= 2 else math.nan for t in tests]
     p_eq = [stats.tost_p(t.diffs, margin) if math.isfinite(margin) else math.nan for t in tests]
-    holm_sup, holm_eq = stats.holm(p_sup), stats.holm(p_eq)
-    levels_sup, levels_eq = stats.holm_levels(p_sup, alpha), stats.holm_levels(p_eq, alpha)
+    holm_sup, holm_eq = multiplicity.holm(p_sup), multiplicity.holm(p_eq)
+    levels_sup, levels_eq = multiplicity.holm_levels(p_sup, alpha), multiplicity.holm_levels(p_eq, alpha)
     return tuple(
         verdict(t, p_holm=hs, p_equivalence=pe, p_equivalence_holm=he, level=ls,
                 equivalence_level=le, margin=margin, alpha=alpha,

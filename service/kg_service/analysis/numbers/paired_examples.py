@@ -27,7 +27,7 @@ import math
 import numpy as np
 from scipy import stats as _st
 
-from kg_service.analysis.numbers import stats
+from kg_service.analysis.numbers import multiplicity
 
 # Below this many discordant pairs the exact binomial test, else the
 # continuity-corrected chi-square: statsmodels' advice for `mcnemar`
@@ -176,6 +176,6 @@ def example_tests(results, baseline):
         return ()
     tests = [example_test(members, by_act[baseline], a, baseline)
              for a, members in by_act.items() if a != baseline]
-    adjusted = stats.holm([t.p_pooled for t in tests])
+    adjusted = multiplicity.holm([t.p_pooled for t in tests])
     return tuple(dataclasses.replace(t, p_pooled_holm=float(p))
                  for t, p in zip(tests, adjusted))

@@ -42,6 +42,7 @@ import numpy as np
 from scipy import stats as _st
 
 from kg_service.analysis.numbers import decisions
+from kg_service.analysis.numbers import multiplicity
 from kg_service.analysis.numbers import stats
 from kg_service.errors import ServiceError
 
@@ -179,7 +180,7 @@ def holm_counting_untestable(p_values):
 
     A comparison that could not be tested (too few paired seeds) was still
     one of the family's questions: leaving it out of m would make the
-    others' adjustment milder than the family planned (`stats.holm` drops
+    others' adjustment milder than the family planned (`multiplicity.holm` drops
     NaN from m; issue 18). Here m is the number of entries, NaN ones
     included, and a NaN ranks last (as p = 1, which can never be
     rejected), so the finite entries equal statsmodels'
@@ -302,12 +303,12 @@ def analyse(name, sweeps, confidence=0.95, reference=None, factor=None):
         for s in sweeps for m in s.metrics for a in s.activations()[1:]
     ]
     adjusted = holm_counting_untestable([test.p_value for *_, test in raw])
-    levels = stats.holm_levels([test.p_value for *_, test in raw], alpha, count_nan=True)
+    levels = multiplicity.holm_levels([test.p_value for *_, test in raw], alpha, count_nan=True)
     margins = [_margin(s, m) for s, m, *_ in raw]
     with_margin = [i for i, margin in enumerate(margins) if math.isfinite(margin)]
     p_eq = [stats.tost_p(raw[i][3].diffs, margins[i]) for i in with_margin]
     eq_holm = dict(zip(with_margin, holm_counting_untestable(p_eq)))
-    eq_levels = dict(zip(with_margin, stats.holm_levels(p_eq, alpha, count_nan=True)))
+    eq_levels = dict(zip(with_margin, multiplicity.holm_levels(p_eq, alpha, count_nan=True)))
     p_eq = dict(zip(with_margin, p_eq))
     comparisons = tuple(
         _comparison(s, m, a, test, p, alpha, margins[i], p_eq.get(i, math.nan),
@@ -378,7 +379,7 @@ def _interactions(pairs, confidence, alpha):
                             stats.paired_test(x2, metric.name, s2, confidence),
                             welch(x1, x2, confidence)))
     adjusted = holm_counting_untestable([r[-1].p_value for r in raw])
-    levels = stats.holm_levels([r[-1].p_value for r in raw], alpha, count_nan=True)
+    levels = multiplicity.holm_levels([r[-1].p_value for r in raw], alpha, count_nan=True)
     return tuple(
         Interaction(metric=m, activation=a, baseline=s1.baseline, first=s1.name,
                     second=s2.name, diff_first=d1, diff_second=d2, test=t, p_holm=p,
