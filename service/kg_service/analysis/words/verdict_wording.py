@@ -10,7 +10,7 @@ sentences out.
 
 Example:
 
->>> from kg_service.analysis import comparisons
+>>> from kg_service.analysis.numbers import comparisons
 >>> from kg_service.results import MemberResult
 >>> h = {"loss": [0.3], "accuracy": [0.9], "val_loss": [0.3],
 ...      "val_accuracy": [0.9]}
