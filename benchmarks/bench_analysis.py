@@ -25,10 +25,10 @@ import types
 
 import numpy as np
 
-from kg_service.analysis import comparisons
-from kg_service.analysis import figures
-from kg_service.analysis import planning
-from kg_service.analysis import stats
+from kg_service.analysis.numbers import comparisons
+from kg_service.analysis.reports import figures
+from kg_service.analysis.numbers import planning
+from kg_service.analysis.numbers import stats
 from kg_service.results import MemberResult
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

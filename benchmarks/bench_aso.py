@@ -26,7 +26,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "service"))
 
 from deepsig import aso  # noqa: E402
 
-from kg_service.analysis import resampling  # noqa: E402
+from kg_service.analysis.numbers import resampling  # noqa: E402
 
 ROUNDS = 5
 SEEDS = 10  # runs per activation, as in configs/moons.yaml

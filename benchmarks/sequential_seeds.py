@@ -3,7 +3,7 @@
 Thousands of synthetic sweeps of one comparison: paired differences drawn
 N(delta, 1) (delta in units of the differences' sd), looks at 4, 8, ...,
 40 seeds (`seeds: {start: 4, step: 4, max: 40}`), decided by
-`kg_service.analysis.sequential` at alpha 0.05, with and without an
+`kg_service.analysis.numbers.sequential` at alpha 0.05, with and without an
 equivalence margin of 0.5 sd; beside them the fixed design: one paired
 t-test (and TOST) at 40 seeds. Prints a Markdown table: how often each
 design says better / worse / equivalent, and the seeds it used on average, as a
@@ -18,7 +18,7 @@ import subprocess
 
 import numpy as np
 
-from kg_service.analysis import sequential
+from kg_service.analysis.numbers import sequential
 
 LOOKS = tuple(range(4, 41, 4))
 ALPHA = 0.05

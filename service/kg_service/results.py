@@ -35,7 +35,7 @@ class MemberResult:
     # A classifier's: per example of its test split, in the split's order,
     # whether the prediction was right (bool array); members of one seed
     # share the split, so two activations pair example by example
-    # (McNemar, kg_service.analysis.paired_examples). None when not kept
+    # (McNemar, kg_service.analysis.numbers.paired_examples). None when not kept
     # (another task; a member a resumed sweep read back from the store).
     test_correct: Any = None
 

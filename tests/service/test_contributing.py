@@ -24,11 +24,11 @@ import keras_gelu
 from keras_gelu import activations
 from keras_gelu import name_table
 from keras_gelu.serialization import register
-from kg_service.analysis import comparisons
-from kg_service.analysis import plain
-from kg_service.analysis import stats
-from kg_service.analysis import tables
-from kg_service.analysis import wording
+from kg_service.analysis.numbers import comparisons
+from kg_service.analysis.numbers import plain
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.words import tables
+from kg_service.analysis.words import wording
 from kg_service.cli import options
 from kg_service.cli import train as kg_train
 from kg_service.cli.main import main as kg

@@ -119,7 +119,7 @@ def report_sweep(
 
 def report_study(name, tracking_uri, output_dir=None, echo=options.echo):
     """`kg_service.sweep.studies.report_study`, its tables printed; returns 0."""
-    from kg_service.analysis import study_report  # scipy, matplotlib: a real run only
+    from kg_service.analysis.reports import study_report  # scipy, matplotlib: a real run only
     from kg_service.sweep import studies
 
     outcome = studies.report_study(name, tracking_uri, output_dir)

@@ -4,7 +4,7 @@ A thin shell: it finds the experiment's newest finished sweep in the
 tracking store (as `kg report` does: `TrackingStore.find_sweeps`, newest
 first), reads the summary.json that sweep logged, and hands each
 comparison's paired differences (mean, sd, pairs) to
-`kg_service.analysis.planning`; `kg_service.analysis.tables.plan_rows`
+`kg_service.analysis.numbers.planning`; `kg_service.analysis.words.tables.plan_rows`
 words the table. No model is loaded and nothing is trained, so it answers
 in the time MLflow takes to open the store.
 
@@ -90,7 +90,7 @@ def newest_summary(experiment, tracking_uri, store=None):
 
 def render(summary, run_id, *, margin=None, power=None, alpha=None):
     """The plan table for a stored summary.json, with its heading."""
-    from kg_service.analysis import tables  # scipy: after the options are checked
+    from kg_service.analysis.words import tables  # scipy: after the options are checked
 
     header, rows, note = tables.plan_rows(summary, margin=margin, power=power, alpha=alpha)
     lines = [f"Seed plan for sweep run {run_id} ({summary['metric']}):", ""]

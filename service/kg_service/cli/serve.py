@@ -220,7 +220,7 @@ def models(names, tracking_uri, output_format):
       kg models --format json | jq '.[0].aliases'
     """
     # MLflow and scipy (wording's statistics): seconds, only for a real query.
-    from kg_service.analysis import tables
+    from kg_service.analysis.words import tables
     from kg_service.tracking import registry
 
     try:

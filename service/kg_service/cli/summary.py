@@ -58,9 +58,9 @@ def print_sweep(echo, outcome):
     """The summary of a compared sweep: the table, failed members, the
     registered models, and where to look next (report, UI, serving)."""
     # scipy (wording's statistics): loaded by the sweep already.
-    from kg_service.analysis import sequential_report
-    from kg_service.analysis import tables
-    from kg_service.analysis import wording
+    from kg_service.analysis.reports import sequential_report
+    from kg_service.analysis.words import tables
+    from kg_service.analysis.words import wording
 
     config, compared, registered = outcome.config, outcome.compared, outcome.registered
     summary = compared.summary

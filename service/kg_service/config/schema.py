@@ -54,7 +54,7 @@ def _schedule_fits(schedule):
 class SequentialSeeds:
     """`seeds: {start, step, max}`: seeds 0..start-1 first, then `step` more
     at a time until every comparison is decided (group-sequential, alpha
-    spent by `spending`; kg_service.analysis.sequential) or `max` seeds
+    spent by `spending`; kg_service.analysis.numbers.sequential) or `max` seeds
     are trained."""
 
     __pydantic_config__ = fields.STRICT

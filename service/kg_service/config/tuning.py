@@ -7,7 +7,7 @@ model and training sections), the checks the schema runs on a block, the
 candidates of a grid, the seeds a candidate trains on, the config a
 candidate trains with, and the block at smoke sizes. The stage that
 trains the candidates is `kg_service.sweep.tuning`; the choice and the
-table, `kg_service.analysis.tuning`.
+table, `kg_service.analysis.reports.tuning`.
 
 The schema (`kg_service.config.schema.TuningConfig`) imports this module,
 never the other way round: the sections are handed in.

@@ -11,7 +11,7 @@ sweep of the seeds it used: compared, reported, exported and registered
 as one (`stages.conclude`), with the looks beside it.
 
 The looks are a function of the members alone (the statistics of
-`kg_service.analysis.sequential` are deterministic): a resumed sequential
+`kg_service.analysis.numbers.sequential` are deterministic): a resumed sequential
 sweep replays the looks whose members the store holds, without training,
 and carries on from the last finished one; a look cut short trains only
 its missing members.
@@ -38,7 +38,7 @@ class Looked:
 
     config: Any  # the config at the seeds used (`derived.with_seeds`)
     trained: stages.Trained  # every member of those seeds
-    looks: Any  # kg_service.analysis.sequential.SweepLooks
+    looks: Any  # kg_service.analysis.numbers.sequential.SweepLooks
 
 
 def check_supported(config, shard=None):
@@ -75,7 +75,7 @@ def train_in_looks(config, pre, sweep_run_id, progress, logged, echo):
     Returns:
         A `Looked`.
     """
-    from kg_service.analysis import sequential_report  # scipy: after pre-flight's checks
+    from kg_service.analysis.reports import sequential_report  # scipy: after pre-flight's checks
 
     counts = derived.look_counts(derived.sequential(config))
     for k, n in enumerate(counts):
@@ -107,7 +107,7 @@ def look(config, pre, trained, counts, schedule):
     """The `SweepLooks` of the looks at `counts`, from `trained`'s members
     (a diverged member is left out, as in the comparison), at the config's
     `analysis.alpha` and `analysis.margin` for the compared metric."""
-    from kg_service.analysis import sequential  # scipy: after pre-flight's checks
+    from kg_service.analysis.numbers import sequential  # scipy: after pre-flight's checks
 
     metric = pre.task.compared
     values = {

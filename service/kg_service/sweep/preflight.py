@@ -47,7 +47,7 @@ class Preflight:
     tags: Mapping[str, Any]  # common to every run
     # Set by the tuning stage (kg_service.sweep.tuning): activation -> {the
     # tuned key: its chosen value}, logged as its members' param; and what
-    # the stage found (kg_service.analysis.tuning.Tuning), for the report.
+    # the stage found (kg_service.analysis.reports.tuning.Tuning), for the report.
     tuned: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     tuning: Any = None
     # A resume's lease on the sweep (kg_service.tracking.lease.Lease),

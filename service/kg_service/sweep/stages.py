@@ -37,11 +37,11 @@ class Trained:
 
 @dataclasses.dataclass(frozen=True)
 class Compared:
-    summary: Any  # kg_service.analysis.comparisons.Summary (of the members that did not fail)
+    summary: Any  # kg_service.analysis.numbers.comparisons.Summary (of the members that did not fail)
     report_paths: tuple
     champions: Mapping[str, Any]  # activation -> its selected MemberResult
     failed: tuple  # MemberResults that diverged, listed, never averaged
-    # A sequential sweep's looks (kg_service.analysis.sequential.SweepLooks).
+    # A sequential sweep's looks (kg_service.analysis.numbers.sequential.SweepLooks).
     looks: Any = None
 
 
@@ -141,9 +141,9 @@ def compare(config, pre, trained, looks=None):
     nothing to the tracking store (`record` does). A sequential sweep's
     `looks` go into the report and summary.json too."""
     # scipy, matplotlib: after pre-flight's cheap checks.
-    from kg_service.analysis import comparisons
-    from kg_service.analysis import report
-    from kg_service.analysis import stats
+    from kg_service.analysis.numbers import comparisons
+    from kg_service.analysis.reports import report
+    from kg_service.analysis.numbers import stats
 
     ok = [r for r in trained.results if r.ok]
     failed = tuple(r for r in trained.results if not r.ok)
@@ -186,11 +186,11 @@ def compare(config, pre, trained, looks=None):
         resolved=pre.resolved,
     )
     if looks is not None:
-        from kg_service.analysis import sequential_report  # scipy: as above
+        from kg_service.analysis.reports import sequential_report  # scipy: as above
 
         sequential_report.add_looks(report_paths[0], report_paths[1], looks)
     if pre.tuning is not None:  # the tuning stage's table, curves and choices
-        from kg_service.analysis import tuning  # matplotlib: as above
+        from kg_service.analysis.reports import tuning  # matplotlib: as above
 
         report_paths.append(tuning.add_tuning(report_paths[0], report_paths[1], pre.tuning))
     champions = {
@@ -208,18 +208,18 @@ def compare(config, pre, trained, looks=None):
 
 def record(pre, compared):
     """The summary's metrics, the winner and the report on the sweep's run."""
-    from kg_service.analysis import plain  # scipy: after pre-flight's checks
+    from kg_service.analysis.numbers import plain  # scipy: after pre-flight's checks
 
     metrics = plain.flat_metrics(compared.summary)
     tags = {"winner": compared.summary.winner.activation, **plain.verdict_tags(compared.summary)}
     if compared.looks is not None:
-        from kg_service.analysis import sequential
-        from kg_service.analysis import sequential_report
+        from kg_service.analysis.numbers import sequential
+        from kg_service.analysis.reports import sequential_report
 
         metrics = {**metrics, **sequential.looks_metrics(compared.looks)}
         tags = {**tags, **sequential_report.looks_tags(compared.looks)}
     if pre.tuning is not None:
-        from kg_service.analysis import tuning
+        from kg_service.analysis.reports import tuning
 
         tags = {**tags, **tuning.tuning_tags(pre.tuning)}
     pre.store.log_summary(metrics, tags, compared.report_paths)
@@ -262,7 +262,7 @@ def export(config, pre, compared, progress, sweep_run_id=""):
 def register(config, pre, compared, tracked, exported, progress):
     """Registers each champion, moves the alias, promotes its export."""
     # TensorFlow, MLflow, scipy: after pre-flight's cheap checks.
-    from kg_service.analysis import wording
+    from kg_service.analysis.words import wording
     from kg_service.serving import export as export_lib
     from kg_service.tracking import model_logging
 
@@ -330,8 +330,8 @@ def best_member(summary, results, activation):
 def registry_description(summary, activation, member, config, dataset):
     """The model version's description: what it takes, returns and scored."""
     # scipy: after pre-flight's checks.
-    from kg_service.analysis import verdict_wording
-    from kg_service.analysis import wording
+    from kg_service.analysis.words import verdict_wording
+    from kg_service.analysis.words import wording
 
     selected_by = wording.shown(summary.select_by.name).label
     metric = summary.metric.name

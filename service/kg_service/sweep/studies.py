@@ -1,8 +1,8 @@
 """`kg report --study`: a study's sweeps from the store, analysed as one family.
 
 Reads the finished sweeps tagged with the study (`tracking.studies`),
-hands their numbers to `analysis.study` (one Holm family, interactions)
-and `analysis.aggregate` (IQM, probability of improvement, performance
+hands their numbers to `analysis.numbers.study` (one Holm family, interactions)
+and `analysis.numbers.aggregate` (IQM, probability of improvement, performance
 profile across the sweeps as tasks), and writes the study's report.
 """
 
@@ -12,10 +12,10 @@ import json
 import pathlib
 import tempfile
 
-from kg_service.analysis import aggregate as aggregate_lib
-from kg_service.analysis import stats
-from kg_service.analysis import study as study_lib
-from kg_service.analysis import study_report
+from kg_service.analysis.numbers import aggregate as aggregate_lib
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.numbers import study as study_lib
+from kg_service.analysis.reports import study_report
 from kg_service.config import loading
 from kg_service.config import schema
 from kg_service.errors import ServiceError
@@ -78,7 +78,7 @@ def _level(config, setting):
 
 
 def analyse_stored(name, stored, confidence=0.95):
-    """`analysis.study.analyse` of a study's stored sweeps, each at its level
+    """`analysis.numbers.study.analyse` of a study's stored sweeps, each at its level
     of the declared factor (read from the config it ran)."""
     setting, reference = declared_factor(name, stored)
     return study_lib.analyse(name, study_sweeps(stored), confidence,
@@ -86,7 +86,7 @@ def analyse_stored(name, stored, confidence=0.95):
 
 
 def study_sweeps(stored):
-    """`analysis.study.StudySweep`s of `tracking.studies.StoredSweep`s, each
+    """`analysis.numbers.study.StudySweep`s of `tracking.studies.StoredSweep`s, each
     metric with the sweep's equivalence margin for it, and each at its level
     of the study's declared factor (None where none is declared)."""
     setting = (stored[0].config.get("study_factor") or {}).get("setting") if stored else None

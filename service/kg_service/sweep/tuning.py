@@ -9,7 +9,7 @@ candidate (`config.tuning.tuning_seeds`, a range apart from the
 comparison's), as one stacked model, as a sweep's members train (the
 optimizer of a stacked model has one learning rate, so the members of one
 value stack, not those of several values). Each member is scored by its
-final validation loss or accuracy; `analysis.tuning.choose` picks the
+final validation loss or accuracy; `analysis.reports.tuning.choose` picks the
 value; the comparison then trains every activation at its own value.
 
 Tuning members are members of the sweep: child runs of its parent run,
@@ -37,7 +37,7 @@ import dataclasses
 import math
 import uuid
 
-from kg_service.analysis import tuning as analysis
+from kg_service.analysis.reports import tuning as analysis
 from kg_service.config import schema
 from kg_service.config import tuning as config_tuning
 from kg_service.errors import ServiceError

@@ -57,7 +57,7 @@ class Task:
             activations (paired over seeds).
         selects: The final metric that picks each activation's champion.
         figures: Names of the report's figures this task draws (see
-            `kg_service.analysis.figures.FIGURES`).
+            `kg_service.analysis.reports.figures.FIGURES`).
         fixed_samples: The dataset's size when the config cannot set it
             (`n_samples` does not apply), else None.
         sample_splits: Whether `data.n_samples` and the split fractions

@@ -12,11 +12,14 @@ import dataclasses
 import json
 import tempfile
 
+import numpy as np
+
 from kg_service.errors import ServiceError
 from kg_service.tracking import client as mlflow_client
 from kg_service.tracking import destinations
 from kg_service.tracking import store
 from kg_service.tracking.member_runs import LOGGED_TAG
+from kg_service.tracking.member_runs import MEMBER_TEST_CORRECT
 
 STUDY_TAG = "kg.study"
 METRIC_TAG = "kg.metric"
@@ -157,3 +160,70 @@ def _members(client, parent):
             continue
         found.setdefault((t["activation"], int(t["seed"])), run)
     return found
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepRuns:
+    """A study sweep's runs in full, as plain data (the paper reruns,
+    `kg_service.papers`, read them): the parent's times and tags, each
+    finished member's final metrics, the per-epoch histories asked for,
+    and the per-test-example correctness a member keeps where asked."""
+
+    run_id: str
+    tags: dict  # the parent run's tags
+    start_ms: int
+    end_ms: int  # the parent's end, or its start where it has none
+    members: dict  # {activation: {seed: {metric: value}}}, failed members left out
+    histories: dict  # {(activation, seed, metric): [value per step, in step order]}
+    examples: dict  # {(activation, seed): the member's test-correctness array}
+
+
+def read_sweep_runs(tracking_uri, run_id, *, histories=(), test_correct=False):
+    """The sweep under the parent run `run_id`, its members as `read_study`
+    reads them (the earliest run of each). `histories` names the metrics
+    whose per-epoch values are read, for each member that logged them;
+    `test_correct` reads each member's per-test-example correctness, where
+    it kept one.
+
+    Raises:
+        ServiceError: for a store that cannot be read.
+    """
+    client = mlflow_client.import_mlflow().MlflowClient(tracking_uri, registry_uri=tracking_uri)
+    try:
+        parent = client.get_run(run_id)
+        members, read, examples = {}, {}, {}
+        for (activation, seed), run in _members(client, parent).items():
+            if run.info.status == store.FAILED or "failure.reason" in run.data.tags:
+                continue
+            members.setdefault(activation, {})[seed] = dict(run.data.metrics)
+            for key in histories:
+                if key in run.data.metrics:
+                    read[(activation, seed, key)] = _history(client, run, key)
+            correct = _test_correct(client, run) if test_correct else None
+            if correct is not None:
+                examples[(activation, seed)] = correct
+    except Exception as error:  # the store went away
+        raise ServiceError(mlflow_client.store_problem(tracking_uri, error)) from None
+    return SweepRuns(
+        run_id=run_id, tags=dict(parent.data.tags), start_ms=parent.info.start_time,
+        end_ms=parent.info.end_time or parent.info.start_time, members=members,
+        histories=read, examples=examples,
+    )
+
+
+def _history(client, run, key):
+    """A member's per-epoch values of one metric, in step order."""
+    return [m.value for m in sorted(client.get_metric_history(run.info.run_id, key),
+                                    key=lambda m: m.step)]
+
+
+def _test_correct(client, run):
+    """A classification member's per-test-example correctness (the array
+    its run keeps beside its model), or None where it kept none."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.download_artifacts(
+                run.info.run_id, f"member/{MEMBER_TEST_CORRECT}", tmp)
+        except Exception:  # MLflow raises its own kinds for a missing artifact
+            return None
+        return np.load(path)

@@ -1,6 +1,6 @@
 import pytest
 
-from kg_service.analysis import comparisons
+from kg_service.analysis.numbers import comparisons
 from tests.service.analysis.members import sweep
 
 

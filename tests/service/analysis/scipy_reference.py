@@ -1,7 +1,7 @@
 """Seed planning's TOST power and d_z's interval as the service computed
 them before issue 17, word for word, through scipy.stats' distribution
 objects (norm.cdf, chi2.pdf, t.ppf, nct.cdf): the slow references that
-`kg_service.analysis.planning` and `kg_service.analysis.stats` must equal
+`kg_service.analysis.numbers.planning` and `kg_service.analysis.numbers.stats` must equal
 bit for bit now that they call scipy.special's functions directly.
 tests/service/analysis/test_verdicts.py checks that;
 benchmarks/bench_analysis.py measures the difference side by side."""

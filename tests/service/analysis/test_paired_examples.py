@@ -11,13 +11,14 @@ import pytest
 from scipy import stats as st
 from statsmodels.stats.contingency_tables import mcnemar
 
-from kg_service.analysis import comparisons
-from kg_service.analysis import curves
-from kg_service.analysis import decisions
-from kg_service.analysis import paired_examples
-from kg_service.analysis import stats
-from kg_service.analysis import variance_report
-from kg_service.analysis.report import render_markdown
+from kg_service.analysis.numbers import comparisons
+from kg_service.analysis.numbers import curves
+from kg_service.analysis.numbers import decisions
+from kg_service.analysis.numbers import paired_examples
+from kg_service.analysis.numbers import multiplicity
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.reports import variance_report
+from kg_service.analysis.reports.report import render_markdown
 from kg_service.config.schema import Config
 from kg_service.config.schema import TrainingConfig
 from tests.service.analysis.members import member
@@ -93,7 +94,7 @@ def test_example_tests_are_holm_adjusted_over_the_activations_and_empty_without_
     tests = paired_examples.example_tests(results, "relu")
     assert [t.activation for t in tests] == ["gelu", "elu"]
     assert [t.p_pooled_holm for t in tests] == pytest.approx(
-        stats.holm([t.p_pooled for t in tests]))
+        multiplicity.holm([t.p_pooled for t in tests]))
     for r in results:
         r.test_correct = None
     assert paired_examples.example_tests(results, "relu") == ()

@@ -1,4 +1,4 @@
-"""kg_service.analysis.report: the files it writes and what the Markdown says."""
+"""kg_service.analysis.reports.report: the files it writes and what the Markdown says."""
 
 import dataclasses
 import json
@@ -10,14 +10,14 @@ import keras
 import numpy as np
 import pytest
 
-from kg_service.analysis import comparisons
-from kg_service.analysis import evaluate
-from kg_service.analysis import figures
-from kg_service.analysis import plain
-from kg_service.analysis import report
-from kg_service.analysis import stats
-from kg_service.analysis import tables
-from kg_service.analysis import verdict_wording
+from kg_service.analysis.numbers import comparisons
+from kg_service.analysis.reports import evaluate
+from kg_service.analysis.reports import figures
+from kg_service.analysis.numbers import plain
+from kg_service.analysis.reports import report
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.words import tables
+from kg_service.analysis.words import verdict_wording
 from kg_service.config.schema import Config
 from kg_service.config.schema import DataConfig
 from kg_service.config.schema import ModelConfig
@@ -135,7 +135,7 @@ def test_markdown_has_setup_table_verdicts_per_seed_and_caveat(written):
 def test_summary_json_is_the_strict_json_summary(written):
     summary, out, _ = written
     # Issue 19: the per-example tests and the curves beside the summary.
-    from kg_service.analysis import variance_report
+    from kg_service.analysis.reports import variance_report
 
     want = {**verdict_wording.summary_json(summary),
             **variance_report.summary_entries(summary, sweep(with_models=False), CONFIG)}
@@ -485,7 +485,7 @@ def test_kg_report_shows_the_configuration_the_sweep_ran(rebuilt):
 def test_kg_plan_plans_the_stored_sweep_as_the_planner_does(rebuilt):
     """kg plan reads the newest finished sweep from the store and plans each
     comparison from its stored differences, at the margin it is given."""
-    from kg_service.analysis import planning
+    from kg_service.analysis.numbers import planning
 
     _, _, _, plan_run, summary = rebuilt
     out = plan_run.stdout

@@ -1,4 +1,4 @@
-"""kg_service.analysis.spending and .sequential against published
+"""kg_service.analysis.numbers.spending and .sequential against published
 boundaries, scipy and simulation.
 
 Independent references:
@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from kg_service.analysis import sequential
-from kg_service.analysis import sequential_report
-from kg_service.analysis import spending as spending_lib
+from kg_service.analysis.numbers import sequential
+from kg_service.analysis.reports import sequential_report
+from kg_service.analysis.numbers import spending as spending_lib
 
 ALPHA = 0.05
 LOOKS = tuple(range(4, 41, 4))  # seeds: {start: 4, step: 4, max: 40}
@@ -291,11 +291,11 @@ def test_a_sequential_sweep_carries_no_fixed_design_verdict_anywhere(tmp_path):
     Holm p, pair verdict or fixed-design interval."""
     import json
 
-    from kg_service.analysis import comparisons
-    from kg_service.analysis import plain
-    from kg_service.analysis import report
-    from kg_service.analysis import tables
-    from kg_service.analysis import verdict_wording
+    from kg_service.analysis.numbers import comparisons
+    from kg_service.analysis.numbers import plain
+    from kg_service.analysis.reports import report
+    from kg_service.analysis.words import tables
+    from kg_service.analysis.words import verdict_wording
     from tests.service.analysis.members import member
 
     rng = np.random.default_rng(1)

@@ -1,4 +1,4 @@
-"""kg_service.analysis.stats against scipy and hand-computed references.
+"""kg_service.analysis.numbers.stats against scipy and hand-computed references.
 
 Independent references: Student's sleep data (Cushny & Peebles 1905) as
 paired differences, whose paired t-test R reports as t = 4.0621, df = 9,
@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from kg_service.analysis import comparisons
-from kg_service.analysis import plain
-from kg_service.analysis import stats
-from kg_service.analysis import tables
-from kg_service.analysis import verdict_wording
-from kg_service.analysis import wording
+from kg_service.analysis.numbers import comparisons
+from kg_service.analysis.numbers import plain
+from kg_service.analysis.numbers import multiplicity
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.words import tables
+from kg_service.analysis.words import verdict_wording
+from kg_service.analysis.words import wording
 from kg_service.errors import ServiceError
 from tests.service.analysis.members import member
 from tests.service.analysis.members import sweep
@@ -121,9 +122,9 @@ def test_fewer_than_two_pairs_give_nan_p_and_a_note():
 
 def test_holm_hand_example_and_monotone_step_down():
     # sorted 0.01*3 = 0.03, 0.03*2 = 0.06, 0.04*1 = 0.04 -> max(0.06, 0.04).
-    assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    assert stats.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
-    adj = stats.holm([0.02, math.nan, 0.01])
+    assert multiplicity.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert multiplicity.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+    adj = multiplicity.holm([0.02, math.nan, 0.01])
     assert adj[0] == pytest.approx(0.02) and math.isnan(adj[1]) and adj[2] == pytest.approx(0.02)
 
 
@@ -224,7 +225,7 @@ def test_holm_applied_across_several_comparisons():
     s = comparisons.summarize(sweep(accs), "relu")
     assert s.holm
     raw = [c.paired.p_value for c in s.comparisons]
-    assert [c.p_holm for c in s.comparisons] == pytest.approx(stats.holm(raw))
+    assert [c.p_holm for c in s.comparisons] == pytest.approx(multiplicity.holm(raw))
     assert all(c.p_holm >= c.paired.p_value for c in s.comparisons)
     assert all(c.significant == (c.p_holm < 0.05) for c in s.comparisons)
     assert all("Holm p" in verdict_wording.comparison_verdict(s, c) for c in s.comparisons)
@@ -344,7 +345,7 @@ def test_lower_is_better_metric_picks_the_lowest_mean_and_signs_by_direction():
     assert gelu.paired.mean_diff < 0 and gelu.sign == 1 and gelu.significant
     assert elu.paired.mean_diff > 0 and elu.sign == -1 and elu.significant
     assert [c.p_holm for c in s.comparisons] == pytest.approx(
-        stats.holm([c.paired.p_value for c in s.comparisons]))
+        multiplicity.holm([c.paired.p_value for c in s.comparisons]))
     # The lead is winner - runner-up, negative for a lower-is-better metric.
     assert s.winner.lead.mean_diff == pytest.approx(
         np.mean(np.subtract(losses["gelu"], losses["relu"])))

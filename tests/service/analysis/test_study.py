@@ -11,12 +11,13 @@ from scipy import stats as st
 from rliable import metrics as rliable_metrics
 from statsmodels.stats.multitest import multipletests
 
-from kg_service.analysis import aggregate as agg
-from kg_service.analysis import decisions
-from kg_service.analysis import stats
-from kg_service.analysis import study
-from kg_service.analysis import study_report
-from kg_service.analysis import study_wording
+from kg_service.analysis.numbers import aggregate as agg
+from kg_service.analysis.numbers import decisions
+from kg_service.analysis.numbers import multiplicity
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.numbers import study
+from kg_service.analysis.reports import study_report
+from kg_service.analysis.words import study_wording
 
 # docs/results.md §3 as issue 18 read it (commit b1c39f0; `kg results` has
 # rewritten the page since): ReLU - GELU per half, mean and 95% CI.
@@ -45,7 +46,7 @@ def test_holm_counting_untestable_matches_statsmodels_with_nan_as_one():
 def test_an_untestable_comparison_does_not_shrink_the_family():
     p = [0.02, math.nan, 0.04]
     assert study.holm_counting_untestable(p)[0] == pytest.approx(0.06)  # m = 3
-    assert stats.holm(p)[0] == pytest.approx(0.04)  # the per-sweep Holm: m = 2
+    assert multiplicity.holm(p)[0] == pytest.approx(0.04)  # the per-sweep Holm: m = 2
 
 
 # --- Welch's test of the interaction. ----------------------------------------

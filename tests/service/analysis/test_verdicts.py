@@ -11,14 +11,15 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import ttost_paired
 
-from kg_service.analysis import comparisons
-from kg_service.analysis import decisions
-from kg_service.analysis import planning
-from kg_service.analysis import resampling
-from kg_service.analysis import stats
-from kg_service.analysis import tables
-from kg_service.analysis import verdict_wording
-from kg_service.analysis import wording
+from kg_service.analysis.numbers import comparisons
+from kg_service.analysis.numbers import decisions
+from kg_service.analysis.numbers import planning
+from kg_service.analysis.numbers import resampling
+from kg_service.analysis.numbers import multiplicity
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.words import tables
+from kg_service.analysis.words import verdict_wording
+from kg_service.analysis.words import wording
 from kg_service.results import MemberResult
 from tests.service.analysis import scipy_reference
 from tests.service.analysis.members import sweep
@@ -48,7 +49,7 @@ def test_holm_levels_reject_exactly_what_statsmodels_holm_rejects():
     for _ in range(10):  # statsmodels' multipletests is slow to call
         p = RNG.uniform(0, 0.08, RNG.integers(1, 8))
         reject, _, _, _ = multipletests(p, alpha=0.05, method="holm")
-        levels = stats.holm_levels(p, 0.05)
+        levels = multiplicity.holm_levels(p, 0.05)
         assert [bool(pi < li) for pi, li in zip(p, levels)] == [bool(r) for r in reject]
 
 

@@ -1,15 +1,15 @@
-"""kg_service.analysis.wording: the verdicts, tables and JSON that phrase kg_service.analysis.stats."""
+"""kg_service.analysis.words.wording: the verdicts, tables and JSON that phrase kg_service.analysis.numbers.stats."""
 
 import json
 
 import pytest
 
-from kg_service.analysis import comparisons
-from kg_service.analysis import plain
-from kg_service.analysis import stats
-from kg_service.analysis import tables
-from kg_service.analysis import verdict_wording
-from kg_service.analysis import wording
+from kg_service.analysis.numbers import comparisons
+from kg_service.analysis.numbers import plain
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.words import tables
+from kg_service.analysis.words import verdict_wording
+from kg_service.analysis.words import wording
 from tests.service.analysis.members import sweep
 
 
@@ -91,7 +91,7 @@ def test_a_new_statistic_is_one_function_plus_its_wording(monkeypatch, two_way):
     """Adding one entry to each table is all it takes to show everywhere."""
     import numpy as np
 
-    from kg_service.analysis import report
+    from kg_service.analysis.reports import report
 
     monkeypatch.setitem(stats.PAIRED_STATISTICS, "median_diff",
                         lambda d: float(np.median(d)))

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from scipy import stats as st
 
-from kg_service.analysis import papers
+from kg_service.papers import published
 from kg_service.cli.main import main as kg
 from tests.service import toy_store
 
@@ -61,9 +61,9 @@ def test_the_page_is_rendered_from_the_store_with_computed_ranks(store):
     for run in client.search_runs([exp.experiment_id], "tags.`kg.role` = 'member'"):
         t = run.data.tags
         loss.setdefault(t["activation"], []).append(run.data.metrics["test_loss"])
-    names = [a for a in papers.GLU_65K if a in loss]
+    names = [a for a in published.GLU_65K if a in loss]
     means = [np.mean(loss[a]) for a in names]
-    rho = st.spearmanr(means, [papers.GLU_65K[a][0] for a in names]).statistic
+    rho = st.spearmanr(means, [published.GLU_65K[a][0] for a in names]).statistic
     assert f"Spearman ρ = {rho:.2f}" in page
     ours = st.rankdata(means)
     for a, r in zip(names, ours):
@@ -120,24 +120,24 @@ def test_run_with_a_tracking_uri_exits_2_before_training(tmp_path):
 
 
 def test_a_sweeps_cost_is_read_from_the_times_make_results_wrote(tmp_path):
-    from kg_service.cli import results as cli_results
+    from kg_service.papers import runner
 
     (tmp_path / "times").mkdir()
     (tmp_path / "times" / "glu-variants.txt").write_text(
         "glu-variants: wall 1500.50 s, user 1100.25 s, sys 40.50 s, max RSS 1 KB\n"
         "load average at the end: 9.1 8.2 7.3\n")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    assert cli_results._cost(uri, "glu-variants") == (
+    assert runner.cost(uri, "glu-variants") == (
         "its process: 1500 s wall, 1141 s CPU (user + sys), load average at the end: "
         "9.1 8.2 7.3")
-    assert cli_results._cost(uri, "digits") == ""  # no file: nothing said
+    assert runner.cost(uri, "digits") == ""  # no file: nothing said
     # A sharded sweep: one file per shard process, added up; the unsharded
     # name is not read for it (every shard would have written it in turn).
-    assert cli_results._cost(uri, "glu-variants", sharded=True) == ""
+    assert runner.cost(uri, "glu-variants", sharded=True) == ""
     for n, (wall, user) in enumerate([(100.0, 80.0), (120.0, 90.5)], 1):
         (tmp_path / "times" / f"glu-variants.shard{n}.txt").write_text(
             f"glu-variants.shard{n}: wall {wall} s, user {user} s, sys 1.0 s, max RSS 1 KB\n")
-    assert cli_results._cost(uri, "glu-variants", sharded=True) == (
+    assert runner.cost(uri, "glu-variants", sharded=True) == (
         "its 2 shard processes side by side: 120 s wall (the longest), 172 s CPU in all "
         "(user + sys)")
-    assert cli_results._cost("http://127.0.0.1:5000", "glu-variants") == ""
+    assert runner.cost("http://127.0.0.1:5000", "glu-variants") == ""

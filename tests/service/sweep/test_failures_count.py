@@ -58,9 +58,9 @@ def test_compare_counts_diverged_members_and_pairs_only_the_rest(tmp_path):
 
 
 def test_an_activation_whose_every_member_diverged_stays_in_the_record():
-    from kg_service.analysis import comparisons
-    from kg_service.analysis import verdict_wording
-    from kg_service.analysis import wording
+    from kg_service.analysis.numbers import comparisons
+    from kg_service.analysis.words import verdict_wording
+    from kg_service.analysis.words import wording
 
     results = ([member("relu", s, 0.95 + 0.001 * s) for s in range(5)]
                + [_diverged("swiglu", s) for s in range(5)])

@@ -34,7 +34,7 @@ import mlflow
 import numpy as np
 import pytest
 
-from kg_service.analysis import tuning as analysis
+from kg_service.analysis.reports import tuning as analysis
 from kg_service.config import schema
 from kg_service.config import tuning as config_tuning
 from kg_service.config.loading import load_config

@@ -225,7 +225,7 @@ def train_activation(task, dataset, config, activation, seeds, report):
         `train_seconds` is the activation's training wall time divided by
         its number of members. `test_correct` is, per test example of the
         member's split, whether its prediction was right (McNemar's test,
-        `kg_service.analysis.paired_examples`).
+        `kg_service.analysis.numbers.paired_examples`).
     """
     return train_members(task, dataset, config, tuple((activation, s) for s in seeds), report)
 

@@ -1,0 +1,436 @@
+"""The sweep report: report.md and summary.json, with the figures, in one folder.
+
+The numbers come from `kg_service.analysis.numbers.comparisons` (pure), their
+words from `kg_service.analysis.words.wording` and `kg_service.analysis.words.tables`,
+the PNG figures from `kg_service.analysis.reports.figures`; this module lays them
+out with the sweep's setup (from its config and its task).
+"""
+
+import json
+import pathlib
+
+import numpy as np
+import yaml
+
+from kg_service.analysis.numbers import stats
+from kg_service.analysis.words import tables
+from kg_service.analysis.reports import variance_report
+from kg_service.analysis.words import verdict_wording
+from kg_service.analysis.words import wording
+from kg_service.analysis.reports.figures import draw_figures
+from kg_service.analysis.reports.figures import FIGURES
+from kg_service.config import loading as config_lib
+from kg_service.errors import ServiceError
+from kg_service.tasks import base as tasks
+
+REPORT = "report.md"
+SUMMARY = "summary.json"
+
+
+def write_report(
+    summary,
+    results,
+    out_dir,
+    *,
+    title,
+    dataset=None,
+    config=None,
+    figures=tuple(FIGURES),
+    failed=(),
+    resolved=None,
+):
+    """Writes report.md, summary.json and the figures into `out_dir`.
+
+    Figures: those named in `figures` (keys of `FIGURES`, the task's
+    `figures`), each skipped when it has nothing to show:
+    learning_curves.png, <metric>_per_seed.png (e.g.
+    test_accuracy_per_seed.png), decision_boundaries.png (a `dataset` with
+    2 input features and models on the best-validation seeds), and
+    activation_curves.png.
+
+    Args:
+        summary: a `comparisons.Summary` of `results`.
+        results: the `MemberResult` list the summary was computed from.
+        out_dir: folder to write into; created if missing.
+        title: the report's heading.
+        dataset: optional `kg_service.tasks.classification.data.Dataset` (x_train/y_train/x_test/
+            y_test arrays as fed to the models, `input_dim`; with
+            `features`, the setup says what the models take and return).
+        config: optional resolved `kg_service.config.schema.Config`, for the setup
+            section and the learning curves' threshold.
+        figures: names of the figures to draw, in `FIGURES` order.
+        failed: `MemberResult`s that diverged, listed in the report.
+        resolved: the config as the sweep ran it, as plain data (its
+            logged config.json), for the "Full configuration" section;
+            default: `config`'s. `kg report` passes the stored one, since
+            its own `config` points at the store and output it rebuilds to.
+
+    Returns:
+        The paths written, report.md first.
+    """
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results = list(results)
+    threshold = (config.training.convergence_threshold
+                 if config is not None and wording.thresholded(summary) else None)
+    figures = draw_figures(figures, out, summary, results, dataset=dataset,
+                           threshold=threshold, member_data=member_data(dataset, config))
+
+    summary_path = out / SUMMARY
+    # Issue 19: McNemar per test example and the training-loss curves.
+    data = {**verdict_wording.summary_json(summary),
+            **variance_report.summary_entries(summary, results, config)}
+    summary_path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
+    report_path = out / REPORT
+    report_path.write_text(
+        render_markdown(summary, results, title=title, dataset=dataset, config=config,
+                        figures=figures, failed=failed, resolved=resolved)
+    )
+    return [report_path, summary_path] + [out / name for name, _ in figures]
+
+
+def member_data(dataset, config):
+    """result -> the split that member trained and was tested on (issue 30
+    §5): with `vary: split` its own, rebuilt from the data seed's split;
+    None where that cannot be done (no panel then, never another split's
+    points). Without a config: `dataset` for every member."""
+    if dataset is None or config is None or "split" not in config.vary:
+        return lambda result: dataset
+    if not getattr(dataset, "unsplit", None) or getattr(dataset, "data_config", None) is None:
+        return lambda result: None
+    # sklearn (the split): at call time, as the task's own loader imports it.
+    from kg_service.tasks.classification.data import member_split
+
+    return lambda result: member_split(dataset, config, result.seed)
+
+
+# --- Markdown. -----------------------------------------------------------------
+
+
+def render_markdown(
+    summary, results, *, title, dataset=None, config=None, figures=(), failed=(),
+    resolved=None,
+):
+    """The report's Markdown text (pure; `write_report` saves it)."""
+    lines = [f"# {title}", ""]
+    lines += _setup(summary, results, dataset, config, resolved)
+    lines += ["## Results", "", f"Metric: {wording.metric_note(summary)}.", ""]
+    lines += tables.markdown_table(*tables.table_rows(summary))
+    if failed:
+        lines += [
+            "",
+            "Failed members (diverged): counted in the failed column and compared with "
+            "the baseline's failures, left out of the metric's statistics (not averaged "
+            "in):",
+            "",
+        ]
+        lines += tables.markdown_table(
+            ["activation", "seed", "failure", "epoch"],
+            [[m.activation, m.seed, m.failure, m.failed_epoch] for m in failed],
+        )
+    lines += _language_model_tables(summary, results)
+    lines += ["", tables.results_caption(summary), "", "## Verdicts", ""]
+    lines += [f"- {v}" for v in verdict_wording.verdicts(summary)]
+    plans = verdict_wording.plan_lines(summary, undecided_only=False)
+    if plans:
+        lines += ["", f"Seed plan (power {summary.power:g}; each count at alpha divided by "
+                  "the comparisons, Holm's strictest step):", ""]
+        lines += [f"- {line}." for line in plans]
+    failures = verdict_wording.failure_lines(summary)
+    if failures:
+        lines += ["", "Failures (a diverged member is a result):", ""]
+        lines += [f"- {line}." for line in failures]
+    lines += _comparison_details(summary)
+    lines += variance_report.markdown_sections(summary, results, config)
+    notes = [f"{who}: {n}" if who else n for who, n in wording.all_notes(summary)]
+    if notes:
+        lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]
+    if figures:
+        lines += ["", "## Figures", ""]
+        for name, alt in figures:
+            lines += [f"![{alt}]({name})", ""]
+    lines += ["## Per seed", ""]
+    lines += _per_seed_tables(summary, results)
+    lines += ["", "## How to read this", ""]
+    lines += _how_to_read(summary, dataset, config)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _language_model_tables(summary, results):
+    """A language model sweep's perplexity and attention-entropy quarters.
+
+    Means over seeds of the final values: test perplexity and bits per
+    byte, and the share of heads in each quarter of [0, max entropy]
+    ("ReLU's Revival", Table 3's layout), with the mean final slope of
+    any learnable leaky ReLU. Empty for other tasks.
+    """
+    rows = []
+    for a in summary.activations:
+        members = [r for r in results if r.activation == a.activation]
+        if not members or "test_perplexity" not in members[0].final:
+            return []
+        mean = lambda values: float(np.mean(values))  # noqa: E731
+        quarters = [mean([r.history[f"entropy_quarter{k}"][-1] for r in members])
+                    for k in range(1, 5)]
+        slopes = [v[-1] for r in members for k, v in r.history.items()
+                  if k.startswith("leaky_slope.") and v]
+        rows.append([
+            a.activation,
+            f"{mean([r.final['test_perplexity'] for r in members]):.4f}",
+            f"{mean([r.final['test_bits_per_byte'] for r in members]):.4f}",
+            *(f"{100 * q:.0f}%" for q in quarters),
+            f"{mean(slopes):.4f}" if slopes else "",
+        ])
+    header = ["activation", "test perplexity", "bits/byte", "q1", "q2", "q3", "q4",
+              "leaky slope"]
+    return ["", "Language model, means over seeds of the final values (entropy "
+            "quarters: share of heads in [0, max/4), [max/4, max/2), [max/2, 3max/4), "
+            "[3max/4, max], max = the highest head entropy of the member):",
+            ""] + tables.markdown_table(header, rows)
+
+
+def _setup(summary, results, dataset, config, resolved=None):
+    lines = ["## Setup", ""]
+    names = ", ".join(f"{a.activation} (baseline)" if a.activation == summary.baseline
+                      else a.activation for a in summary.activations)
+    seeds = sorted({r.seed for r in results})
+    lines.append(f"- Activations: {names}; {len(seeds)} seeds: {_seed_list(seeds)}.")
+    data_line = _data_line(config, dataset)
+    if data_line:
+        lines.append(data_line)
+    lines += _model_io(dataset)
+    if config is not None:
+        language = (dataset is not None and not hasattr(dataset, "y_train")) or (
+            config.data.dataset in tasks.names()
+            and _language(tasks.get(config.data.dataset), None))
+        lines.append(_model_line(config.model, language))
+        lines.append(_training_line(config.training, wording.thresholded(summary), language))
+        lines += ["", "<details><summary>Full configuration</summary>", ""]
+        lines += _config_block(config, resolved) + ["", "</details>"]
+    return lines + [""]
+
+
+def _data_line(config, dataset):
+    data = config.data if config is not None else None
+    name = data.dataset if data is not None else getattr(dataset, "name", None)
+    if not name:
+        return ""
+    parts = [str(name)]
+    if data is not None and name in ("moons", "circles"):
+        parts.append(f"{data.n_samples} samples, noise {data.noise}")
+    if dataset is not None and not hasattr(dataset, "y_train"):
+        parts = [dataset.describe()]  # a corpus (kg_service.tasks.language.corpus)
+    elif dataset is not None:
+        n_classes = getattr(dataset, "n_classes", None) or len(np.unique(dataset.y_train))
+        parts.append(f"train/val/test {len(dataset.y_train)}/"
+                     f"{len(getattr(dataset, 'y_val', []))}/{len(dataset.y_test)}, "
+                     f"{dataset.input_dim} features, {n_classes} classes")
+    if data is not None:
+        if "split" in config.vary:
+            # `config.derived.source_seeds`: each member's split from its own seed
+            # (a corpus: which blocks it holds out; sizes the same for all).
+            parts.append(f"split varied by seed (each member's own, derived from data "
+                         f"seed {data.seed} and its seed)")
+        else:
+            parts.append(f"split seed {data.seed} (the same for every member)")
+    return ("- Data: " + "; ".join(parts) + ". The test split is used only for the final "
+            "numbers, never for training or selection.")
+
+
+def _model_line(m, language=False):
+    if language:
+        return (f"- Model: decoder-only transformer, {len(m.hidden_units)} blocks, d_model "
+                f"{m.d_model}, {m.heads} heads, FFN widths {tuple(m.hidden_units)}"
+                + (", gated FFNs parameter-matched" if m.match_params else "")
+                + f", LayerNorm {'on' if m.layer_norm else 'off'}, "
+                f"{'tied' if m.tie_embeddings else 'untied'} embeddings.")
+    text = f"- Model: {m.block} block, hidden {tuple(m.hidden_units)}"
+    if m.block == "feedforward":
+        text += f", d_model {m.d_model}"
+    if m.dropout:
+        text += f", dropout {m.dropout}"
+    if m.match_params:
+        text += ", gated FFNs parameter-matched"
+    return text + "."
+
+
+def _training_line(t, threshold=True, language=False):
+    text = f"- Training: {t.optimizer} lr {t.learning_rate}, {t.epochs} epochs, batch {t.batch_size}"
+    if language and t.steps_per_epoch:  # classifiers make one pass per epoch
+        text += f", {t.steps_per_epoch} steps per epoch"
+    if threshold:
+        text += f"; convergence threshold: validation accuracy ≥ {t.convergence_threshold}"
+    return text + "."
+
+
+def _model_io(dataset):
+    """What the trained (and registered, and exported) models take and return."""
+    if not hasattr(dataset, "describe_inputs") or not getattr(dataset, "features", True):
+        return []
+    return [f"- Model input: {dataset.describe_inputs()}",
+            f"- Model output: {dataset.describe_outputs()}"]
+
+
+def _language(task, cfg):
+    return task.serving == "language_model"
+
+
+def _classifier(task, cfg):
+    return not _language(task, cfg)
+
+
+def _sampled(task, cfg):  # moons, circles: a generated data set of n_samples
+    return task.sample_splits and not task.fixed_samples
+
+
+# Config keys that only some tasks read (config.py's comments say which):
+# key path -> (task, config dict) -> whether this sweep's task uses it. The
+# report's "Full configuration" shows the keys its task uses, not, for a
+# moons sweep, a corpus size and attention heads nobody set.
+_USED_WHEN = {
+    "data.n_samples": _sampled,
+    "data.noise": _sampled,
+    "data.standardize": _classifier,
+    "data.corpus_bytes": _language,
+    "data.context": _language,
+    "data.eval_windows": _language,
+    "model.block": _classifier,
+    "model.d_model": lambda task, cfg: (
+        _language(task, cfg) or cfg["model"].get("block") == "feedforward"),
+    "model.heads": _language,
+    "model.layer_norm": _language,
+    "model.tie_embeddings": _language,
+    "training.steps_per_epoch": _language,
+    "training.convergence_threshold": _classifier,
+}
+
+
+def used_config(cfg):
+    """`cfg` (a config as plain data) without the keys its task does not read.
+
+    Unchanged when its `data.dataset` names no registered task.
+    """
+    try:
+        task = tasks.get(cfg["data"]["dataset"])
+    except (KeyError, TypeError, ServiceError):
+        return cfg
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in cfg.items()}
+    for path, used in _USED_WHEN.items():
+        section, key = path.split(".")
+        if key in out.get(section, {}) and not used(task, cfg):
+            del out[section][key]
+    return out
+
+
+class _ConfigDumper(yaml.SafeDumper):
+    """YAML as the user writes configs: lists of scalars stay on one line."""
+
+
+_ConfigDumper.add_representer(
+    list, lambda dumper, data: dumper.represent_sequence(
+        "tag:yaml.org,2002:seq", data, flow_style=True))
+
+
+def _config_block(config, resolved=None):
+    cfg = used_config(resolved if resolved is not None else config_lib.config_to_dict(config))
+    text = yaml.dump(json.loads(json.dumps(cfg, default=str)), Dumper=_ConfigDumper,
+                     sort_keys=False, default_flow_style=False, width=100)
+    return ["```yaml", text.rstrip(), "```"]
+
+
+def _seed_list(seeds):
+    if seeds and seeds == list(range(seeds[0], seeds[0] + len(seeds))) and len(seeds) > 2:
+        return f"{seeds[0]}–{seeds[-1]}"
+    return ", ".join(str(s) for s in seeds)
+
+
+def _comparison_details(summary):
+    if not summary.comparisons:
+        return []
+    note = tables.secondary_note(summary)
+    intro = f"Paired comparisons in detail ({note}):" if note else "Paired comparisons in detail:"
+    lines = ["", intro, ""] + tables.markdown_table(*tables.comparison_rows(summary))
+    lines += ["", tables.few_runs_caption(summary)]
+    if summary.contrasts:
+        lines += ["", f"Declared contrasts (analysis.contrasts; mean of each group, paired "
+                  f"by seed; Holm over the {len(summary.contrasts)} contrasts):", ""]
+        lines += tables.markdown_table(*tables.pair_rows(summary, summary.contrasts))
+        lines += [""] + [f"- {line}" for line in verdict_wording.contrast_lines(summary)]
+    if len(summary.pairs) > 1:
+        lines += ["", f"All pairs (Holm over the {len(summary.pairs)} pairs, so a winner "
+                  "chosen after looking is still tested fairly):", ""]
+        lines += tables.markdown_table(*tables.pair_rows(summary, summary.pairs))
+    return lines
+
+
+def _per_seed_tables(summary, results):
+    lines = [tables.per_seed_caption(summary), ""]
+    lines += tables.markdown_table(*tables.per_seed_rows(summary, results))
+    lines += ["", "<details><summary>Every member (final-epoch validation metrics)</summary>",
+              ""]
+    lines += tables.markdown_table(*tables.member_rows(summary, results)) + ["", "</details>"]
+    return lines
+
+
+def _how_to_read(summary, dataset, config=None):
+    n = min((a.n for a in summary.activations), default=0)
+    shown = wording.shown(summary.metric.name)
+    lines = [
+        f"- One seed is one training run: {_seed_sets(config)}. Activations are "
+        "compared seed by seed (paired), which removes the seed-to-seed variation "
+        "they share.",
+        f"- The {summary.confidence:.0%} interval of Δ is where the true mean "
+        "difference plausibly lies. Small seed counts give wide intervals: the "
+        "t multiplier is "
+        + ", ".join(f"{stats.t_multiplier(k, summary.confidence):.2f} for {k} seeds"
+                    for k in (3, 5, 10))
+        + (f" (this sweep: {n})" if n >= 2 else "")
+        + ", and the sd itself is poorly known.",
+        "- An inconclusive verdict is not evidence that the activations are equal; it "
+        "means these seeds can neither tell them apart nor show the difference is "
+        "inside the margin. Equivalence is a claim of its own (TOST: the 1 − 2α "
+        "interval inside ±margin). The seed plan says how many seeds would decide.",
+        "- d_z (mean difference / sd of the differences) around 0.2 is small, 0.5 "
+        "medium, 0.8 large; with few seeds it is itself very noisy, hence its interval "
+        "(noncentral t). The Wilcoxon signed-rank p-value is a check that does not "
+        f"assume normal differences; {wording.wilcoxon_floor_note(summary.alpha)}.",
+    ]
+    if summary.holm:
+        lines.append("- Several activations were compared with the baseline, so "
+                     "the verdicts use Holm-adjusted p-values (family-wise error "
+                     f"≤ {summary.alpha:g} for differences, and again for equivalence); "
+                     "the deciding intervals are taken at the level Holm tests each "
+                     "comparison at, while the table's 95% CI of Δ is unadjusted.")
+    if summary.metric.name == "test_accuracy" and dataset is not None and len(dataset.y_test):
+        step = 100.0 / len(dataset.y_test)
+        lines.append(f"- With {len(dataset.y_test)} test points one test example is "
+                     f"{step:.2f} pp of accuracy; differences below that are ties.")
+    best = "highest" if summary.metric.higher_is_better else "lowest"
+    lines.append(f"- The winner is the {best} mean {shown.label}; when its lead over "
+                 "a runner-up that is not the baseline is tested, that p-value is "
+                 "unadjusted and optimistic, since the pair was chosen after looking.")
+    split = config is None or "split" in config.vary
+    lines.append("- The intervals cover what the seeds vary"
+                 + (", the data split included, but not the variation from drawing a "
+                    "new data set." if split else
+                    "; the data split is fixed, so they cover neither another split "
+                    "nor another data set."))
+    return lines
+
+
+_SOURCE_WORDS = {"init": "the initial weights", "order": "the batch order",
+                 "split": "the train / validation / test split"}
+
+
+def _seed_sets(config):
+    """What one member's seed decides, by the sweep's `vary`."""
+    vary = config.vary if config is not None else tuple(_SOURCE_WORDS)
+    varied = [_SOURCE_WORDS[v] for v in _SOURCE_WORDS if v in vary]
+    fixed = [_SOURCE_WORDS[v] for v in _SOURCE_WORDS if v not in vary]
+    text = "its seed sets " + ", ".join(varied[:-1]) + (" and " if len(varied) > 1 else "") + varied[-1]
+    text += " (each from its own derived seed)" if len(varied) > 1 else ""
+    if fixed:
+        text += "; " + " and ".join(fixed) + (" is" if len(fixed) == 1 else " are") + \
+            " the same for every run"
+    return text
+

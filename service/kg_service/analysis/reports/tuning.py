@@ -1,0 +1,201 @@
+"""A tuning stage's numbers and its part of the report (issue 19).
+
+Each activation's candidates (a value of the tuned setting, with the
+validation scores of its tuning members), the choice among them
+(`choose`), and the report's tuning section: a table per activation
+(value -> mean validation score ± sd over the tuning seeds), the value
+each got, a figure of the curves, and an entry of summary.json. Pure but
+for `add_tuning`, which writes into a report folder.
+"""
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+
+HEADING = "## Tuning"
+FIGURE = "tuning_curves.png"
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One value of the tuned setting, for one activation."""
+
+    value: float
+    scores: tuple  # the validation score of each member that did not diverge
+    failed: int = 0  # members that diverged (loss not finite)
+
+    @property
+    def mean(self):
+        return float(np.mean(self.scores)) if self.scores else math.nan
+
+    @property
+    def sd(self):
+        """Sample standard deviation over the tuning seeds (nan for one)."""
+        return float(np.std(self.scores, ddof=1)) if len(self.scores) > 1 else math.nan
+
+
+@dataclasses.dataclass(frozen=True)
+class ActivationTuning:
+    activation: str
+    candidates: tuple  # Candidate, in the order they trained
+    chosen: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuning:
+    """What a tuning stage found: each activation's candidates and choice."""
+
+    parameter: str  # "training.learning_rate"
+    select_by: str  # "val_loss" or "val_accuracy"
+    higher_is_better: bool
+    seeds: int  # tuning seeds per candidate
+    activations: tuple  # ActivationTuning, config order
+
+    def chosen(self):
+        """`{activation: chosen value}`."""
+        return {a.activation: a.chosen for a in self.activations}
+
+
+def choose(candidates, higher_is_better):
+    """The index of the best candidate, or None if every member of every
+    candidate diverged.
+
+    Best: the best mean validation score over its members; a candidate
+    with a diverged member ranks after every candidate without one (a
+    value that diverges on some seed is not one to compare at); ties go to
+    the earlier candidate.
+
+    >>> choose([Candidate(1e-3, (0.5, 0.7)), Candidate(3e-3, (0.4, 0.4))], False)
+    1
+    """
+    usable = [i for i, c in enumerate(candidates) if c.scores]
+    if not usable:
+        return None
+    sign = -1.0 if higher_is_better else 1.0
+    return min(usable, key=lambda i: (candidates[i].failed > 0, sign * candidates[i].mean, i))
+
+
+def score(result, select_by):
+    """A member's validation score: its final epoch's `select_by`, or None
+    if it diverged."""
+    return getattr(result, select_by) if result.ok else None
+
+
+def candidate(value, results, select_by):
+    """The `Candidate` of `value` from its members' `MemberResult`s."""
+    scores = tuple(float(score(r, select_by)) for r in results if r.ok)
+    return Candidate(value=value, scores=scores, failed=sum(not r.ok for r in results))
+
+
+# --- The report's part. ------------------------------------------------------
+
+
+def _label(select_by):
+    return {"val_loss": "validation loss", "val_accuracy": "validation accuracy"}[select_by]
+
+
+def _number(x):
+    return "–" if math.isnan(x) else f"{x:.4f}"
+
+
+def tuning_lines(tuning):
+    """report.md's tuning section, as markdown lines (without the heading):
+    each activation's values in increasing order."""
+    better = "highest" if tuning.higher_is_better else "lowest"
+    lines = [
+        f"Before the comparison, each activation's `{tuning.parameter}` was chosen by the "
+        f"{better} mean final {_label(tuning.select_by)} over {tuning.seeds} tuning "
+        f"seed{'s' if tuning.seeds > 1 else ''} per value (their own seeds, none shared "
+        "with the comparison's; the test split plays no part). The comparison above "
+        "trained every activation at its chosen value.",
+        "",
+        f"| activation | {tuning.parameter} | mean {tuning.select_by} ± sd | members | chosen |",
+        "|---|---|---|---|---|",
+    ]
+    for a in tuning.activations:
+        for c in sorted(a.candidates, key=lambda c: c.value):  # TPE's trials: by value too
+            n = f"{len(c.scores)}" + (f" ({c.failed} diverged)" if c.failed else "")
+            mark = "**chosen**" if c.value == a.chosen else ""
+            lines.append(
+                f"| {a.activation} | {c.value:g} | {_number(c.mean)} ± {_number(c.sd)} "
+                f"| {n} | {mark} |"
+            )
+    lines += ["", "Chosen: " + "; ".join(
+        f"{a.activation} {tuning.parameter} = {a.chosen:g}" for a in tuning.activations) + "."]
+    return lines
+
+
+def tuning_summary(tuning):
+    """summary.json's "tuning" entry: plain numbers."""
+    def plain(x):
+        return None if math.isnan(x) else x
+
+    return {
+        "parameter": tuning.parameter,
+        "select_by": tuning.select_by,
+        "seeds": tuning.seeds,
+        "chosen": tuning.chosen(),
+        "candidates": {
+            a.activation: [
+                {"value": c.value, "mean": plain(c.mean), "sd": plain(c.sd),
+                 "members": len(c.scores), "diverged": c.failed}
+                for c in a.candidates
+            ]
+            for a in tuning.activations
+        },
+    }
+
+
+def tuning_tags(tuning):
+    """Each activation's chosen value, as tags on the sweep's run."""
+    return {f"tuning.{a.activation}.{tuning.parameter}": f"{a.chosen:g}"
+            for a in tuning.activations}
+
+
+def draw_curves(tuning, path):
+    """tuning_curves.png: mean score ± sd against the value, one line per
+    activation, the chosen values marked; a log x axis for positive values
+    spanning more than a factor of ten."""
+    import matplotlib  # the report's figures only
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt  # after use("Agg"): no display needed
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    values = [c.value for a in tuning.activations for c in a.candidates]
+    for a in tuning.activations:
+        shown = sorted(a.candidates, key=lambda c: c.value)
+        x = [c.value for c in shown]
+        y = [c.mean for c in shown]
+        err = [0.0 if math.isnan(c.sd) else c.sd for c in shown]
+        line = ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=a.activation)
+        best = [c for c in shown if c.value == a.chosen]
+        ax.plot([best[0].value], [best[0].mean], marker="*", markersize=14,
+                color=line[0].get_color(), linestyle="none")
+    if min(values) > 0 and max(values) / min(values) > 10:
+        ax.set_xscale("log")
+    ax.set_xlabel(tuning.parameter)
+    ax.set_ylabel(f"mean final {_label(tuning.select_by)} (± sd)")
+    ax.set_title("Tuning (★ the value each activation got)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def add_tuning(report_path, summary_path, tuning):
+    """Appends the tuning section to report.md, its entry to summary.json
+    ("tuning"), and draws the figure beside them; returns the figure's path."""
+    figure = report_path.with_name(FIGURE)
+    draw_curves(tuning, figure)
+    text = report_path.read_text().rstrip("\n")
+    report_path.write_text(
+        text + f"\n\n{HEADING}\n\n" + "\n".join(tuning_lines(tuning))
+        + f"\n\n![tuning curves]({FIGURE})\n"
+    )
+    data = json.loads(summary_path.read_text())
+    data["tuning"] = tuning_summary(tuning)
+    summary_path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
+    return figure
