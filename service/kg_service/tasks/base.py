@@ -78,6 +78,12 @@ class Task:
             `train_members` (their models differ only in a stateless
             activation); None, or no `stack_key`: each activation alone,
             through `train`.
+        data_settings: Optional dataclass of the task's own `data:` keys
+            (types from `kg_service.config.fields`, defaults): the config
+            schema adds them to `data:`, strict as every key.
+        model_settings: Optional dataclass of its own `model:` keys.
+        check_model: Optional `ModelConfig -> None` that refuses a model
+            section the task cannot build (`kg_service.config.fields.fail`).
     """
 
     name: str
@@ -94,6 +100,9 @@ class Task:
     data_parallel: bool = True
     train_members: Optional[Callable] = None
     stack_key: Optional[Callable] = None
+    data_settings: Optional[type] = None
+    model_settings: Optional[type] = None
+    check_model: Optional[Callable] = None
 
     def facts(self):
         """What config validation and the plan need: `catalog.TaskFacts`."""
@@ -102,6 +111,9 @@ class Task:
             description=self.description,
             fixed_samples=self.fixed_samples,
             sample_splits=self.sample_splits,
+            data_settings=self.data_settings,
+            model_settings=self.model_settings,
+            check_model=self.check_model,
         )
 
 

@@ -11,6 +11,7 @@ registering the tasks happens whenever the service starts, `kg-train
 
 from kg_service.tasks.base import Metric
 from kg_service.tasks.base import Task
+from kg_service.tasks.classification.settings import GeneratedData
 
 ACCURACY = Metric("test_accuracy", higher_is_better=True, label="test accuracy")
 VAL_ACCURACY = Metric(
@@ -58,7 +59,7 @@ def _stack_key(config, activation):
 
 def task(
     name, load_xy, *, features, feature_names, class_names, fixed_samples=None,
-    description=None, figures=CLASSIFICATION_FIGURES,
+    description=None, figures=CLASSIFICATION_FIGURES, data_settings=GeneratedData,
 ):
     """A classification task: features `[N, F]` -> class probabilities.
 
@@ -72,6 +73,8 @@ def task(
         fixed_samples: The dataset's size if `n_samples` does not apply.
         description: One line for the plan; default from the name.
         figures: The report's figures (decision boundaries need 2 features).
+        data_settings: Its own `data:` keys (`Task.data_settings`): a
+            generated set's `n_samples` and `noise` unless it says otherwise.
 
     Returns:
         A `Task` comparing test accuracy and selecting by validation
@@ -106,6 +109,7 @@ def task(
         # gated units) train as one stacked model, activations x seeds.
         train_members=_train_members,
         stack_key=_stack_key,
+        data_settings=data_settings,
     )
 
 
@@ -164,4 +168,5 @@ DIGITS = task(
     fixed_samples=1797,
     description="8x8 handwritten digits (sklearn load_digits, 10 classes)",
     figures=("learning_curves", "per_seed", "activation_curves"),
+    data_settings=None,  # n_samples and noise do not apply
 )

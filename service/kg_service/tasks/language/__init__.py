@@ -1,7 +1,8 @@
 """A byte-level language model of the Python standard library's source.
 
 Its corpus, model, layers, training loop and served model are this
-folder's `corpus`, `model`, `lm_layers`, `train` and `pyfunc`. The
+folder's `corpus`, `model`, `lm_layers`, `train` and `pyfunc`; its
+config keys, `settings`. The
 task's callables import them (Keras) when called: registering the tasks
 happens whenever the service starts, `kg-train --dry-run` and a config
 error included, which must not pay Keras' 5 to 12 seconds.
@@ -9,6 +10,7 @@ error included, which must not pay Keras' 5 to 12 seconds.
 
 from kg_service.tasks.base import Metric
 from kg_service.tasks.base import Task
+from kg_service.tasks.language import settings
 
 TEST_LOG_PERPLEXITY = Metric(
     "test_loss", higher_is_better=False, label="test log-perplexity (nats per byte)"
@@ -66,4 +68,7 @@ PYTHON_CODE = Task(
     # Activations of one FFN architecture train in one stacked model too.
     train_members=_train_members,
     stack_key=_stack_key,
+    data_settings=settings.CorpusData,
+    model_settings=settings.TransformerModel,
+    check_model=settings.heads_divide,
 )
