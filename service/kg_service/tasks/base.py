@@ -84,6 +84,13 @@ class Task:
         model_settings: Optional dataclass of its own `model:` keys.
         check_model: Optional `ModelConfig -> None` that refuses a model
             section the task cannot build (`kg_service.config.fields.fail`).
+        parameters: Optional `Config -> int`: about how many weights one
+            member has (`kg_service.config.derived.memory_estimate`).
+        data_bytes: Optional `(Config, members at once) -> int`: about how
+            many bytes its data and evaluation take.
+        smoke: Optional `(DataConfig, ModelConfig) -> (DataConfig,
+            ModelConfig)`: its own keys at smoke sizes
+            (`kg_service.config.derived.smoke`).
     """
 
     name: str
@@ -103,6 +110,9 @@ class Task:
     data_settings: Optional[type] = None
     model_settings: Optional[type] = None
     check_model: Optional[Callable] = None
+    parameters: Optional[Callable] = None
+    data_bytes: Optional[Callable] = None
+    smoke: Optional[Callable] = None
 
     def facts(self):
         """What config validation and the plan need: `catalog.TaskFacts`."""
@@ -114,6 +124,9 @@ class Task:
             data_settings=self.data_settings,
             model_settings=self.model_settings,
             check_model=self.check_model,
+            parameters=self.parameters,
+            data_bytes=self.data_bytes,
+            smoke=self.smoke,
         )
 
 

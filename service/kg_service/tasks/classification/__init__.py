@@ -11,6 +11,7 @@ registering the tasks happens whenever the service starts, `kg-train
 
 from kg_service.tasks.base import Metric
 from kg_service.tasks.base import Task
+from kg_service.tasks.classification import sizes
 from kg_service.tasks.classification.settings import GeneratedData
 
 ACCURACY = Metric("test_accuracy", higher_is_better=True, label="test accuracy")
@@ -110,6 +111,9 @@ def task(
         train_members=_train_members,
         stack_key=_stack_key,
         data_settings=data_settings,
+        parameters=sizes.parameters,
+        data_bytes=sizes.bundled_bytes if fixed_samples else sizes.generated_bytes,
+        smoke=sizes.smoke if data_settings and issubclass(data_settings, GeneratedData) else None,
     )
 
 

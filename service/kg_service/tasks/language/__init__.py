@@ -2,7 +2,7 @@
 
 Its corpus, model, layers, training loop and served model are this
 folder's `corpus`, `model`, `lm_layers`, `train` and `pyfunc`; its
-config keys, `settings`. The
+config keys, `settings`; its memory estimate and smoke sizes, `sizes`. The
 task's callables import them (Keras) when called: registering the tasks
 happens whenever the service starts, `kg-train --dry-run` and a config
 error included, which must not pay Keras' 5 to 12 seconds.
@@ -11,6 +11,7 @@ error included, which must not pay Keras' 5 to 12 seconds.
 from kg_service.tasks.base import Metric
 from kg_service.tasks.base import Task
 from kg_service.tasks.language import settings
+from kg_service.tasks.language import sizes
 
 TEST_LOG_PERPLEXITY = Metric(
     "test_loss", higher_is_better=False, label="test log-perplexity (nats per byte)"
@@ -71,4 +72,7 @@ PYTHON_CODE = Task(
     data_settings=settings.CorpusData,
     model_settings=settings.TransformerModel,
     check_model=settings.heads_divide,
+    parameters=sizes.parameters,
+    data_bytes=sizes.data_bytes,
+    smoke=sizes.smoke,
 )
