@@ -98,7 +98,8 @@ class CommonData:
     task's own (`Task.data_settings`) after `dataset`."""
 
     __pydantic_config__ = fields.STRICT
-    dataset: Annotated[fields.Str, AfterValidator(fields.task_name)] = "moons"  # a registered task
+    # A registered task; by default the first registered (`composed`).
+    dataset: Annotated[fields.Str, AfterValidator(fields.task_name)] = None
     test_fraction: fields.Fraction = 0.2  # held out, used only for the final evaluation
     validation_fraction: fields.Fraction = 0.2  # of what remains after the test split
     seed: fields.Seed = 0  # data generation and split; separate from model seeds
@@ -125,9 +126,13 @@ def _section(name, common, section, after):
     `settings`) after its first `after` keys: the class a config's section is."""
     own = dataclasses.fields(common)
     keys = own[:after] + catalog.settings(section) + own[after:]
+    # `data.dataset` when a config names none: the first task registered
+    # (kg_service/tasks/__init__.py's first line).
+    first = (catalog.task_names() or (None,))[0]
     return dataclasses.make_dataclass(
         name,
-        [(f.name, f.type, dataclasses.field(default=f.default)) for f in keys],
+        [(f.name, f.type, dataclasses.field(default=first if f.name == "dataset" else f.default))
+         for f in keys],
         frozen=True,
         namespace={"__pydantic_config__": fields.STRICT, "__doc__": common.__doc__,
                    "__module__": __name__},
@@ -425,7 +430,8 @@ def composed():
     """The schema of the registered tasks: made once per set of task
     settings (a test's toy task adds its own, and removing it brings
     back the classes made before)."""
-    key = tuple((t.data_settings, t.model_settings) for t in catalog.tasks())
+    key = (catalog.task_names()[:1],  # the default `data.dataset`
+           tuple((t.data_settings, t.model_settings) for t in catalog.tasks()))
     if key not in _COMPOSED:
         _COMPOSED[key] = _compose()
     return _COMPOSED[key]

@@ -23,6 +23,7 @@ scikit-learn.
 
 import dataclasses
 from typing import Callable
+from typing import NamedTuple
 from typing import Optional
 
 from kg_service.config import catalog
@@ -41,6 +42,20 @@ class Metric:
     label: str
 
 
+class Serving(NamedTuple):
+    """What a task's registered model is (`kg_service.tracking.model_logging.log_pyfunc`).
+
+    Attributes:
+        python_model: The pyfunc model file ("models from code").
+        signature: `(mlflow, keras model) -> mlflow ModelSignature`.
+        code_paths: Files beside keras_gelu its model needs to load.
+    """
+
+    python_model: str
+    signature: Callable
+    code_paths: tuple = ()
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
     """One kind of problem a sweep can train.
@@ -56,17 +71,18 @@ class Task:
         compared: The final metric the statistics compare across
             activations (paired over seeds).
         selects: The final metric that picks each activation's champion.
-        figures: Names of the report's figures this task draws (see
-            `kg_service.analysis.figures.FIGURES`).
+        figures: The report's figures this task draws: names of
+            `kg_service.analysis.figures.FIGURES`, and its own figures,
+            functions `FigureContext -> (file name, alt text, matplotlib
+            Figure or None)`.
         fixed_samples: The dataset's size when the config cannot set it
             (`n_samples` does not apply), else None.
         sample_splits: Whether `data.n_samples` and the split fractions
             make sample counts that config validation checks (False for
             a corpus, sized by `data.corpus_bytes`).
-        serving: How the registered model is served: "classifier"
-            (features in, class probabilities out) or "language_model"
-            (a prompt string in, a continuation out); see
-            `kg_service.tracking.model_logging.SERVING`.
+        serving: How the registered model is served: a `Serving` (its
+            pyfunc file, signature and code paths; a classifier's is
+            `kg_service.tasks.classification.serving.SERVING`).
         data_parallel: Whether its training runs under
             `device.distribution` (`kg_service.training.parallel`).
         train_members: Optional `(task, Dataset, Config, ((activation,
@@ -88,6 +104,21 @@ class Task:
             member has (`kg_service.config.derived.memory_estimate`).
         data_bytes: Optional `(Config, members at once) -> int`: about how
             many bytes its data and evaluation take.
+        layers: Optional `() -> None` that registers with Keras the layers
+            its saved models name beyond keras_gelu's (`load_layers`).
+        data_parts: Optional `(DataConfig or None, Dataset or None) ->
+            [str]`: what the report's data line says of it (sizes, splits).
+        describes_data: Whether `data_parts` names the data itself (a
+            corpus' description), instead of following the task's name.
+        model_line: Optional `ModelConfig -> str`: the report's model line
+            where the common one (block, widths) does not describe it.
+        tables: Optional `(summary, results) -> (caption, header, rows)
+            or None`: a table of its own in the report.
+        unused_keys: Optional `config dict -> (key path, ...)`: the common
+            keys it does not read, left out of the report's configuration.
+        member_split: Optional `(Dataset, Config, seed) -> Dataset`: the
+            split member `seed` trained and was tested on (its own with
+            `vary: split`), for the report's per-member figures.
         smoke: Optional `(DataConfig, ModelConfig) -> (DataConfig,
             ModelConfig)`: its own keys at smoke sizes
             (`kg_service.config.derived.smoke`).
@@ -103,7 +134,7 @@ class Task:
     figures: tuple
     fixed_samples: Optional[int] = None
     sample_splits: bool = True
-    serving: str = "classifier"
+    serving: Optional[Serving] = None
     data_parallel: bool = True
     train_members: Optional[Callable] = None
     stack_key: Optional[Callable] = None
@@ -113,6 +144,13 @@ class Task:
     parameters: Optional[Callable] = None
     data_bytes: Optional[Callable] = None
     smoke: Optional[Callable] = None
+    layers: Optional[Callable] = None
+    data_parts: Optional[Callable] = None
+    describes_data: bool = False
+    model_line: Optional[Callable] = None
+    tables: Optional[Callable] = None
+    unused_keys: Optional[Callable] = None
+    member_split: Optional[Callable] = None
 
     def facts(self):
         """What config validation and the plan need: `catalog.TaskFacts`."""
@@ -165,6 +203,14 @@ def get(name):
             f"{', '.join(names())}."
         )
     return task
+
+
+def load_layers():
+    """Registers every task's own Keras layers (`Task.layers`): what a saved
+    member may name beyond keras_gelu's."""
+    for task in _TASKS.values():
+        if task.layers is not None:
+            task.layers()
 
 
 def load_dataset(data_cfg):

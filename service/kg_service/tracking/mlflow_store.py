@@ -381,12 +381,13 @@ class Tracker(store.TrackingStore):
 
     def register(
         self, run_id, model, model_name, alias, tags, description,
-        pip_requirements, extra_artifacts=None, metadata=None, serving="classifier",
+        pip_requirements, extra_artifacts=None, metadata=None, serving=None,
     ):
         """Logs `model` as a pyfunc in `run_id`, registers it, sets `alias`.
 
-        The served model (`model_logging.log_pyfunc`) is the task's kind
-        `serving`. A classifier's signature is one float32 tensor
+        The served model (`model_logging.log_pyfunc`) is the task's
+        `serving` (`kg_service.tasks.base.Serving`: its pyfunc file,
+        signature and code paths). A classifier's signature is one float32 tensor
         `[-1, features]` in and `[-1, classes]` out (clients send
         `{"inputs": [[...], ...]}`); a tensor spec cannot name its columns,
         so `metadata` (e.g. feature and class names, in the MLmodel file)
@@ -395,7 +396,7 @@ class Tracker(store.TrackingStore):
         Returns:
             The new model version (an int, as a string per MLflow).
         """
-        python_model, make_signature, code_paths = model_logging.SERVING[serving]
+        python_model, make_signature, code_paths = serving
 
         def log_model():
             return model_logging.log_pyfunc(

@@ -11,6 +11,8 @@ registering the tasks happens whenever the service starts, `kg-train
 
 from kg_service.tasks.base import Metric
 from kg_service.tasks.base import Task
+from kg_service.tasks.classification import report
+from kg_service.tasks.classification import serving
 from kg_service.tasks.classification import sizes
 from kg_service.tasks.classification.settings import GeneratedData
 
@@ -52,6 +54,12 @@ def _train_members(task, dataset, config, members, report):
     return train.train_members(task, dataset, config, members, report)
 
 
+def _member_split(dataset, config, seed):
+    from kg_service.tasks.classification import data  # scikit-learn: see the module docstring
+
+    return data.member_split(dataset, config, seed)
+
+
 def _stack_key(config, activation):
     from kg_service.tasks.classification import train  # Keras: see the module docstring
 
@@ -82,6 +90,8 @@ def task(
         accuracy (both higher is better).
     """
 
+    generated = data_settings is not None and issubclass(data_settings, GeneratedData)
+
     def load(data_cfg):
         from kg_service.tasks.classification import data  # scikit-learn: see the module docstring
 
@@ -111,9 +121,13 @@ def task(
         train_members=_train_members,
         stack_key=_stack_key,
         data_settings=data_settings,
+        serving=serving.SERVING,
+        data_parts=report.generated_parts if generated else report.split_parts,
+        unused_keys=report.unused_keys,
+        member_split=_member_split,
         parameters=sizes.parameters,
         data_bytes=sizes.bundled_bytes if fixed_samples else sizes.generated_bytes,
-        smoke=sizes.smoke if data_settings and issubclass(data_settings, GeneratedData) else None,
+        smoke=sizes.smoke if generated else None,
     )
 
 

@@ -2,7 +2,8 @@
 
 Its corpus, model, layers, training loop and served model are this
 folder's `corpus`, `model`, `lm_layers`, `train` and `pyfunc`; its
-config keys, `settings`; its memory estimate and smoke sizes, `sizes`. The
+config keys, `settings`; its memory estimate and smoke sizes, `sizes`; what its registered
+model is, `serving`; its report lines, `report`. The
 task's callables import them (Keras) when called: registering the tasks
 happens whenever the service starts, `kg-train --dry-run` and a config
 error included, which must not pay Keras' 5 to 12 seconds.
@@ -10,6 +11,8 @@ error included, which must not pay Keras' 5 to 12 seconds.
 
 from kg_service.tasks.base import Metric
 from kg_service.tasks.base import Task
+from kg_service.tasks.language import report
+from kg_service.tasks.language import serving
 from kg_service.tasks.language import settings
 from kg_service.tasks.language import sizes
 
@@ -62,7 +65,13 @@ PYTHON_CODE = Task(
     selects=VAL_LOSS,
     figures=("learning_curves", "per_seed", "attention_entropy", "leaky_slopes"),
     sample_splits=False,
-    serving="language_model",
+    serving=serving.SERVING,
+    layers=serving.layers,
+    data_parts=report.data_parts,
+    describes_data=True,
+    model_line=report.model_line,
+    tables=report.tables,
+    unused_keys=report.unused_keys,
     # All seeds of an activation train as one stacked model (train.py),
     # with a plain fit, not in a strategy scope.
     data_parallel=False,
