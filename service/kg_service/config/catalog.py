@@ -39,7 +39,8 @@ BLOCKS = {
 
 @dataclasses.dataclass(frozen=True)
 class TaskFacts:
-    """What the config needs to know about a task, without importing it.
+    """What the config needs to know about a task, without importing it
+    (a `kg_service.tasks.base.Task` is one, with the rest it knows).
 
     Attributes:
         name: What `data.dataset` says in a config.

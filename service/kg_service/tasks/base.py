@@ -56,13 +56,16 @@ class Serving(NamedTuple):
     code_paths: tuple = ()
 
 
-@dataclasses.dataclass(frozen=True)
-class Task:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Task(catalog.TaskFacts):
     """One kind of problem a sweep can train.
 
+    Its facts for config validation and the plan are `catalog.TaskFacts`'
+    (its name, description, sizes, its own config keys and their check,
+    its memory estimate and smoke sizes), which it is: `register` hands
+    the task itself to the catalog. Its other fields, keyword-only:
+
     Attributes:
-        name: What `data.dataset` says in a config.
-        description: One line for the dry-run plan and the report.
         load: `DataConfig -> Dataset`, offline and deterministic.
         build_model: `(ModelConfig, activation, Dataset, dtype=None,
             name=None) -> keras.Model`, the plain model users get.
@@ -75,11 +78,6 @@ class Task:
             `kg_service.analysis.figures.FIGURES`, and its own figures,
             functions `FigureContext -> (file name, alt text, matplotlib
             Figure or None)`.
-        fixed_samples: The dataset's size when the config cannot set it
-            (`n_samples` does not apply), else None.
-        sample_splits: Whether `data.n_samples` and the split fractions
-            make sample counts that config validation checks (False for
-            a corpus, sized by `data.corpus_bytes`).
         serving: How the registered model is served: a `Serving` (its
             pyfunc file, signature and code paths; a classifier's is
             `kg_service.tasks.classification.serving.SERVING`).
@@ -94,16 +92,6 @@ class Task:
             `train_members` (their models differ only in a stateless
             activation); None, or no `stack_key`: each activation alone,
             through `train`.
-        data_settings: Optional dataclass of the task's own `data:` keys
-            (types from `kg_service.config.fields`, defaults): the config
-            schema adds them to `data:`, strict as every key.
-        model_settings: Optional dataclass of its own `model:` keys.
-        check_model: Optional `ModelConfig -> None` that refuses a model
-            section the task cannot build (`kg_service.config.fields.fail`).
-        parameters: Optional `Config -> int`: about how many weights one
-            member has (`kg_service.config.derived.memory_estimate`).
-        data_bytes: Optional `(Config, members at once) -> int`: about how
-            many bytes its data and evaluation take.
         layers: Optional `() -> None` that registers with Keras the layers
             its saved models name beyond keras_gelu's (`load_layers`).
         data_parts: Optional `(DataConfig or None, Dataset or None) ->
@@ -119,31 +107,18 @@ class Task:
         member_split: Optional `(Dataset, Config, seed) -> Dataset`: the
             split member `seed` trained and was tested on (its own with
             `vary: split`), for the report's per-member figures.
-        smoke: Optional `(DataConfig, ModelConfig) -> (DataConfig,
-            ModelConfig)`: its own keys at smoke sizes
-            (`kg_service.config.derived.smoke`).
     """
 
-    name: str
-    description: str
     load: Callable
     build_model: Callable
     train: Callable
     compared: Metric
     selects: Metric
     figures: tuple
-    fixed_samples: Optional[int] = None
-    sample_splits: bool = True
     serving: Optional[Serving] = None
     data_parallel: bool = True
     train_members: Optional[Callable] = None
     stack_key: Optional[Callable] = None
-    data_settings: Optional[type] = None
-    model_settings: Optional[type] = None
-    check_model: Optional[Callable] = None
-    parameters: Optional[Callable] = None
-    data_bytes: Optional[Callable] = None
-    smoke: Optional[Callable] = None
     layers: Optional[Callable] = None
     data_parts: Optional[Callable] = None
     describes_data: bool = False
@@ -151,21 +126,6 @@ class Task:
     tables: Optional[Callable] = None
     unused_keys: Optional[Callable] = None
     member_split: Optional[Callable] = None
-
-    def facts(self):
-        """What config validation and the plan need: `catalog.TaskFacts`."""
-        return catalog.TaskFacts(
-            name=self.name,
-            description=self.description,
-            fixed_samples=self.fixed_samples,
-            sample_splits=self.sample_splits,
-            data_settings=self.data_settings,
-            model_settings=self.model_settings,
-            check_model=self.check_model,
-            parameters=self.parameters,
-            data_bytes=self.data_bytes,
-            smoke=self.smoke,
-        )
 
 
 _TASKS = {}
@@ -175,7 +135,7 @@ def register(task):
     """Adds `task` to the table (replacing one of the same name), and its
     facts to the config catalog; returns it."""
     _TASKS[task.name] = task
-    catalog.add_task(task.facts())
+    catalog.add_task(task)
     return task
 
 
