@@ -2,7 +2,9 @@
 
 `task(...)` makes a classification task from a loader of `(x, y)`; the
 three built-in ones are defined below. Its data, model, training and
-served model are this folder's `data`, `models`, `train` and `pyfunc`.
+served model are this folder's `data`, `models`, `train` and `pyfunc`;
+its config keys, memory estimate and smoke sizes, registered model and
+report lines, `settings`, `sizes`, `serving` and `report`.
 The task's callables import them (Keras, scikit-learn) when called:
 registering the tasks happens whenever the service starts, `kg-train
 --dry-run` and a config error included, which must not pay Keras'
