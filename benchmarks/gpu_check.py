@@ -164,8 +164,9 @@ def load(name, overrides=()):
 
 def _is_language(config):
     from kg_service.tasks import base
+    from kg_service.tasks.language import serving
 
-    return base.get(config.data.dataset).serving == "language_model"
+    return base.get(config.data.dataset).serving is serving.SERVING
 
 
 def flops_per_item(config, parameters):

@@ -107,7 +107,7 @@ class MemoryStore(store.TrackingStore):
 
     def register(
         self, run_id, model, model_name, alias, tags, description,
-        pip_requirements, metadata=None, serving="classifier",
+        pip_requirements, metadata=None, serving=None,
     ):
         version = str(self.next_version(model_name))
         self.models.setdefault(model_name, {})[version] = dict(

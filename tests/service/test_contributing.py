@@ -149,7 +149,7 @@ TOY_SWEEP = """\
 experiment: contributing
 activations: [relu, bent_identity]
 seeds: 2
-data: {dataset: blobs, n_samples: 200}
+data: {dataset: blobs, n_samples: 200, centers: 3}
 model: {hidden_units: [4]}
 training: {epochs: 2, batch_size: 32}
 registry: {model_name: "blobs-{activation}"}
@@ -177,13 +177,15 @@ def test_a_new_task_trains_a_new_activation_into_a_new_store(
     toy_task, toy_activation, tmp_path, monkeypatch
 ):
     """The task is validated (its name, and the new activation's, come
-    from the registries), trained, compared and registered; the store
-    gets every run; nothing else in the service changed."""
+    from the registries; its own key from its folder), trained, compared,
+    reported (its own figure) and registered (its own signature); the
+    store gets every run; nothing else in the service changed."""
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "toy.yaml"
     path.write_text(TOY_SWEEP)
     config = loading.load_config(str(path))
     assert (config.data.dataset, config.activations) == ("blobs", ("relu", "bent_identity"))
+    assert config.data.centers == 3
     store = MemoryStore()
     assert kg_train.run(config, quiet=True, echo=lambda line: None, store=store) == 0
 
@@ -197,8 +199,29 @@ def test_a_new_task_trains_a_new_activation_into_a_new_store(
     assert all(len(r["metrics"]["val_accuracy"]) == 2 for r in members)
     for activation in ("relu", "bent_identity"):
         version = store.aliases[(f"blobs-{activation}", "champion")]
-        assert store.models[f"blobs-{activation}"][version]["tags"]["dataset"] == "blobs"
+        registered = store.models[f"blobs-{activation}"][version]
+        assert registered["tags"]["dataset"] == "blobs"
+        assert registered["serving"].signature is blobs.signature
+    assert (store.parent_run_id, f"report/{blobs.BLOB_SIZES}") in store.artifacts
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_new_tasks_config_key_is_as_strict_as_every_key(toy_task, tmp_path):
+    """Its key is refused out of range or misspelt, with its line and the
+    closest key, as a built-in key is; its served signature names its
+    features."""
+    import mlflow
+
+    path = tmp_path / "toy.yaml"
+    path.write_text(TOY_SWEEP.replace("centers: 3", "centers: 1"))
+    with pytest.raises(ServiceError, match=r"data\.centers \(line 4\): got 1 .*>= 2"):
+        loading.load_config(str(path))
+    path.write_text(TOY_SWEEP.replace("centers: 3", "centres: 3"))
+    with pytest.raises(ServiceError, match='data.centres \\(line 4\\): unknown key. Did you mean "centers"'):
+        loading.load_config(str(path))
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3, activation="softmax")])
+    signed = toy_task.serving.signature(mlflow, model)
+    assert signed.inputs.input_names() == list(blobs.FEATURES)
 
 
 # --- A new statistic: one function, one wording entry. ----------------------

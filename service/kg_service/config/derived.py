@@ -4,15 +4,12 @@ the same sweep at smoke sizes.
 """
 
 import dataclasses
-import math
 import os
 
 import numpy as np
 
 from kg_service.config import catalog
 from kg_service.config import tuning as tuning_lib
-from kg_service.config.fields import GENERATED_FEATURES
-from kg_service.config.fields import split_sizes
 from kg_service.config.fields import template_fields
 from kg_service.config.fields import VARIANCE_SOURCES
 from kg_service.config.schema import SequentialSeeds
@@ -120,68 +117,41 @@ def registered_model_name(config, activation):
 def memory_estimate(config):
     """About how many bytes of memory a run of `config` needs at its peak.
 
-    The data (`_data_bytes`) and the models (`parameter_estimate`): each
-    member trained at once holds its weights, their gradients and the
-    optimizer's two moments (Adam's), float32 (issue 30 §13:
-    `hidden_units: [1000000, 1000000]`, a trillion weights, passed the
-    check and died out of memory after the data had loaded). An estimate,
-    within a factor of about two: what it is for is refusing 1e9 samples
-    or 1e12 weights before numpy or the backend fails.
+    The data (the task's `data_bytes`) and the models
+    (`parameter_estimate`): each member trained at once holds its weights,
+    their gradients and the optimizer's two moments (Adam's), float32
+    (issue 30 §13: `hidden_units: [1000000, 1000000]`, a trillion weights,
+    passed the check and died out of memory after the data had loaded).
+    An estimate, within a factor of about two: what it is for is refusing
+    1e9 samples or 1e12 weights before numpy or the backend fails. A task
+    that gives no estimate counts nothing.
     """
-    weights = parameter_estimate(config) * seeds_at_once(config) * 4 * BYTES_PER_PARAMETER_SLOT
-    return _data_bytes(config) + weights
+    members = seeds_at_once(config)
+    weights = parameter_estimate(config) * members * 4 * BYTES_PER_PARAMETER_SLOT
+    data_bytes = catalog.task(config.data.dataset).data_bytes
+    return (data_bytes(config, members) if data_bytes else 0) + weights
 
 
 BYTES_PER_PARAMETER_SLOT = 4  # weight, gradient, two optimizer moments
-_INPUT_BOUND = 64  # features of the widest built-in classifier input (digits' 8x8)
-_OUTPUT_BOUND = 256  # classes, or bytes of the language model's vocabulary
 
 
 def parameter_estimate(config):
-    """About how many weights one member of `config` has (an upper bound
-    for the built-in tasks): each projection `in x out + out`, a gated
-    activation's twice as wide, a feedforward block's up, gate and down
-    projections, a language model's attention (4 d_model^2 per block) and
-    embedding."""
-    model = config.model
-    gated = any(catalog.names_table().kind(a) == "gated" for a in config.activations)
-    factor = 2 if gated else 1
-    widths = tuple(model.hidden_units)
-    if model.block == "dense" and catalog.task(config.data.dataset).sample_splits:
-        chain = (_INPUT_BOUND,) + widths
-        hidden = sum((a + 1) * b * factor for a, b in zip(chain, chain[1:]))
-        return hidden + (chain[-1] + 1) * _OUTPUT_BOUND
-    d = model.d_model
-    blocks = sum((d + 1) * w * factor + (w + 1) * d for w in widths)
-    language = not catalog.task(config.data.dataset).sample_splits
-    attention = 4 * d * (d + 1) * len(widths) if language else 0
-    return (_INPUT_BOUND + _OUTPUT_BOUND + 1) * d + blocks + attention
+    """About how many weights one member of `config` has: its task's
+    `parameters` (an upper bound for the built-in tasks), else 0."""
+    parameters = catalog.task(config.data.dataset).parameters
+    return parameters(config) if parameters else 0
 
 
-def _data_bytes(config):
-    """A classifier: its generated data (float64, with the generator's
-    temporaries), and each epoch's evaluation, a forward pass of every
-    member over the whole training + validation splits at once (float32,
-    the input and the two widest layers). A language model: one epoch's
-    training windows (int64 offsets, int32 inputs and targets) and one
-    batch's logits over 256 bytes."""
-    data, model, training = config.data, config.model, config.training
-    task = catalog.task(data.dataset)
-    members = seeds_at_once(config)
-    widest = sorted(tuple(model.hidden_units) + (model.d_model,))[-2:]
-    if not task.sample_splits:
-        steps = training.steps_per_epoch or max(
-            1, data.corpus_bytes // (data.context * training.batch_size)
-        )
-        windows = steps * training.batch_size * (data.context + 1) * (8 + 4 + 4 + 4)
-        logits = training.batch_size * data.context * 256 * 4 * 3
-        return windows + logits + data.corpus_bytes * 8
-    if task.fixed_samples:
-        return 256 * 2**20  # a bundled set: small
-    train, validation, _ = split_sizes(data)
-    generated = data.n_samples * GENERATED_FEATURES * 8 * 4
-    evaluation = (train + validation) * members * (GENERATED_FEATURES + sum(widest) + 2) * 4
-    return generated + evaluation
+def gating_factor(activations):
+    """2 where any activation is a gated unit (its projection twice as
+    wide), else 1: the tasks' parameter estimates share it."""
+    return 2 if any(catalog.names_table().kind(a) == "gated" for a in activations) else 1
+
+
+def feedforward_weights(d_model, widths, factor):
+    """The weights of one residual `keras_gelu.FeedForward` per width on a
+    d_model stream: up (and gate) `d_model x w`, down `w x d_model`."""
+    return sum((d_model + 1) * w * factor + (w + 1) * d_model for w in widths)
 
 
 def resolve_tracking_uri(config, environ=None):
@@ -226,7 +196,6 @@ def _uri_and_origin(explicit, origin, environ):
 
 # --- Smoke sizes: the same sweep in seconds. -----------------------------
 
-SMOKE_SAMPLES = 200
 SMOKE_WIDTH = 8
 # One hidden layer or transformer block: a smoke run's cost is mostly
 # tracing each model's functions (training, evaluation, export), which
@@ -238,16 +207,7 @@ SMOKE_WIDTH = 8
 SMOKE_DEPTH = 1
 SMOKE_EPOCHS = 2
 SMOKE_SEEDS = 2
-# A language model's smoke cost is per member: each new model traces its
-# training step once, and Keras unrolls `steps_per_epoch` steps into that
-# step (steps_per_execution); the test split is evaluated whole (300 kB of
-# corpus put ~940 test windows through every member). Measured (issue 17):
-# a glu-variants member 5.1 s at 5 steps and 300 kB, 4.5 s at 2 and 60 kB
-# (mean of 6, interleaved in one process, load 4.5-4.9).
-SMOKE_CORPUS_BYTES = 60_000  # python_code: a dozen stdlib files, ~190 test windows
-SMOKE_CONTEXT = 32
-SMOKE_EVAL_WINDOWS = 8
-SMOKE_STEPS = 2
+SMOKE_STEPS = 2  # a language model's steps per epoch (its own sizes: the task's `smoke`)
 
 
 def smoke_name(name):
@@ -261,13 +221,13 @@ def smoke(config):
     """`config` at smoke sizes: the same pipeline, done in seconds.
 
     Every activation and every stage stay (training, tracking, statistics,
-    report, export, registry); what shrinks is the data (at most
-    `SMOKE_SAMPLES` generated samples), the depth (the first `SMOKE_DEPTH`
-    hidden layers or blocks), the widths (at most `SMOKE_WIDTH`),
-    the epochs (at most `SMOKE_EPOCHS`) and the seeds (the first
-    `SMOKE_SEEDS`; a tuning block, its first value or trial and one
-    seed); a corpus, its bytes, context, steps and evaluation
-    windows. The experiment and registered model names get a
+    report, export, registry); what shrinks is the depth (the first
+    `SMOKE_DEPTH` hidden layers or blocks), the widths (at most
+    `SMOKE_WIDTH`), the epochs (at most `SMOKE_EPOCHS`), the steps per
+    epoch (at most `SMOKE_STEPS`) and the seeds (the first `SMOKE_SEEDS`;
+    a tuning block, its first value or trial and one seed), and each
+    task's own keys, as its `smoke` says (the samples of a generated set,
+    a corpus' bytes, context and evaluation windows). The experiment and registered model names get a
     `-smoke` suffix (once: a model name made from `{experiment}` has it
     already, and a name ending in `-smoke` keeps it; `smoke` applied twice
     is `smoke` once), and so does the study, so a smoke run never moves the real
@@ -285,20 +245,15 @@ def smoke(config):
             schedule, start=SMOKE_SEEDS, step=SMOKE_SEEDS, max=2 * SMOKE_SEEDS
         )
         return dataclasses.replace(smoke(with_seeds(config, SMOKE_SEEDS)), seeds=small)
-    d_model = min(config.model.d_model, SMOKE_WIDTH)
-    data = dataclasses.replace(
-        config.data,
-        n_samples=min(config.data.n_samples, SMOKE_SAMPLES),
-        corpus_bytes=min(config.data.corpus_bytes, SMOKE_CORPUS_BYTES),
-        context=min(config.data.context, SMOKE_CONTEXT),
-        eval_windows=min(config.data.eval_windows, SMOKE_EVAL_WINDOWS),
-    )
-    model = dataclasses.replace(
+    data, model = config.data, dataclasses.replace(
         config.model,
         hidden_units=tuple(min(w, SMOKE_WIDTH) for w in config.model.hidden_units[:SMOKE_DEPTH]),
-        d_model=d_model,
-        heads=math.gcd(config.model.heads, d_model),
+        d_model=min(config.model.d_model, SMOKE_WIDTH),
     )
+    # Every config holds every task's keys (`schema.composed`): each task
+    # shrinks its own, once.
+    for shrink in dict.fromkeys(t.smoke for t in catalog.tasks() if t.smoke):
+        data, model = shrink(data, model)
     training = dataclasses.replace(
         config.training,
         epochs=min(config.training.epochs, SMOKE_EPOCHS),

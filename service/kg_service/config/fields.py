@@ -6,7 +6,7 @@ A setting's type says what YAML may write for it (strict: true is not 1,
 range and its sanity bound (`integer(ge=1, most=MAX_EPOCHS)`); a check
 rejects a value with `fail`, which `kg_service.config.problems` phrases
 as the user wrote it. The checks that span fields (`in_activations`,
-`splits_filled`, `names_valid`) read the fields validated before theirs.
+`splits_filled`, `names_valid`, `task_checks`) read the fields validated before theirs.
 `kg_service.config.schema` puts these together into the sections of a
 sweep's configuration.
 """
@@ -219,15 +219,13 @@ def splits_filled(data):
     return data
 
 
-def heads_divide(model, info):
+def task_checks(model, info):
+    """The configured task's own check of `model:` (`Task.check_model`),
+    beside the types of its keys: a language model's heads divide d_model."""
     data = info.data.get("data")
-    if data is not None and not catalog.task(data.dataset).sample_splits:
-        if model.d_model % model.heads:
-            fail(at=("heads",), message=(
-                f"{model.heads} heads do not divide model.d_model {model.d_model}; "
-                "expected a head count that divides it (each head gets d_model / "
-                "heads dimensions)."
-            ))
+    check = catalog.task(data.dataset).check_model if data is not None else None
+    if check is not None:
+        check(model)
     return model
 
 

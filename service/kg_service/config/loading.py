@@ -23,7 +23,7 @@ from kg_service.config.problems import mapping_form
 from kg_service.config.problems import setting_schema
 from kg_service.config.problems import unknown_key
 from kg_service.config.problems import without_null
-from kg_service.config.schema import SCHEMA
+from kg_service.config import schema
 from kg_service.config.yaml_file import Mapping
 from kg_service.config.yaml_file import parse_yaml
 from kg_service.config.yaml_file import read
@@ -56,7 +56,7 @@ def load_config(path, overrides=()):
     check = Problems(raw)
     _apply_overrides(raw, overrides, check)
     try:
-        config = SCHEMA.validate_python(raw)
+        config = schema.SCHEMA.validate_python(raw)
     except pydantic.ValidationError as error:
         check.add_errors(error)
     check.raise_if_any(path)
@@ -75,7 +75,7 @@ def config_to_dict(config):
     id (`sweep.shards.sweep_id`) it had before the block existed.
     """
     exclude = {"source"} | ({"tuning"} if config.tuning is None else set())
-    return SCHEMA.dump_python(config, mode="json", exclude=exclude, warnings=False)
+    return schema.SCHEMA.dump_python(config, mode="json", exclude=exclude, warnings=False)
 
 
 def flatten(tree, prefix=""):

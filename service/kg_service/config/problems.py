@@ -15,17 +15,21 @@ from kg_service.config.excerpts import path_text
 from kg_service.config.excerpts import quoted
 from kg_service.config.excerpts import show
 from kg_service.config.fields import FLOAT_TEXT
-from kg_service.config.schema import SCHEMA
+from kg_service.config import schema
 from kg_service.config.schema import SEEDS_FORMS
 from kg_service.config.yaml_file import Mapping
 from kg_service.errors import ServiceError
 
 
-@functools.lru_cache(maxsize=None)
 def json_schema():
     """pydantic's JSON schema of `Config`: what the messages and `--set` read
     about a setting (its type, bounds, choices; a section's keys)."""
-    return SCHEMA.json_schema()
+    return _json_schema(schema.SCHEMA)
+
+
+@functools.lru_cache(maxsize=None)
+def _json_schema(adapter):  # one per composed schema (`schema.composed`)
+    return adapter.json_schema()
 
 
 def setting_schema(path):

@@ -15,7 +15,12 @@ build them as plain values); everything after `load_config` trusts them.
 
 Task facts (sizes, whether samples are split) come from
 `kg_service.config.catalog`, where registered tasks leave them: this
-package imports neither a task, Keras nor TensorFlow.
+package imports neither a task, Keras nor TensorFlow. A task's own keys
+too: `DataConfig` and `ModelConfig` are `CommonData` and `CommonModel`
+with every registered task's `data_settings` and `model_settings` added
+(`composed`), so `schema.DataConfig`, `ModelConfig`, `Config` and `SCHEMA`
+are made when first read and again when a task with keys of its own is
+registered.
 """
 
 import dataclasses
@@ -88,25 +93,24 @@ _SeedsSetting = Annotated[
 
 
 @dataclasses.dataclass(frozen=True)
-class DataConfig:
+class CommonData:
+    """The `data:` keys of every task; `DataConfig` adds each registered
+    task's own (`Task.data_settings`) after `dataset`."""
+
     __pydantic_config__ = fields.STRICT
-    dataset: Annotated[fields.Str, AfterValidator(fields.task_name)] = "moons"  # a registered task
-    n_samples: fields.integer(ge=50, most=fields.MAX_SAMPLES) = 2000  # moons/circles only; digits has 1797
-    noise: fields.number(ge=0) = 0.2  # moons/circles only
+    # A registered task; by default the first registered (`composed`).
+    dataset: Annotated[fields.Str, AfterValidator(fields.task_name)] = None
     test_fraction: fields.Fraction = 0.2  # held out, used only for the final evaluation
     validation_fraction: fields.Fraction = 0.2  # of what remains after the test split
     seed: fields.Seed = 0  # data generation and split; separate from model seeds
     standardize: fields.Bool = True  # the model z-scores raw inputs (training-split statistics)
-    # python_code only: bytes of stdlib source read (sorted files), the
-    # window length in bytes (the model's context), and the validation
-    # windows evaluated after each epoch (the test split is evaluated whole).
-    corpus_bytes: fields.integer(ge=1000) = 2_000_000
-    context: fields.integer(ge=2, most=fields.MAX_CONTEXT) = 128
-    eval_windows: fields.integer(ge=1, most=fields.MAX_BATCH) = 64
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelConfig:
+class CommonModel:
+    """The `model:` keys of every task; `ModelConfig` adds each registered
+    task's own (`Task.model_settings`) after them."""
+
     __pydantic_config__ = fields.STRICT
     hidden_units: fields.Widths = (64, 64)  # one activated projection per width
     dropout: fields.number(ge=0, lt=1) = 0.0
@@ -115,11 +119,24 @@ class ModelConfig:
     # keras_gelu.FeedForward(hidden_dim=w, output_dim=d_model) per width w.
     d_model: fields.integer(ge=1, most=fields.MAX_WIDTH) = 32
     match_params: fields.Bool = False  # gated FFNs at the parameters of plain ones
-    # python_code only (a decoder-only transformer, one block per width in
-    # hidden_units, each FFN keras_gelu.FeedForward(width, output_dim=d_model)):
-    heads: fields.integer(ge=1) = 4  # attention heads; d_model must divide by it
-    layer_norm: fields.Bool = True  # false: every LayerNorm removed (normalization-free)
-    tie_embeddings: fields.Bool = True  # logits through the token embedding, transposed
+
+
+def _section(name, common, section, after):
+    """`common` with the registered tasks' keys of `section` (the catalog's
+    `settings`) after its first `after` keys: the class a config's section is."""
+    own = dataclasses.fields(common)
+    keys = own[:after] + catalog.settings(section) + own[after:]
+    # `data.dataset` when a config names none: the first task registered
+    # (kg_service/tasks/__init__.py's first line).
+    first = (catalog.task_names() or (None,))[0]
+    return dataclasses.make_dataclass(
+        name,
+        [(f.name, f.type, dataclasses.field(default=first if f.name == "dataset" else f.default))
+         for f in keys],
+        frozen=True,
+        namespace={"__pydantic_config__": fields.STRICT, "__doc__": common.__doc__,
+                   "__module__": __name__},
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +146,7 @@ class TrainingConfig:
     learning_rate: fields.number(gt=0) = 0.001
     epochs: fields.integer(ge=1, most=fields.MAX_EPOCHS) = 100
     batch_size: fields.integer(ge=1, most=fields.MAX_BATCH) = 32
-    # python_code: training steps per epoch (None: one pass over the
+    # A language model's training steps per epoch (None: one pass over the
     # training bytes); each step draws batch_size random windows.
     steps_per_epoch: Optional[fields.integer(ge=1, most=fields.MAX_STEPS)] = None
     weight_decay: Optional[fields.number(ge=0)] = None  # None: the optimizer's default
@@ -323,7 +340,7 @@ def _tuning_valid(tuning, info):
     if tuning is None:
         return None
     for at, message in tuning_lib.problems(
-        tuning, {"model": ModelConfig, "training": TrainingConfig}
+        tuning, {"model": composed().ModelConfig, "training": TrainingConfig}
     ):
         fields.fail(at=at, message=message)
     seeds = info.data.get("seeds")
@@ -393,49 +410,88 @@ def _same_kind(value, reference):
         isinstance(reference, bool) and not isinstance(value, bool))
 
 
+# --- The composed schema: the sections as the registered tasks make them. ---
+
+
 @dataclasses.dataclass(frozen=True)
-class Config:
-    __pydantic_config__ = fields.STRICT
-    experiment: Annotated[fields.Text, AfterValidator(fields.experiment_name)] = "kg-sweep"
-    activations: fields.Activations = ("relu", "gelu")  # keras_gelu.names(), canonical spelling
-    # What every other activation is compared with; when absent: "relu" if
-    # it is among the activations, else the first activation.
-    baseline: Annotated[fields.Activation, AfterValidator(fields.in_activations)] = "relu"
-    # YAML: a list, a count n -> 0..n-1, or {start, step, max}: sequential
-    # seeds (SequentialSeeds; kg_service.config.derived.with_seeds gives
-    # the config of the seeds a look has trained).
-    seeds: _SeedsSetting = (0, 1, 2, 3, 4)
-    output_dir: fields.Text = "kg-output"  # report, plots, resolved config
-    # Sweeps tagged with one study name are analysed as one family by
-    # `kg report --study NAME` (docs/studies.md); null: a sweep on its own.
-    study: Optional[Annotated[fields.Str, AfterValidator(fields.study_name)]] = None
-    data: Annotated[fields.Section[DataConfig], AfterValidator(fields.splits_filled)] = DataConfig()
-    model: Annotated[fields.Section[ModelConfig], AfterValidator(fields.heads_divide)] = ModelConfig()
-    training: fields.Section[TrainingConfig] = TrainingConfig()
-    tracking: fields.Section[TrackingConfig] = TrackingConfig()
-    registry: Annotated[fields.Section[RegistryConfig], AfterValidator(fields.names_valid)] = RegistryConfig()
-    export: fields.Section[ExportConfig] = ExportConfig()
-    device: Annotated[fields.Section[DeviceConfig], AfterValidator(fields.devices_need_mirrored)] = (
-        DeviceConfig()
-    )
-    analysis: Annotated[fields.Section[AnalysisConfig], AfterValidator(_contrasts_valid)] = (
-        AnalysisConfig()
-    )
-    # The sources of variance a member's seed varies (issue 19): init (the
-    # initial weights), order (the batch order), split (the train / val /
-    # test split); each gets its own seed derived from the member's
-    # (kg_service.config.derived.source_seeds). A source left out is the
-    # same for every member.
-    vary: fields.Sources = fields.VARIANCE_SOURCES
-    # Each activation's own value of one setting, chosen on validation
-    # before the comparison (docs/tuning.md); null: the configured value.
-    tuning: Annotated[Optional[TuningConfig], AfterValidator(_tuning_valid)] = None
-    # The setting a study's sweeps differ by and its reference level
-    # (`StudyFactor`): `kg report --study` reads each sweep's level from its
-    # config and orients every interaction by it.
-    study_factor: Annotated[Optional[StudyFactor], AfterValidator(_factor_valid)] = None
-    # The YAML file it came from: set by load_config, not a key.
-    source: SkipJsonSchema[Annotated[Optional[str], BeforeValidator(fields.not_a_key)]] = None
+class Composed:
+    """The schema of the tasks registered when it was made (`composed`)."""
+
+    DataConfig: type
+    ModelConfig: type
+    Config: type
+    SCHEMA: pydantic.TypeAdapter
 
 
-SCHEMA = pydantic.TypeAdapter(Config)
+_COMPOSED = {}
+
+
+def composed():
+    """The schema of the registered tasks: made once per set of task
+    settings (a test's toy task adds its own, and removing it brings
+    back the classes made before)."""
+    key = (catalog.task_names()[:1],  # the default `data.dataset`
+           tuple((t.data_settings, t.model_settings) for t in catalog.tasks()))
+    if key not in _COMPOSED:
+        _COMPOSED[key] = _compose()
+    return _COMPOSED[key]
+
+
+def __getattr__(name):
+    # `schema.DataConfig`, `ModelConfig`, `Config`, `SCHEMA`: the composed
+    # ones (PEP 562), so that every reader sees the registered tasks' keys.
+    if name in {f.name for f in dataclasses.fields(Composed)}:
+        return getattr(composed(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _compose():
+    DataConfig = _section("DataConfig", CommonData, "data", after=1)
+    ModelConfig = _section("ModelConfig", CommonModel, "model", after=len(dataclasses.fields(CommonModel)))
+
+    @dataclasses.dataclass(frozen=True)
+    class Config:
+        __pydantic_config__ = fields.STRICT
+        experiment: Annotated[fields.Text, AfterValidator(fields.experiment_name)] = "kg-sweep"
+        activations: fields.Activations = ("relu", "gelu")  # keras_gelu.names(), canonical spelling
+        # What every other activation is compared with; when absent: "relu" if
+        # it is among the activations, else the first activation.
+        baseline: Annotated[fields.Activation, AfterValidator(fields.in_activations)] = "relu"
+        # YAML: a list, a count n -> 0..n-1, or {start, step, max}: sequential
+        # seeds (SequentialSeeds; kg_service.config.derived.with_seeds gives
+        # the config of the seeds a look has trained).
+        seeds: _SeedsSetting = (0, 1, 2, 3, 4)
+        output_dir: fields.Text = "kg-output"  # report, plots, resolved config
+        # Sweeps tagged with one study name are analysed as one family by
+        # `kg report --study NAME` (docs/studies.md); null: a sweep on its own.
+        study: Optional[Annotated[fields.Str, AfterValidator(fields.study_name)]] = None
+        data: Annotated[fields.Section[DataConfig], AfterValidator(fields.splits_filled)] = DataConfig()
+        model: Annotated[fields.Section[ModelConfig], AfterValidator(fields.task_checks)] = ModelConfig()
+        training: fields.Section[TrainingConfig] = TrainingConfig()
+        tracking: fields.Section[TrackingConfig] = TrackingConfig()
+        registry: Annotated[fields.Section[RegistryConfig], AfterValidator(fields.names_valid)] = RegistryConfig()
+        export: fields.Section[ExportConfig] = ExportConfig()
+        device: Annotated[fields.Section[DeviceConfig], AfterValidator(fields.devices_need_mirrored)] = (
+            DeviceConfig()
+        )
+        analysis: Annotated[fields.Section[AnalysisConfig], AfterValidator(_contrasts_valid)] = (
+            AnalysisConfig()
+        )
+        # The sources of variance a member's seed varies (issue 19): init (the
+        # initial weights), order (the batch order), split (the train / val /
+        # test split); each gets its own seed derived from the member's
+        # (kg_service.config.derived.source_seeds). A source left out is the
+        # same for every member.
+        vary: fields.Sources = fields.VARIANCE_SOURCES
+        # Each activation's own value of one setting, chosen on validation
+        # before the comparison (docs/tuning.md); null: the configured value.
+        tuning: Annotated[Optional[TuningConfig], AfterValidator(_tuning_valid)] = None
+        # The setting a study's sweeps differ by and its reference level
+        # (`StudyFactor`): `kg report --study` reads each sweep's level from its
+        # config and orients every interaction by it.
+        study_factor: Annotated[Optional[StudyFactor], AfterValidator(_factor_valid)] = None
+        # The YAML file it came from: set by load_config, not a key.
+        source: SkipJsonSchema[Annotated[Optional[str], BeforeValidator(fields.not_a_key)]] = None
+
+    Config.__qualname__ = "Config"
+    return Composed(DataConfig, ModelConfig, Config, pydantic.TypeAdapter(Config))

@@ -23,6 +23,7 @@ scikit-learn.
 
 import dataclasses
 from typing import Callable
+from typing import NamedTuple
 from typing import Optional
 
 from kg_service.config import catalog
@@ -41,13 +42,30 @@ class Metric:
     label: str
 
 
-@dataclasses.dataclass(frozen=True)
-class Task:
-    """One kind of problem a sweep can train.
+class Serving(NamedTuple):
+    """What a task's registered model is (`kg_service.tracking.model_logging.log_pyfunc`).
 
     Attributes:
-        name: What `data.dataset` says in a config.
-        description: One line for the dry-run plan and the report.
+        python_model: The pyfunc model file ("models from code").
+        signature: `(mlflow, keras model) -> mlflow ModelSignature`.
+        code_paths: Files beside keras_gelu its model needs to load.
+    """
+
+    python_model: str
+    signature: Callable
+    code_paths: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Task(catalog.TaskFacts):
+    """One kind of problem a sweep can train.
+
+    Its facts for config validation and the plan are `catalog.TaskFacts`'
+    (its name, description, sizes, its own config keys and their check,
+    its memory estimate and smoke sizes), which it is: `register` hands
+    the task itself to the catalog. Its other fields, keyword-only:
+
+    Attributes:
         load: `DataConfig -> Dataset`, offline and deterministic.
         build_model: `(ModelConfig, activation, Dataset, dtype=None,
             name=None) -> keras.Model`, the plain model users get.
@@ -56,17 +74,13 @@ class Task:
         compared: The final metric the statistics compare across
             activations (paired over seeds).
         selects: The final metric that picks each activation's champion.
-        figures: Names of the report's figures this task draws (see
-            `kg_service.analysis.reports.figures.FIGURES`).
-        fixed_samples: The dataset's size when the config cannot set it
-            (`n_samples` does not apply), else None.
-        sample_splits: Whether `data.n_samples` and the split fractions
-            make sample counts that config validation checks (False for
-            a corpus, sized by `data.corpus_bytes`).
-        serving: How the registered model is served: "classifier"
-            (features in, class probabilities out) or "language_model"
-            (a prompt string in, a continuation out); see
-            `kg_service.tracking.model_logging.SERVING`.
+        figures: The report's figures this task draws: names of
+            `kg_service.analysis.reports.figures.FIGURES`, and its own figures,
+            functions `FigureContext -> (file name, alt text, matplotlib
+            Figure or None)`.
+        serving: How the registered model is served: a `Serving` (its
+            pyfunc file, signature and code paths; a classifier's is
+            `kg_service.tasks.classification.serving.SERVING`).
         data_parallel: Whether its training runs under
             `device.distribution` (`kg_service.training.parallel`).
         train_members: Optional `(task, Dataset, Config, ((activation,
@@ -78,31 +92,40 @@ class Task:
             `train_members` (their models differ only in a stateless
             activation); None, or no `stack_key`: each activation alone,
             through `train`.
+        layers: Optional `() -> None` that registers with Keras the layers
+            its saved models name beyond keras_gelu's (`load_layers`).
+        data_parts: Optional `(DataConfig or None, Dataset or None) ->
+            [str]`: what the report's data line says of it (sizes, splits).
+        describes_data: Whether `data_parts` names the data itself (a
+            corpus' description), instead of following the task's name.
+        model_line: Optional `ModelConfig -> str`: the report's model line
+            where the common one (block, widths) does not describe it.
+        tables: Optional `(summary, results) -> (caption, header, rows)
+            or None`: a table of its own in the report.
+        unused_keys: Optional `config dict -> (key path, ...)`: the common
+            keys it does not read, left out of the report's configuration.
+        member_split: Optional `(Dataset, Config, seed) -> Dataset`: the
+            split member `seed` trained and was tested on (its own with
+            `vary: split`), for the report's per-member figures.
     """
 
-    name: str
-    description: str
     load: Callable
     build_model: Callable
     train: Callable
     compared: Metric
     selects: Metric
     figures: tuple
-    fixed_samples: Optional[int] = None
-    sample_splits: bool = True
-    serving: str = "classifier"
+    serving: Optional[Serving] = None
     data_parallel: bool = True
     train_members: Optional[Callable] = None
     stack_key: Optional[Callable] = None
-
-    def facts(self):
-        """What config validation and the plan need: `catalog.TaskFacts`."""
-        return catalog.TaskFacts(
-            name=self.name,
-            description=self.description,
-            fixed_samples=self.fixed_samples,
-            sample_splits=self.sample_splits,
-        )
+    layers: Optional[Callable] = None
+    data_parts: Optional[Callable] = None
+    describes_data: bool = False
+    model_line: Optional[Callable] = None
+    tables: Optional[Callable] = None
+    unused_keys: Optional[Callable] = None
+    member_split: Optional[Callable] = None
 
 
 _TASKS = {}
@@ -112,7 +135,7 @@ def register(task):
     """Adds `task` to the table (replacing one of the same name), and its
     facts to the config catalog; returns it."""
     _TASKS[task.name] = task
-    catalog.add_task(task.facts())
+    catalog.add_task(task)
     return task
 
 
@@ -140,6 +163,14 @@ def get(name):
             f"{', '.join(names())}."
         )
     return task
+
+
+def load_layers():
+    """Registers every task's own Keras layers (`Task.layers`): what a saved
+    member may name beyond keras_gelu's."""
+    for task in _TASKS.values():
+        if task.layers is not None:
+            task.layers()
 
 
 def load_dataset(data_cfg):

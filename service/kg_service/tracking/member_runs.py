@@ -11,6 +11,7 @@ import tempfile
 import numpy as np
 
 from kg_service.results import MemberResult
+from kg_service.tasks import base as tasks
 from kg_service.tracking import store
 
 MEMBER_MODEL = "model.keras"  # each member's trained model, artifact member/
@@ -134,7 +135,7 @@ def _load(model_file):
     import keras
 
     import keras_gelu  # noqa: F401 -- registers its layers for loading
-    from kg_service.tasks.language import lm_layers  # noqa: F401 -- a language model's own layers
+    tasks.load_layers()  # each task's own layers (a language model's attention)
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, MEMBER_MODEL)

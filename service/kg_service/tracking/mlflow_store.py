@@ -381,22 +381,22 @@ class Tracker(store.TrackingStore):
 
     def register(
         self, run_id, model, model_name, alias, tags, description,
-        pip_requirements, extra_artifacts=None, metadata=None, serving="classifier",
+        pip_requirements, extra_artifacts=None, metadata=None, serving=None,
     ):
         """Logs `model` as a pyfunc in `run_id`, registers it, sets `alias`.
 
-        The served model (`model_logging.log_pyfunc`) is the task's kind
-        `serving`. A classifier's signature is `[-1, classes]` float32
-        out and no input schema (`model_logging.classifier_signature`):
-        its pyfunc matches named columns to `metadata`'s feature names
-        and takes unnamed rows in their order; `metadata` (feature and
-        class names, in the MLmodel file) and `description` say what they
-        mean.
+        The served model (`model_logging.log_pyfunc`) is the task's
+        `serving` (`kg_service.tasks.base.Serving`: its pyfunc file,
+        signature and code paths). A classifier's signature is `[-1,
+        classes]` float32 out and no input schema: its pyfunc matches named
+        columns to `metadata`'s feature names and takes unnamed rows in
+        their order; `metadata` (feature and class names, in the MLmodel
+        file) and `description` say what they mean.
 
         Returns:
             The new model version (an int, as a string per MLflow).
         """
-        python_model, make_signature, code_paths = model_logging.SERVING[serving]
+        python_model, make_signature, code_paths = serving
 
         def log_model():
             return model_logging.log_pyfunc(

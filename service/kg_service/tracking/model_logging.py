@@ -1,5 +1,6 @@
 """Logging a trained Keras model as an MLflow pyfunc model: its signature,
-its pinned requirements, and what each task's served model is made of.
+its pinned requirements, and the files a task's served model is made of
+(the task says which: `kg_service.tasks.base.Serving`).
 """
 
 import os
@@ -10,75 +11,13 @@ import time
 import warnings
 
 import numpy as np
-from mlflow.types import ColSpec
-from mlflow.types import DataType
-from mlflow.types import ParamSchema
-from mlflow.types import ParamSpec
-from mlflow.types import Schema
-from mlflow.types.schema import Array
 
 # Deliberate choices MLflow warns about on every logged model: a float32
 # tensor signature instead of predict() type hints, and no input example
 # (input_example crashes keras logging, mlflow#16183). Its log_model forces
 # a "once" filter, so these are caught and dropped rather than filtered.
 DELIBERATE = re.compile("Add type hints to the `predict`|An input example was not provided")
-PACKAGE = pathlib.Path(__file__).parents[1]  # kg_service/: SERVING's paths are in it
-LM_DEFAULT_NEW_TOKENS = 32  # the language pyfunc's DEFAULT_NEW_TOKENS: the same when no params come
-
-
-def classifier_signature(mlflow, model):
-    """No input schema; float32 `[-1, classes]` probabilities out.
-
-    An input schema is enforced by MLflow's scoring server before the
-    pyfunc sees a request. A float32 `[-1, features]` tensor spec turned a
-    DataFrame (`dataframe_records`, `dataframe_split`, CSV) into a matrix
-    by position: `{"y": -0.2, "x": 0.5}` was answered as x = -0.2 (issue
-    30 §2). A column spec per feature name refuses `{"inputs": [[...]]}`
-    (its rows become columns 0..n-1) and only warns about unknown names.
-    Without one, MLflow passes on what it parsed, and the pyfunc matches
-    named columns to the feature names it is given (`model_config`),
-    refuses missing and unknown ones (400) and takes unnamed rows in its
-    order. The inputs stay documented in the MLmodel `metadata`
-    (`feature_names`, `inputs`) and the version's description.
-    """
-    return mlflow.models.ModelSignature(
-        inputs=None,
-        outputs=mlflow.types.Schema(
-            [mlflow.types.TensorSpec(np.dtype("float32"), (-1, model.output_shape[-1]))]
-        ),
-    )
-
-
-def language_model_signature(mlflow, model):
-    """A `prompt` string column in; `continuation` and the next-byte
-    log-probabilities out; `max_new_tokens` a request parameter."""
-    return mlflow.models.ModelSignature(
-        inputs=Schema([ColSpec(DataType.string, "prompt")]),
-        outputs=Schema(
-            [
-                ColSpec(DataType.string, "continuation"),
-                ColSpec(Array(DataType.double), "next_token_logprobs"),
-            ]
-        ),
-        params=ParamSchema(
-            [ParamSpec("max_new_tokens", DataType.long, LM_DEFAULT_NEW_TOKENS)]
-        ),
-    )
-
-
-# Task.serving -> (the pyfunc model file, its signature, the code paths
-# beside keras_gelu that its model needs to load), all under kg_service/.
-# The tasks' own knowledge: it moves into the Task object (issue 16);
-# `log_pyfunc` takes the three as arguments, so that move is one line in
-# mlflow_store.Tracker.register.
-SERVING = {
-    "classifier": ("tasks/classification/pyfunc.py", classifier_signature, ()),
-    "language_model": (
-        "tasks/language/pyfunc.py",
-        language_model_signature,
-        ("tasks/language/lm_layers.py",),
-    ),
-}
+PACKAGE = pathlib.Path(__file__).parents[1]  # kg_service/: relative paths are in it
 
 
 def log_pyfunc(
@@ -93,10 +32,11 @@ def log_pyfunc(
     fresh process that never imported keras_gelu.
 
     Args:
-        python_model: the pyfunc model file, relative to kg_service/.
+        python_model: the pyfunc model file (absolute, or relative to
+            kg_service/).
         make_signature: `(mlflow, model) -> ModelSignature`.
-        code_paths: files beside keras_gelu its model needs to load,
-            relative to kg_service/.
+        code_paths: files beside keras_gelu its model needs to load
+            (absolute, or relative to kg_service/).
         keras_file: a `.keras` file `model.save` already wrote (the
             member's own artifact), copied as it is; None: saved here.
     """

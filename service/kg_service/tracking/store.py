@@ -236,12 +236,12 @@ class TrackingStore(abc.ABC):
     @abc.abstractmethod
     def register(
         self, run_id, model, model_name, alias, tags, description,
-        pip_requirements, metadata=None, serving="classifier",
+        pip_requirements, metadata=None, serving=None,
     ):
         """Registers `model` (from `run_id`) as a new version of
         `model_name`, moves `alias` to it, and returns the version.
-        `serving` is the task's kind of served model (a key of
-        `model_logging.SERVING`)."""
+        `serving` is what the task's served model is (a
+        `kg_service.tasks.base.Serving`)."""
 
     @abc.abstractmethod
     def set_version_tag(self, model_name, version, key, value):

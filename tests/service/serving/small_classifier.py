@@ -8,6 +8,7 @@ import os
 import keras
 
 import keras_gelu
+from kg_service.tasks.classification import serving as classifier_serving
 from kg_service.tracking import mlflow_store as tracking
 from kg_service.tracking import model_logging
 
@@ -42,6 +43,7 @@ def register(root, name):
             pip_requirements=model_logging.pip_requirements(),
             # As kg-train logs them: the names named columns are matched to.
             metadata={"feature_names": list(FEATURE_NAMES)},
+            serving=classifier_serving.SERVING,
         )
     finally:
         os.chdir(cwd)

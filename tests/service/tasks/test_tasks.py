@@ -99,6 +99,7 @@ def test_a_task_defined_in_a_test_runs_a_whole_sweep(blobs_task, tmp_path, monke
     (report,) = list((tmp_path / "kg-output").rglob("report.md"))
     assert "three blob coordinates" in report.read_text()
     assert not list((tmp_path / "kg-output").rglob("decision_boundaries.png"))
+    assert list((tmp_path / "kg-output").rglob(blobs.BLOB_SIZES))  # its own figure
 
 
 def test_a_task_model_takes_its_raw_features(blobs_task):

@@ -6,8 +6,11 @@ import warnings
 import keras
 import pytest
 
+from kg_service.tasks.classification import serving as classifier
+from kg_service.tasks.language import serving as language_model
 from kg_service.tracking import mlflow_store as tracking
-from kg_service.tracking import model_logging
+
+SERVING = {"classifier": classifier.SERVING, "language_model": language_model.SERVING}
 
 # MLflow's red warning for a predict() type hint it cannot use (an `Any`,
 # say), printed on every logged model with raw ANSI colour codes.
@@ -19,7 +22,7 @@ def _any_model():
     return keras.Model(inputs, keras.layers.Dense(2, activation="softmax")(inputs))
 
 
-@pytest.mark.parametrize("serving", sorted(model_logging.SERVING))
+@pytest.mark.parametrize("serving", sorted(SERVING))
 def test_logging_a_model_prints_no_unsupported_type_hint_warning(tmp_path, serving):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     store = tracking.Tracker(uri, f"hints-{serving}")
@@ -28,7 +31,7 @@ def test_logging_a_model_prints_no_unsupported_type_hint_warning(tmp_path, servi
         warnings.simplefilter("always")
         version = store.register(
             run_id, _any_model(), f"hints-{serving}", "champion", {}, "", [],
-            serving=serving,
+            serving=SERVING[serving],
         )
     assert str(version) == "1"
     shown = [str(w.message) for w in caught]

@@ -94,7 +94,9 @@ def draw_figures(names, out, summary, results, *, dataset=None, threshold=None,
 
     Args:
         names: keys of `FIGURES` (a task's `figures`); drawn in `FIGURES`
-            order, each skipped when it has nothing to show.
+            order, each skipped when it has nothing to show; and a task's
+            own figures, functions as `FIGURES`' (context -> (file name,
+            alt text, Figure or None)), drawn after them.
         out: a `pathlib.Path` to an existing folder.
         summary: a `comparisons.Summary` of `results`.
         results: the `MemberResult` list the summary was computed from.
@@ -113,10 +115,13 @@ def draw_figures(names, out, summary, results, *, dataset=None, threshold=None,
     context = FigureContext(summary=summary, results=list(results), dataset=dataset,
                             colors=activation_colors(summary), threshold=threshold,
                             member_data=member_data)
-    unknown = sorted(set(names) - set(FIGURES))
+    own = [draw for draw in names if callable(draw)]  # a task's own figures, drawn last
+    names = {name for name in names if not callable(name)}
+    unknown = sorted(names - set(FIGURES))
     if unknown:
         raise ValueError(f"unknown report figures {unknown}; known: {list(FIGURES)}")
-    drawn = [FIGURES[name](context) for name in FIGURES if name in set(names)]
+    drawn = [FIGURES[name](context) for name in FIGURES if name in names]
+    drawn += [draw(context) for draw in own]
     return [(name, alt) for name, alt, fig in drawn if _saved(fig, out / name)]
 
 

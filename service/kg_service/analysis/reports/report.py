@@ -6,10 +6,10 @@ the PNG figures from `kg_service.analysis.reports.figures`; this module lays the
 out with the sweep's setup (from its config and its task).
 """
 
+import dataclasses
 import json
 import pathlib
 
-import numpy as np
 import yaml
 
 from kg_service.analysis.numbers import stats
@@ -19,6 +19,7 @@ from kg_service.analysis.words import verdict_wording
 from kg_service.analysis.words import wording
 from kg_service.analysis.reports.figures import draw_figures
 from kg_service.analysis.reports.figures import FIGURES
+from kg_service.config import catalog
 from kg_service.config import loading as config_lib
 from kg_service.errors import ServiceError
 from kg_service.tasks import base as tasks
@@ -96,11 +97,11 @@ def member_data(dataset, config):
     points). Without a config: `dataset` for every member."""
     if dataset is None or config is None or "split" not in config.vary:
         return lambda result: dataset
-    if not getattr(dataset, "unsplit", None) or getattr(dataset, "data_config", None) is None:
+    task = _task_of(config.data.dataset)
+    member_split = task.member_split if task is not None else None
+    if (member_split is None or not getattr(dataset, "unsplit", None)
+            or getattr(dataset, "data_config", None) is None):
         return lambda result: None
-    # sklearn (the split): at call time, as the task's own loader imports it.
-    from kg_service.tasks.classification.data import member_split
-
     return lambda result: member_split(dataset, config, result.seed)
 
 
@@ -128,7 +129,8 @@ def render_markdown(
             ["activation", "seed", "failure", "epoch"],
             [[m.activation, m.seed, m.failure, m.failed_epoch] for m in failed],
         )
-    lines += _language_model_tables(summary, results)
+    name = config.data.dataset if config is not None else getattr(dataset, "name", None)
+    lines += _task_tables(summary, results, _task_of(name))
     lines += ["", tables.results_caption(summary), "", "## Verdicts", ""]
     lines += [f"- {v}" for v in verdict_wording.verdicts(summary)]
     plans = verdict_wording.plan_lines(summary, undecided_only=False)
@@ -156,37 +158,20 @@ def render_markdown(
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _language_model_tables(summary, results):
-    """A language model sweep's perplexity and attention-entropy quarters.
+def _task_tables(summary, results, task):
+    """The task's own table (`Task.tables`: a language model's perplexity
+    and attention-entropy quarters), or nothing."""
+    made = task.tables(summary, results) if task is not None and task.tables else None
+    if not made:
+        return []
+    caption, header, rows = made
+    return ["", caption, ""] + tables.markdown_table(header, rows)
 
-    Means over seeds of the final values: test perplexity and bits per
-    byte, and the share of heads in each quarter of [0, max entropy]
-    ("ReLU's Revival", Table 3's layout), with the mean final slope of
-    any learnable leaky ReLU. Empty for other tasks.
-    """
-    rows = []
-    for a in summary.activations:
-        members = [r for r in results if r.activation == a.activation]
-        if not members or "test_perplexity" not in members[0].final:
-            return []
-        mean = lambda values: float(np.mean(values))  # noqa: E731
-        quarters = [mean([r.history[f"entropy_quarter{k}"][-1] for r in members])
-                    for k in range(1, 5)]
-        slopes = [v[-1] for r in members for k, v in r.history.items()
-                  if k.startswith("leaky_slope.") and v]
-        rows.append([
-            a.activation,
-            f"{mean([r.final['test_perplexity'] for r in members]):.4f}",
-            f"{mean([r.final['test_bits_per_byte'] for r in members]):.4f}",
-            *(f"{100 * q:.0f}%" for q in quarters),
-            f"{mean(slopes):.4f}" if slopes else "",
-        ])
-    header = ["activation", "test perplexity", "bits/byte", "q1", "q2", "q3", "q4",
-              "leaky slope"]
-    return ["", "Language model, means over seeds of the final values (entropy "
-            "quarters: share of heads in [0, max/4), [max/4, max/2), [max/2, 3max/4), "
-            "[3max/4, max], max = the highest head entropy of the member):",
-            ""] + tables.markdown_table(header, rows)
+
+def _task_of(name):
+    """The registered task called `name`, else None (a report of a dataset
+    no registered task loads)."""
+    return tasks.get(name) if name in tasks.names() else None
 
 
 def _setup(summary, results, dataset, config, resolved=None):
@@ -200,11 +185,12 @@ def _setup(summary, results, dataset, config, resolved=None):
         lines.append(data_line)
     lines += _model_io(dataset)
     if config is not None:
-        language = (dataset is not None and not hasattr(dataset, "y_train")) or (
-            config.data.dataset in tasks.names()
-            and _language(tasks.get(config.data.dataset), None))
-        lines.append(_model_line(config.model, language))
-        lines.append(_training_line(config.training, wording.thresholded(summary), language))
+        task = _task_of(config.data.dataset)
+        model_line = task.model_line if task is not None else None
+        lines.append(model_line(config.model) if model_line else _model_line(config.model))
+        steps = task is not None and _reads(task, "training.steps_per_epoch",
+                                             config_lib.config_to_dict(config))
+        lines.append(_training_line(config.training, wording.thresholded(summary), steps))
         lines += ["", "<details><summary>Full configuration</summary>", ""]
         lines += _config_block(config, resolved) + ["", "</details>"]
     return lines + [""]
@@ -215,16 +201,10 @@ def _data_line(config, dataset):
     name = data.dataset if data is not None else getattr(dataset, "name", None)
     if not name:
         return ""
-    parts = [str(name)]
-    if data is not None and name in ("moons", "circles"):
-        parts.append(f"{data.n_samples} samples, noise {data.noise}")
-    if dataset is not None and not hasattr(dataset, "y_train"):
-        parts = [dataset.describe()]  # a corpus (kg_service.tasks.language.corpus)
-    elif dataset is not None:
-        n_classes = getattr(dataset, "n_classes", None) or len(np.unique(dataset.y_train))
-        parts.append(f"train/val/test {len(dataset.y_train)}/"
-                     f"{len(getattr(dataset, 'y_val', []))}/{len(dataset.y_test)}, "
-                     f"{dataset.input_dim} features, {n_classes} classes")
+    task = _task_of(name)
+    own = task.data_parts(data, dataset) if task is not None and task.data_parts else []
+    # A task's own description of what it loaded replaces its name (a corpus).
+    parts = own if own and task.describes_data else [str(name)] + own
     if data is not None:
         if "split" in config.vary:
             # `config.derived.source_seeds`: each member's split from its own seed
@@ -237,13 +217,7 @@ def _data_line(config, dataset):
             "numbers, never for training or selection.")
 
 
-def _model_line(m, language=False):
-    if language:
-        return (f"- Model: decoder-only transformer, {len(m.hidden_units)} blocks, d_model "
-                f"{m.d_model}, {m.heads} heads, FFN widths {tuple(m.hidden_units)}"
-                + (", gated FFNs parameter-matched" if m.match_params else "")
-                + f", LayerNorm {'on' if m.layer_norm else 'off'}, "
-                f"{'tied' if m.tie_embeddings else 'untied'} embeddings.")
+def _model_line(m):
     text = f"- Model: {m.block} block, hidden {tuple(m.hidden_units)}"
     if m.block == "feedforward":
         text += f", d_model {m.d_model}"
@@ -254,9 +228,9 @@ def _model_line(m, language=False):
     return text + "."
 
 
-def _training_line(t, threshold=True, language=False):
+def _training_line(t, threshold=True, steps=False):
     text = f"- Training: {t.optimizer} lr {t.learning_rate}, {t.epochs} epochs, batch {t.batch_size}"
-    if language and t.steps_per_epoch:  # classifiers make one pass per epoch
+    if steps and t.steps_per_epoch:  # a task that reads it (classifiers make one pass per epoch)
         text += f", {t.steps_per_epoch} steps per epoch"
     if threshold:
         text += f"; convergence threshold: validation accuracy ≥ {t.convergence_threshold}"
@@ -271,38 +245,16 @@ def _model_io(dataset):
             f"- Model output: {dataset.describe_outputs()}"]
 
 
-def _language(task, cfg):
-    return task.serving == "language_model"
-
-
-def _classifier(task, cfg):
-    return not _language(task, cfg)
-
-
-def _sampled(task, cfg):  # moons, circles: a generated data set of n_samples
-    return task.sample_splits and not task.fixed_samples
-
-
-# Config keys that only some tasks read (config.py's comments say which):
-# key path -> (task, config dict) -> whether this sweep's task uses it. The
-# report's "Full configuration" shows the keys its task uses, not, for a
-# moons sweep, a corpus size and attention heads nobody set.
-_USED_WHEN = {
-    "data.n_samples": _sampled,
-    "data.noise": _sampled,
-    "data.standardize": _classifier,
-    "data.corpus_bytes": _language,
-    "data.context": _language,
-    "data.eval_windows": _language,
-    "model.block": _classifier,
-    "model.d_model": lambda task, cfg: (
-        _language(task, cfg) or cfg["model"].get("block") == "feedforward"),
-    "model.heads": _language,
-    "model.layer_norm": _language,
-    "model.tie_embeddings": _language,
-    "training.steps_per_epoch": _language,
-    "training.convergence_threshold": _classifier,
-}
+def _reads(task, path, cfg):
+    """Whether `task` reads the key `path` ("data.noise") of `cfg`: a key
+    some task declares, if it is its own; a common key, unless the task
+    says it does not read it (`Task.unused_keys`)."""
+    section, key = path.split(".")
+    declared = getattr(task, f"{section}_settings", None) if section in ("data", "model") else None
+    theirs = {f.name for f in catalog.settings(section)} if section in ("data", "model") else set()
+    if key in theirs:
+        return declared is not None and key in {f.name for f in dataclasses.fields(declared)}
+    return not (task.unused_keys and path in task.unused_keys(cfg))
 
 
 def used_config(cfg):
@@ -315,10 +267,12 @@ def used_config(cfg):
     except (KeyError, TypeError, ServiceError):
         return cfg
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in cfg.items()}
-    for path, used in _USED_WHEN.items():
-        section, key = path.split(".")
-        if key in out.get(section, {}) and not used(task, cfg):
-            del out[section][key]
+    # The report's "Full configuration" shows the keys its task reads, not,
+    # for a classifier, a corpus size and attention heads nobody set.
+    for section in ("data", "model", "training"):
+        for key in list(out.get(section) or {}):
+            if not _reads(task, f"{section}.{key}", cfg):
+                del out[section][key]
     return out
 
 

@@ -2,7 +2,9 @@
 
 `task(...)` makes a classification task from a loader of `(x, y)`; the
 three built-in ones are defined below. Its data, model, training and
-served model are this folder's `data`, `models`, `train` and `pyfunc`.
+served model are this folder's `data`, `models`, `train` and `pyfunc`;
+its config keys, memory estimate and smoke sizes, registered model and
+report lines, `settings`, `sizes`, `serving` and `report`.
 The task's callables import them (Keras, scikit-learn) when called:
 registering the tasks happens whenever the service starts, `kg-train
 --dry-run` and a config error included, which must not pay Keras'
@@ -11,6 +13,10 @@ registering the tasks happens whenever the service starts, `kg-train
 
 from kg_service.tasks.base import Metric
 from kg_service.tasks.base import Task
+from kg_service.tasks.classification import report
+from kg_service.tasks.classification import serving
+from kg_service.tasks.classification import sizes
+from kg_service.tasks.classification.settings import GeneratedData
 
 ACCURACY = Metric("test_accuracy", higher_is_better=True, label="test accuracy")
 VAL_ACCURACY = Metric(
@@ -50,6 +56,12 @@ def _train_members(task, dataset, config, members, report):
     return train.train_members(task, dataset, config, members, report)
 
 
+def _member_split(dataset, config, seed):
+    from kg_service.tasks.classification import data  # scikit-learn: see the module docstring
+
+    return data.member_split(dataset, config, seed)
+
+
 def _stack_key(config, activation):
     from kg_service.tasks.classification import train  # Keras: see the module docstring
 
@@ -58,7 +70,7 @@ def _stack_key(config, activation):
 
 def task(
     name, load_xy, *, features, feature_names, class_names, fixed_samples=None,
-    description=None, figures=CLASSIFICATION_FIGURES,
+    description=None, figures=CLASSIFICATION_FIGURES, data_settings=GeneratedData,
 ):
     """A classification task: features `[N, F]` -> class probabilities.
 
@@ -72,11 +84,15 @@ def task(
         fixed_samples: The dataset's size if `n_samples` does not apply.
         description: One line for the plan; default from the name.
         figures: The report's figures (decision boundaries need 2 features).
+        data_settings: Its own `data:` keys (`Task.data_settings`): a
+            generated set's `n_samples` and `noise` unless it says otherwise.
 
     Returns:
         A `Task` comparing test accuracy and selecting by validation
         accuracy (both higher is better).
     """
+
+    generated = data_settings is not None and issubclass(data_settings, GeneratedData)
 
     def load(data_cfg):
         from kg_service.tasks.classification import data  # scikit-learn: see the module docstring
@@ -106,6 +122,14 @@ def task(
         # gated units) train as one stacked model, activations x seeds.
         train_members=_train_members,
         stack_key=_stack_key,
+        data_settings=data_settings,
+        serving=serving.SERVING,
+        data_parts=report.generated_parts if generated else report.split_parts,
+        unused_keys=report.unused_keys,
+        member_split=_member_split,
+        parameters=sizes.parameters,
+        data_bytes=sizes.bundled_bytes if fixed_samples else sizes.generated_bytes,
+        smoke=sizes.smoke if generated else None,
     )
 
 
@@ -164,4 +188,5 @@ DIGITS = task(
     fixed_samples=1797,
     description="8x8 handwritten digits (sklearn load_digits, 10 classes)",
     figures=("learning_curves", "per_seed", "activation_curves"),
+    data_settings=None,  # n_samples and noise do not apply
 )

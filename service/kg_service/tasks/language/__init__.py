@@ -1,7 +1,9 @@
 """A byte-level language model of the Python standard library's source.
 
 Its corpus, model, layers, training loop and served model are this
-folder's `corpus`, `model`, `lm_layers`, `train` and `pyfunc`. The
+folder's `corpus`, `model`, `lm_layers`, `train` and `pyfunc`; its
+config keys, `settings`; its memory estimate and smoke sizes, `sizes`; what its registered
+model is, `serving`; its report lines, `report`. The
 task's callables import them (Keras) when called: registering the tasks
 happens whenever the service starts, `kg-train --dry-run` and a config
 error included, which must not pay Keras' 5 to 12 seconds.
@@ -9,6 +11,10 @@ error included, which must not pay Keras' 5 to 12 seconds.
 
 from kg_service.tasks.base import Metric
 from kg_service.tasks.base import Task
+from kg_service.tasks.language import report
+from kg_service.tasks.language import serving
+from kg_service.tasks.language import settings
+from kg_service.tasks.language import sizes
 
 TEST_LOG_PERPLEXITY = Metric(
     "test_loss", higher_is_better=False, label="test log-perplexity (nats per byte)"
@@ -59,11 +65,23 @@ PYTHON_CODE = Task(
     selects=VAL_LOSS,
     figures=("learning_curves", "per_seed", "attention_entropy", "leaky_slopes"),
     sample_splits=False,
-    serving="language_model",
+    serving=serving.SERVING,
+    layers=serving.layers,
+    data_parts=report.data_parts,
+    describes_data=True,
+    model_line=report.model_line,
+    tables=report.tables,
+    unused_keys=report.unused_keys,
     # All seeds of an activation train as one stacked model (train.py),
     # with a plain fit, not in a strategy scope.
     data_parallel=False,
     # Activations of one FFN architecture train in one stacked model too.
     train_members=_train_members,
     stack_key=_stack_key,
+    data_settings=settings.CorpusData,
+    model_settings=settings.TransformerModel,
+    check_model=settings.heads_divide,
+    parameters=sizes.parameters,
+    data_bytes=sizes.data_bytes,
+    smoke=sizes.smoke,
 )
