@@ -34,7 +34,7 @@ def activation_curve(name):
     initial slope 0.01. Returns None for names it cannot plot.
     """
     import keras_gelu  # imports Keras: at call time, see the module docstring
-    from keras_gelu import activations as acts
+    from keras_gelu import activations as acts  # Keras, with the line above
 
     try:
         entry_kind = acts.kind(name)

@@ -161,7 +161,7 @@ def draw_curves(tuning, path):
     import matplotlib  # the report's figures only
 
     matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    from matplotlib import pyplot as plt  # after matplotlib.use('Agg') above
 
     fig, ax = plt.subplots(figsize=(6, 4))
     values = [c.value for a in tuning.activations for c in a.candidates]

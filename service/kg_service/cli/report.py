@@ -100,8 +100,8 @@ def report_sweep(
     with a progress display, prints its summary; returns the exit code (0)."""
     # TensorFlow, MLflow, rich: only for a real run.
     from kg_service.cli import summary
-    from kg_service.cli.progress import SweepProgress
-    from kg_service.sweep import pipeline
+    from kg_service.cli.progress import SweepProgress  # rich: a real run only
+    from kg_service.sweep import pipeline  # TensorFlow, MLflow: a real run only
 
     outcome = pipeline.report_sweep(
         experiment,
@@ -120,7 +120,7 @@ def report_sweep(
 def report_study(name, tracking_uri, output_dir=None, echo=options.echo):
     """`kg_service.sweep.studies.report_study`, its tables printed; returns 0."""
     from kg_service.analysis import study_report  # scipy, matplotlib: a real run only
-    from kg_service.sweep import studies
+    from kg_service.sweep import studies  # MLflow: a real run only
 
     outcome = studies.report_study(name, tracking_uri, output_dir)
     for line in study_report.terminal_lines(outcome.study, outcome.aggregate):

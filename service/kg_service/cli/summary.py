@@ -59,8 +59,8 @@ def print_sweep(echo, outcome):
     registered models, and where to look next (report, UI, serving)."""
     # scipy (wording's statistics): loaded by the sweep already.
     from kg_service.analysis import sequential_report
-    from kg_service.analysis import tables
-    from kg_service.analysis import wording
+    from kg_service.analysis import tables  # scipy: loaded by the sweep already
+    from kg_service.analysis import wording  # scipy: loaded by the sweep already
 
     config, compared, registered = outcome.config, outcome.compared, outcome.registered
     summary = compared.summary

@@ -117,9 +117,9 @@ def _parse(content, kind, shown, model):
     """`(rows, params)` for the model, or a ServiceError naming the problem."""
     # MLflow and pandas: start-up, see the module docstring.
     from mlflow.exceptions import MlflowException
-    from mlflow.pyfunc import scoring_server
+    from mlflow.pyfunc import scoring_server  # MLflow: start-up, see the module docstring
 
-    from kg_service.serving import model_input
+    from kg_service.serving import model_input  # pandas: start-up, see the module docstring
 
     features = model_input.feature_count(model)
     names = model_input.feature_names(model)

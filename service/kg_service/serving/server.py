@@ -185,7 +185,7 @@ def _wrap_saved_model(saved_model, target):
     # First: importing it sets TensorFlow's C++ log level (no "failed call
     # to cuInit" ERROR line on a machine without a GPU) before TF loads.
     from kg_service.tasks.classification import pyfunc as mlflow_model  # noqa: F401
-    from kg_service.tracking import mlflow_store
+    from kg_service.tracking import mlflow_store  # MLflow: after the model's pyfunc above
 
     mlflow = import_mlflow()
     # The signature from saved_model.pb, not tf.saved_model.load: TensorFlow's

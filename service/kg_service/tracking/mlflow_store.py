@@ -430,7 +430,7 @@ def library_versions():
     """`version.<library>` params: what a sweep ran with."""
     import keras  # Keras at the point of use, as in member_runs.read
 
-    import keras_gelu
+    import keras_gelu  # Keras, with the line above
 
     versions = {
         "python": platform.python_version(),

@@ -132,15 +132,15 @@ def pip_requirements():
     requirements = [f"keras=={keras.__version__}", f"numpy=={np.__version__}"]
     backend = keras.backend.backend()
     if backend == "tensorflow":
-        import tensorflow as tf
+        import tensorflow as tf  # the backend's own, only on the backend that runs
 
         requirements.append(f"tensorflow=={tf.__version__}")
     elif backend == "jax":
-        import jax
+        import jax  # the backend's own, only on the backend that runs
 
         requirements.append(f"jax=={jax.__version__}")
     elif backend == "torch":
-        import torch
+        import torch  # the backend's own, only on the backend that runs
 
         requirements.append(f"torch=={torch.__version__.split('+')[0]}")
     return requirements

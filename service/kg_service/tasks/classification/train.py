@@ -152,7 +152,7 @@ def predict(model, x):
     every worker gets the same outputs on its own.
     """
     if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
+        import tensorflow as tf  # TensorFlow: on that backend only
 
         if tf.distribute.has_strategy():
             return keras.ops.convert_to_numpy(model(x, training=False))
