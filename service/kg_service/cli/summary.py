@@ -10,7 +10,7 @@ import os
 import shlex
 import sys
 
-from kg_service.sweep.pipeline import ShardOutcome
+from kg_service.sweep.sharded import ShardOutcome
 from kg_service.sweep.pipeline import SweepOutcome
 from kg_service.sweep.roles import WorkerOutcome
 from kg_service.sweep.preflight import absolute_uri

@@ -215,9 +215,9 @@ def run_shard(
     # TensorFlow, MLflow, rich: only for a real run.
     from kg_service.cli import summary
     from kg_service.cli.progress import SweepProgress  # rich: a real run only
-    from kg_service.sweep import pipeline  # TensorFlow, MLflow: a real run only
+    from kg_service.sweep import sharded  # TensorFlow, MLflow: a real run only
 
-    outcome = pipeline.run_shard(
+    outcome = sharded.run_shard(
         config,
         shard,
         sweep_id,
