@@ -28,6 +28,7 @@ from kg_service.errors import ServiceError
 from kg_service.errors import sentence
 from kg_service.serving import saved_model_proto
 from kg_service.tracking import client as mlflow_client
+from kg_service.tracking import versions
 
 
 MODEL_URI_HELP = (
@@ -177,7 +178,6 @@ def _wrap_saved_model(saved_model, target):
     # First: importing it sets TensorFlow's C++ log level (no "failed call
     # to cuInit" ERROR line on a machine without a GPU) before TF loads.
     from kg_service.tasks.classification import pyfunc as mlflow_model  # noqa: F401
-    from kg_service.tracking import mlflow_store  # MLflow: after the model's pyfunc above
 
     mlflow = import_mlflow()
     # The signature from saved_model.pb, not tf.saved_model.load: TensorFlow's
@@ -204,7 +204,7 @@ def _wrap_saved_model(saved_model, target):
             [mlflow.types.TensorSpec(np.dtype("float32"), (-1, int(output[-1])))]
         ),
     )
-    tensorflow = mlflow_store.installed_version("tensorflow")
+    tensorflow = versions.installed_version("tensorflow")
     with warnings.catch_warnings():
         # No input example, deliberately (as for the registered models).
         warnings.filterwarnings("ignore", message=".*input example was not provided")

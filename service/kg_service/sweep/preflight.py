@@ -25,6 +25,7 @@ from kg_service.sweep import resume as resume_lib
 from kg_service.sweep import spool
 from kg_service.tracking import destinations
 from kg_service.tracking import lease as lease_lib
+from kg_service.tracking import versions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +126,7 @@ def preflight(config, store=None, resume=None, wait=False, echo=print):
         resolved=resolved,
         params=params,
         tags={
-            **tracking.library_versions(),
+            **versions.library_versions(),
             **{f"device.{k}": v for k, v in device.items()},
             "git_commit": git_commit(),
             "config_file": config.source,
