@@ -11,6 +11,17 @@ config validation) loads that file alone (see its docstring). A lazy
 package face (PEP 562) was tried for that and dropped: with it,
 `import keras_gelu; import keras; keras.saving.load_model(...)` found no
 registered objects.
+
+Modules:
+    activations: the functions, and the lookup by name (`get`).
+    api: the public names this file hands on.
+    blocks: feed-forward blocks built from the layers.
+    constants: numbers both the formulas and the torch kernels read.
+    layers: the layers, one family per file.
+    member_ops: operations over a member axis.
+    name_table: the one table of activation names; imports nothing.
+    serialization: registration of the objects for `.keras` files.
+    stacking: M copies of a layer as one layer, for vectorized ensembles.
 """
 
 from keras_gelu.api import *  # noqa: F401,F403

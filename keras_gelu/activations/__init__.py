@@ -9,6 +9,12 @@ Nothing here imports a layer: the one name whose target is a layer
 (`"learnable_leaky_relu"`) is found by its registered name
 `keras_gelu>LearnableLeakyReLU`, so `keras_gelu.layers` can use `get`
 without a circle.
+
+Modules:
+    activations: one public function per activation.
+    formulas: the math: each activation as f(x) and f'(x).
+    fusion: where one Keras backend needs its own code path.
+    torch_kernels: torch's native GELU kernels, made safe at the edges.
 """
 
 import keras
