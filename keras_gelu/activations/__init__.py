@@ -2,7 +2,7 @@
 
 As in `keras.activations`: the functions live in `activations.py`, and
 this module resolves names to them (`get`). The table itself, and the
-name clean-up, live in `keras_gelu/name_table.py`, which imports nothing,
+name clean-up, live in `keras_gelu_names`, which imports nothing,
 so kg-train validates configs against it without Keras.
 
 Nothing here imports a layer: the one name whose target is a layer
@@ -19,7 +19,7 @@ Modules:
 
 import keras
 
-from keras_gelu import name_table
+import keras_gelu_names as name_table
 from keras_gelu import serialization
 from keras_gelu.activations.activations import APPROXIMATIONS
 from keras_gelu.activations.activations import bilinear

@@ -15,7 +15,7 @@ import re
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SERVICE = ROOT / "service" / "kg_service"
 PLUGIN = ROOT / "keras_gelu"
-PACKAGES = (SERVICE, PLUGIN)
+PACKAGES = (SERVICE, PLUGIN, ROOT / "keras_gelu_names")
 
 MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 500

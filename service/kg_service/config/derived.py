@@ -7,6 +7,7 @@ import dataclasses
 import math
 import os
 
+import keras_gelu_names
 import numpy as np
 
 from kg_service.config import catalog
@@ -144,7 +145,7 @@ def parameter_estimate(config):
     projections, a language model's attention (4 d_model^2 per block) and
     embedding."""
     model = config.model
-    gated = any(catalog.names_table().kind(a) == "gated" for a in config.activations)
+    gated = any(keras_gelu_names.kind(a) == "gated" for a in config.activations)
     factor = 2 if gated else 1
     widths = tuple(model.hidden_units)
     if model.block == "dense" and catalog.task(config.data.dataset).sample_splits:

@@ -9,6 +9,7 @@ import tempfile
 import time
 import warnings
 
+import keras_gelu_names
 import numpy as np
 from mlflow.types import ColSpec
 from mlflow.types import DataType
@@ -77,8 +78,8 @@ def log_pyfunc(
     """Logs `model` in `run_id` as the pyfunc model "model"; returns
     MLflow's `ModelInfo`.
 
-    The logged model carries its own copy of keras_gelu (code path) and a
-    pyfunc loader that imports it, so `mlflow models serve` works in a
+    The logged model carries its own copy of keras_gelu and of its name
+    table, keras_gelu_names (code paths), and a pyfunc loader that imports it, so `mlflow models serve` works in a
     fresh process that never imported keras_gelu.
 
     Args:
@@ -109,7 +110,8 @@ def log_pyfunc(
                 name="model",
                 python_model=str(PACKAGE / python_model),
                 artifacts=artifacts,
-                code_paths=[os.path.dirname(keras_gelu.__file__)]
+                code_paths=[os.path.dirname(keras_gelu.__file__),
+                            os.path.dirname(keras_gelu_names.__file__)]
                 + [str(PACKAGE / path) for path in code_paths],
                 signature=signature,
                 pip_requirements=pip_requirements,

@@ -27,7 +27,7 @@ import time
 import keras
 import numpy as np
 
-from keras_gelu import name_table
+import keras_gelu_names as name_table
 from kg_service.config.derived import member_source_seeds
 from kg_service.tasks.classification.data import resplit
 from kg_service.tasks.classification.models import stack_model
