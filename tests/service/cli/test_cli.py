@@ -53,7 +53,7 @@ def pipeline(monkeypatch):
     stub.result = 0
     stub.error = None
 
-    def run(config, *, quiet, echo, resume=None):
+    def run(config, *, quiet, echo, resume=None, wait=False):
         stub.calls.append((config, quiet, echo))
         echo("stub pipeline ran")
         if stub.error is not None:
