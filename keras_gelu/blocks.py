@@ -4,7 +4,7 @@ import keras
 
 from keras_gelu import activations
 from keras_gelu import layers
-from keras_gelu import name_table
+import keras_gelu_names as name_table
 from keras_gelu.layers.arguments import check_units
 from keras_gelu.layers.arguments import clone_initializer
 from keras_gelu.serialization import register

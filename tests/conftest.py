@@ -194,7 +194,7 @@ def pytest_xdist_make_scheduler(config, log):
 # `KG_TEST_PROCESS_LOG=/tmp/p.log pytest ...` appends one line per process a
 # test starts (subprocess.Popen, which subprocess.run uses too: kg-train,
 # kg, mlflow server, pip, python -c ...; not their own children) and per
-# in-process pipeline.run / run_shard; `sort /tmp/p.log | uniq -c` then
+# in-process pipeline.run / sharded.run_shard; `sort /tmp/p.log | uniq -c` then
 # says how many of each. Off unless the variable is set.
 
 
@@ -229,10 +229,11 @@ def _count_processes_and_sweeps():
         patch.setattr(subprocess.Popen, "__init__", counted_popen)
         try:
             from kg_service.sweep import pipeline
+            from kg_service.sweep import sharded
         except ImportError:  # the keras_gelu suites alone
-            pipeline = None
-        for name in ("run", "run_shard") if pipeline else ():
-            patch.setattr(pipeline, name, _counted(getattr(pipeline, name), name, write))
+            pipeline = sharded = None
+        for module, name in ((pipeline, "run"), (sharded, "run_shard")) if pipeline else ():
+            patch.setattr(module, name, _counted(getattr(module, name), name, write))
         yield
 
 

@@ -2,18 +2,24 @@
 
 As in `keras.activations`: the functions live in `activations.py`, and
 this module resolves names to them (`get`). The table itself, and the
-name clean-up, live in `keras_gelu/name_table.py`, which imports nothing,
+name clean-up, live in `keras_gelu_names`, which imports nothing,
 so kg-train validates configs against it without Keras.
 
 Nothing here imports a layer: the one name whose target is a layer
 (`"learnable_leaky_relu"`) is found by its registered name
 `keras_gelu>LearnableLeakyReLU`, so `keras_gelu.layers` can use `get`
 without a circle.
+
+Modules:
+    activations: one public function per activation.
+    formulas: the math: each activation as f(x) and f'(x).
+    fusion: where one Keras backend needs its own code path.
+    torch_kernels: torch's native GELU kernels, made safe at the edges.
 """
 
 import keras
 
-from keras_gelu import name_table
+import keras_gelu_names as name_table
 from keras_gelu import serialization
 from keras_gelu.activations.activations import APPROXIMATIONS
 from keras_gelu.activations.activations import bilinear

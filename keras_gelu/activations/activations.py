@@ -15,7 +15,7 @@ from keras import ops
 
 from keras_gelu.activations import formulas
 from keras_gelu.activations import fusion
-from keras_gelu.name_table import closest
+from keras_gelu_names import closest
 from keras_gelu.serialization import register
 
 APPROXIMATIONS = ("none", "tanh", "sigmoid")

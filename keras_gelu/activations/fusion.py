@@ -113,7 +113,7 @@ def _bitcast(x, dtype):
 
         return tf.bitcast(x, dtype)
     if name_of_backend == "jax":
-        import jax
+        import jax  # the backend's own, only on the backend that runs
 
         return jax.lax.bitcast_convert_type(x, dtype)
     return ops.view(x, dtype)

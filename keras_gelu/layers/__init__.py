@@ -1,4 +1,11 @@
-"""keras_gelu's layers, one family per file, as `keras.layers` lays them out."""
+"""keras_gelu's layers, one family per file, as `keras.layers` lays them out.
+
+Modules:
+    arguments: checks and copies of layer arguments.
+    gated: gated linear units: GLU with any gate, and the named ones.
+    gelu: the GELU layer.
+    leaky: leaky ReLU with a learnable slope.
+"""
 
 from keras_gelu.layers.arguments import clone_initializer
 from keras_gelu.layers.gated import GEGLU

@@ -9,7 +9,7 @@ import numpy as np
 from keras import ops
 
 from keras_gelu import activations
-from keras_gelu import name_table
+import keras_gelu_names as name_table
 from keras_gelu.layers.arguments import check_units
 from keras_gelu.layers.arguments import clone_initializer
 from keras_gelu.serialization import register

@@ -1,4 +1,18 @@
-"""kg-train: seeded activation comparisons tracked in MLflow."""
+"""kg-train: seeded activation comparisons tracked in MLflow.
+
+Modules:
+    analysis: what a sweep's results say: numbers, then words, then the report.
+    cli: the command line, kg and kg-train, a thin shell over the service.
+    config: the sweep configuration: schema, loading and the catalog of names.
+    errors: the exceptions the service raises for what a user can act on.
+    redact: passwords never printed: a URI's `user:password@` shown masked.
+    results: what a trained member hands to statistics, reports and tracking.
+    serving: serving a registered model: kg serve, kg predict, SavedModel export.
+    sweep: one sweep end to end: pre-flight, the stages, shards, the spool.
+    tasks: what a sweep trains and how it is judged; one folder per task.
+    tracking: everything said to MLflow, and the checks of where a run writes.
+    training: what every task's training shares: device, optimizer, the loop.
+"""
 
 import importlib.metadata
 import os

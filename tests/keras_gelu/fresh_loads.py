@@ -9,9 +9,9 @@ every backend's fresh load is still checked, by the other two suites
 (issue 17). The other checks that need a fresh interpreter ride in these:
 
 - the first of the two (in the cycle tensorflow -> jax -> torch after the
-  suite's own) loads keras_gelu/name_table.py alone first, with nothing
-  imported (kg-train validates configs against it without paying for
-  Keras, issue 16), then imports keras_gelu before keras;
+  suite's own) imports the name table, keras_gelu_names, first, with
+  nothing imported (kg-train validates configs against it without paying
+  for Keras, issue 16), then imports keras_gelu before keras;
 - the second imports keras before keras_gelu;
 
 so every suite loads its files after either import order (issue 16: a
@@ -32,16 +32,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FILES = ("functional", "sequential", "subclassed")
 
 LOADER = """
-import importlib.util, json, os, sys
+import json, os, sys
 
 directory, first = sys.argv[1], sys.argv[2]
 facts = {"first": first}
 if first == "keras_gelu":
-    spec = importlib.util.find_spec("keras_gelu")  # finds, does not import
-    folder = spec.submodule_search_locations[0]
-    spec = importlib.util.spec_from_file_location("name_table", folder + "/name_table.py")
-    table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(table)
+    import keras_gelu_names as table
     facts["imported_with_the_table"] = sorted(
         m for m in sys.modules if m.split(".")[0] in ("keras", "keras_gelu")
     )

@@ -393,7 +393,7 @@ def test_loaded_outputs_are_not_trivially_equal(saved):
 
 def test_name_table_file_loads_alone_without_keras(saved):
     # kg-train validates configs against the name table without paying for
-    # Keras (issue 16): the table's file loads alone and imports nothing.
+    # Keras (issue 16): `import keras_gelu_names` imports nothing else.
     # Checked in the first other backend's fresh process, before it
     # imports keras_gelu.
     first = fresh_loads.others(ref.BACKEND, list(BACKENDS))[0]

@@ -1,5 +1,5 @@
-"""The wheel installs two import packages of its own, `keras_gelu` and
-`kg_service`, and no generic top-level name (issue 7 §5: a `service`
+"""The wheel installs three import packages of its own, `keras_gelu`, its
+name table `keras_gelu_names` and `kg_service`, and no generic top-level name (issue 7 §5: a `service`
 package would collide with any other project's `service`)."""
 
 import pathlib
@@ -21,7 +21,7 @@ def test_wheel_top_level_packages_are_distinctive(tmp_path):
     (wheel,) = tmp_path.glob("keras_gelu-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
-    assert top == {"keras_gelu", "kg_service"}, top
+    assert top == {"keras_gelu", "keras_gelu_names", "kg_service"}, top
     for module in ("cli/train.py", "tasks/classification/pyfunc.py", "tasks/language/lm_layers.py"):
         assert f"kg_service/{module}" in names, module
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

@@ -6,6 +6,20 @@ PyYAML and pydantic at their top. Both scripts' modules live in this
 package, so this file runs first: without the service extra, one line
 saying what to install and exit 2 (issue 30 §23), not a ModuleNotFoundError
 traceback.
+
+Modules:
+    main: `kg`, one group of every command.
+    messages: the sentences for the core's typed errors.
+    options: what every command shares: exit codes, options, logging.
+    plan: what a run of a config would do: the `--dry-run` lines.
+    progress: a sweep's progress: a live bar, or log lines.
+    report: `kg report`.
+    results: `kg results`: docs/results.md, regenerated from a store.
+    seeds: `kg plan`: how many seeds would decide each comparison.
+    serve: `kg serve`, `kg predict`, `kg models`.
+    sharding: `--shard` and `--sweep-id`: which job of a sharded sweep.
+    summary: what kg-train and kg report print when a sweep ends.
+    train: `kg-train`.
 """
 
 import importlib.util

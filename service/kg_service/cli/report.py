@@ -1,6 +1,6 @@
 """`kg report`: a sweep's report from the tracking store alone.
 
-A thin shell over `kg_service.sweep.pipeline.report_sweep`, like kg-train's over
+A thin shell over `kg_service.sweep.rebuild.report_sweep`, like kg-train's over
 `pipeline.run`: it imports the pipeline (TensorFlow, MLflow) only for a
 real run, and prints what it returns with `kg_service.cli.summary`. `report` is a click command for the `kg` group
 (`group.add_command(report)`); `python -m kg_service.cli.report` runs it
@@ -96,14 +96,14 @@ def report_sweep(
     experiment, tracking_uri, sweep_id=None, register=False, output_dir=None,
     quiet=False, echo=options.echo, store=None,
 ):  # fmt: skip
-    """Rebuilds a sweep's report (`kg_service.sweep.pipeline.report_sweep`)
+    """Rebuilds a sweep's report (`kg_service.sweep.rebuild.report_sweep`)
     with a progress display, prints its summary; returns the exit code (0)."""
     # TensorFlow, MLflow, rich: only for a real run.
     from kg_service.cli import summary
-    from kg_service.cli.progress import SweepProgress
-    from kg_service.sweep import pipeline
+    from kg_service.cli.progress import SweepProgress  # rich: a real run only
+    from kg_service.sweep import rebuild  # TensorFlow, MLflow: a real run only
 
-    outcome = pipeline.report_sweep(
+    outcome = rebuild.report_sweep(
         experiment,
         tracking_uri,
         claimant="kg report",
@@ -120,7 +120,7 @@ def report_sweep(
 def report_study(name, tracking_uri, output_dir=None, echo=options.echo):
     """`kg_service.sweep.studies.report_study`, its tables printed; returns 0."""
     from kg_service.analysis.reports import study_report  # scipy, matplotlib: a real run only
-    from kg_service.sweep import studies
+    from kg_service.sweep import studies  # MLflow: a real run only
 
     outcome = studies.report_study(name, tracking_uri, output_dir)
     for line in study_report.terminal_lines(outcome.study, outcome.aggregate):

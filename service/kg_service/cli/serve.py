@@ -221,7 +221,7 @@ def models(names, tracking_uri, output_format):
     """
     # MLflow and scipy (wording's statistics): seconds, only for a real query.
     from kg_service.analysis.words import tables
-    from kg_service.tracking import registry
+    from kg_service.tracking import registry  # MLflow: only for a real query
 
     try:
         uri = config.tracking_uri_for(tracking_uri)

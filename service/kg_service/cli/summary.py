@@ -10,7 +10,7 @@ import os
 import shlex
 import sys
 
-from kg_service.sweep.pipeline import ShardOutcome
+from kg_service.sweep.sharded import ShardOutcome
 from kg_service.sweep.pipeline import SweepOutcome
 from kg_service.sweep.roles import WorkerOutcome
 from kg_service.sweep.preflight import absolute_uri
@@ -59,8 +59,8 @@ def print_sweep(echo, outcome):
     registered models, and where to look next (report, UI, serving)."""
     # scipy (wording's statistics): loaded by the sweep already.
     from kg_service.analysis.reports import sequential_report
-    from kg_service.analysis.words import tables
-    from kg_service.analysis.words import wording
+    from kg_service.analysis.words import tables  # scipy: loaded by the sweep already
+    from kg_service.analysis.words import wording  # scipy: loaded by the sweep already
 
     config, compared, registered = outcome.config, outcome.compared, outcome.registered
     summary = compared.summary

@@ -192,8 +192,8 @@ def run(config, *, quiet=False, echo=options.echo, store=None, resume=None, wait
     # TensorFlow, MLflow, rich: only for a real run (--help, --dry-run
     # and config errors stay fast).
     from kg_service.cli import summary
-    from kg_service.cli.progress import SweepProgress
-    from kg_service.sweep import pipeline
+    from kg_service.cli.progress import SweepProgress  # rich: a real run only
+    from kg_service.sweep import pipeline  # TensorFlow, MLflow: a real run only
 
     outcome = pipeline.run(
         config,
@@ -214,10 +214,10 @@ def run_shard(
     """Runs one job's share of a sharded sweep, as `run` a whole one."""
     # TensorFlow, MLflow, rich: only for a real run.
     from kg_service.cli import summary
-    from kg_service.cli.progress import SweepProgress
-    from kg_service.sweep import pipeline
+    from kg_service.cli.progress import SweepProgress  # rich: a real run only
+    from kg_service.sweep import sharded  # TensorFlow, MLflow: a real run only
 
-    outcome = pipeline.run_shard(
+    outcome = sharded.run_shard(
         config,
         shard,
         sweep_id,

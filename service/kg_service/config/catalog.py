@@ -6,16 +6,16 @@ Keras class from `OPTIMIZERS`, `kg_service.tasks.classification.models`
 builds `BLOCKS`. Tasks put their facts here when they are registered
 (`kg_service.tasks.base.register`), so validation knows every task,
 a test's toy task too, without importing one. Activation names are
-keras_gelu's, read through `names_table`.
+keras_gelu's, from its name table `keras_gelu_names`, which imports
+nothing (importing `keras_gelu` imports Keras, 5 to 12 seconds, which
+validation and `--dry-run` must not pay).
 """
 
 import dataclasses
-import functools
-import importlib.util
-import pathlib
-import sys
 from typing import Callable
 from typing import Optional
+
+import keras_gelu_names
 
 # name -> keras.optimizers class name. All four update each weight from
 # its own gradient only, so member-stacked training stays exact.
@@ -147,35 +147,11 @@ def _same_keys_alike(section, mine, theirs):
 # --- Activations: keras_gelu's one name table, without Keras. ----------------
 
 
-@functools.lru_cache(maxsize=None)
-def names_table():
-    """`keras_gelu.name_table`, the plugin's one name table, without Keras.
-
-    The only place the service reaches for it. Importing keras_gelu imports
-    Keras and so TensorFlow (5 to 12 seconds), which validation and
-    `--dry-run` must not pay: `import keras_gelu` registers every object a
-    saved model may name, and must, whatever the import order. The table's
-    file imports nothing, so it is loaded here from its file alone, without
-    running `keras_gelu/__init__.py`; once keras_gelu is imported, its own
-    copy is used.
-    """
-    module = sys.modules.get("keras_gelu.name_table")
-    if module is None:
-        spec = importlib.util.find_spec("keras_gelu")  # finds, does not import
-        folder = pathlib.Path(list(spec.submodule_search_locations)[0])
-        spec = importlib.util.spec_from_file_location(
-            "keras_gelu.name_table", folder / "name_table.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return module
-
-
 def activation_names():
     """Every valid activation name: `keras_gelu.names()`, without Keras."""
-    return tuple(names_table().names())
+    return tuple(keras_gelu_names.names())
 
 
 def closest(name, valid):
     """Returns ' Did you mean "x"?' for the closest valid name, or ''."""
-    return names_table().closest(name, valid)
+    return keras_gelu_names.closest(name, valid)

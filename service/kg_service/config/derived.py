@@ -6,6 +6,7 @@ the same sweep at smoke sizes.
 import dataclasses
 import os
 
+import keras_gelu_names
 import numpy as np
 
 from kg_service.config import catalog
@@ -145,7 +146,7 @@ def parameter_estimate(config):
 def gating_factor(activations):
     """2 where any activation is a gated unit (its projection twice as
     wide), else 1: the tasks' parameter estimates share it."""
-    return 2 if any(catalog.names_table().kind(a) == "gated" for a in activations) else 1
+    return 2 if any(keras_gelu_names.kind(a) == "gated" for a in activations) else 1
 
 
 def feedforward_weights(d_model, widths, factor):

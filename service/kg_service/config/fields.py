@@ -18,6 +18,7 @@ import string
 from typing import Annotated
 from typing import TypeVar
 
+import keras_gelu_names
 import pydantic
 from pydantic import AfterValidator
 from pydantic import BeforeValidator
@@ -98,13 +99,12 @@ def seed_count(value):
 
 
 def activation(name):
-    names = catalog.names_table()
-    key = names.lookup(name)
+    key = keras_gelu_names.lookup(name)
     if key is None:
-        valid = names.names()
+        valid = keras_gelu_names.names()
         fail(
             f"an activation name from keras_gelu.names(): {', '.join(valid)}",
-            names.closest(names.clean(name), valid),
+            keras_gelu_names.closest(keras_gelu_names.clean(name), valid),
         )
     return key
 

@@ -17,7 +17,7 @@ import numpy as np
 from kg_service.errors import ServiceError
 from kg_service.serving import columns
 from kg_service.serving import request_checks
-from kg_service.serving import server
+from kg_service.serving import model_folder
 
 DEFAULT_MAX_INPUT_BYTES = 64 * 10**6
 NPY_MAGIC = b"\x93NUMPY"
@@ -39,14 +39,14 @@ def predict(model_uri, input_path, *, tracking_uri=None, max_bytes=DEFAULT_MAX_I
     from mlflow.exceptions import MlflowException  # start-up: see the module docstring
 
     kind, content = _read(input_path, max_bytes)
-    mlflow = server.import_mlflow()
-    with server.local_model(model_uri, tracking_uri) as path:
+    mlflow = model_folder.import_mlflow()
+    with model_folder.local_model(model_uri, tracking_uri) as path:
         model = mlflow.pyfunc.load_model(path)
         rows, params = _parse(content, kind, input_path, model)
         try:
             output = model.predict(rows, params=params)
         except MlflowException as error:
-            raise ServiceError(f"model {model_uri}: {server.reason(error.message)}") from None
+            raise ServiceError(f"model {model_uri}: {model_folder.reason(error.message)}") from None
     names = (model.metadata.metadata or {}).get("class_names")
     values = np.asarray(output)
     if values.dtype.kind in "fc" and not np.isfinite(values).all():
@@ -117,9 +117,9 @@ def _parse(content, kind, shown, model):
     """`(rows, params)` for the model, or a ServiceError naming the problem."""
     # MLflow and pandas: start-up, see the module docstring.
     from mlflow.exceptions import MlflowException
-    from mlflow.pyfunc import scoring_server
+    from mlflow.pyfunc import scoring_server  # MLflow: start-up, see the module docstring
 
-    from kg_service.serving import model_input
+    from kg_service.serving import model_input  # pandas: start-up, see the module docstring
 
     features = model_input.feature_count(model)
     names = model_input.feature_names(model)
@@ -141,7 +141,7 @@ def _parse(content, kind, shown, model):
     except ValueError as error:  # request_checks, columns, csv_rows
         raise ServiceError(f"--input {shown}: {error}") from None
     except MlflowException as error:
-        raise ServiceError(f"--input {shown}: {server.first_line(error.message)}") from None
+        raise ServiceError(f"--input {shown}: {model_folder.first_line(error.message)}") from None
 
 
 def _matrix(array, features):

@@ -381,7 +381,7 @@ class ClientTimeouts(H11Protocol):
 
 
 def build(model_path, max_bytes):
-    from mlflow.environment_variables import MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT
+    from mlflow.environment_variables import MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT  # MLflow: in the server process only
 
     model = mlflow.pyfunc.load_model(model_path)
     features, names = model_input.feature_count(model), model_input.feature_names(model)

@@ -19,28 +19,25 @@ The caller passes in `progress` (a callable taking training events, with
 `stage(message)` and `close()`; the CLI's bar is
 `kg_service.cli.progress.SweepProgress`) and `echo`, which prints the
 lines a user reads while the sweep runs.
+
+One job of a sharded sweep runs `sweep.sharded.run_shard`; `kg report`
+rebuilds a stored sweep's report with `sweep.rebuild.report_sweep`. Both
+end as `run` does, through `finish` and `concluded`.
 """
 
 import dataclasses
-import json
 import pathlib
-import tempfile
 import time
 from typing import Any
-from typing import Optional
 
 from kg_service.config import derived
-from kg_service.config import loading
-from kg_service.errors import ServiceError
 from kg_service.errors import StoreUnavailable
 from kg_service.errors import SweepInterrupted
 from kg_service.sweep import looks as looks_lib
 from kg_service.sweep import resume as resume_lib
 from kg_service.sweep import roles
-from kg_service.sweep import shards
 from kg_service.sweep import stages
 from kg_service.sweep import tuning
-from kg_service.sweep.preflight import absolute_uri
 from kg_service.sweep.preflight import preflight
 from kg_service.sweep.resume import REGISTRAR
 
@@ -59,25 +56,7 @@ class SweepOutcome:
     seconds: float
 
 
-@dataclasses.dataclass(frozen=True)
-class ShardOutcome:
-    """A shard that ended without comparing the sweep: other jobs' members
-    are not all in (`complete` False, `held` < `total`), or another job
-    won the claim to register it (`registrar`, with the sweep run's
-    `status`)."""
-
-    shard: Any  # kg_service.sweep.shards.Shard
-    sweep_id: str
-    experiment: str
-    held: int
-    total: int
-    seconds: float
-    complete: bool = False
-    registrar: Optional[str] = None
-    status: Optional[str] = None
-
-
-class _NoProgress:
+class NoProgress:
     """The default `progress`: shows nothing."""
 
     def __call__(self, event):
@@ -120,7 +99,7 @@ def run(config, *, claimant, progress=None, echo=print, store=None, resume=None,
             in the store yet are kept in `spool`, for a resume.
     """
     started = time.monotonic()
-    progress = progress or _NoProgress()
+    progress = progress or NoProgress()
     looks_lib.check_supported(config)
     tuning.check_supported(config)
     role = roles.process_role(config, resume)
@@ -245,227 +224,3 @@ def finish(config, pre, trained, progress, looks=None):
         config.experiment, {}, {}, resume=trained.tracked.sweep_run_id
     ):
         return stages.conclude(config, pre, trained, progress, looks)
-
-
-# --- A sharded sweep: one job's share, and the job that completes it. --------
-
-
-def run_shard(
-    config, shard, sweep_id=None, *, claimant, progress=None, echo=print, store=None, wait=False
-):
-    """Runs one job's share of a sharded sweep.
-
-    Joins the sweep `sweep_id` (default: `shards.sweep_id(config)`, the
-    same for every job started with this config) in the tracking store,
-    opening its parent run if this job is the first, and trains the
-    members of `shards.members(config, shard)` that the store does not
-    hold yet: a restarted job resumes, and no member is trained twice.
-    The job that, when it ends, finds every member of the grid in the
-    store claims the sweep (`TrackingStore.claim`, a write-once param
-    that exactly one job wins) and compares, exports and registers, as a
-    single-machine sweep does; the others end after their share.
-
-    Args:
-        config: A validated `kg_service.config.schema.Config`; every job of a
-            sweep runs the same one (outputs' places aside).
-        shard: A `kg_service.sweep.shards.Shard`.
-        sweep_id: The sweep's id, or None to derive it from the config.
-        claimant: Who claims the sweep, should this job complete it (the
-            command line, e.g.); kept in the sweep's `REGISTRAR` param.
-        progress, echo, store: as for `run`.
-        wait: Wait for another job that runs this same shard (holds its
-            slice's lease, `tracking.lease`) instead of raising LeaseHeld.
-
-    Returns:
-        A `SweepOutcome` if this job compared the sweep, else a `ShardOutcome`.
-
-    Raises:
-        ServiceError: as `run`'s pre-flight; SweepMismatch when `sweep_id`
-            names a sweep of different settings.
-        SweepInterrupted: on SIGINT/SIGTERM; the sweep is left running for
-            the other jobs, this job's finished members stay.
-    """
-    started = time.monotonic()
-    progress = progress or _NoProgress()
-    looks_lib.check_supported(config, shard)
-    tuning.check_supported(config)
-    sweep_id = sweep_id or shards.sweep_id(config)
-    pre = preflight(config, store)
-    total = len(config.activations) * len(config.seeds)
-    sweep_run_id = None
-
-    def ended(held, complete=False, registrar=None, status=None):
-        return ShardOutcome(
-            shard=shard, sweep_id=sweep_id, experiment=config.experiment,
-            held=held, total=total, seconds=time.monotonic() - started,
-            complete=complete,
-            registrar=registrar, status=status,
-        )  # fmt: skip
-
-    lease = None
-    try:
-        sweep_run_id = join(config, pre, shard, sweep_id)
-        lease = resume_lib.take_lease(config, pre.store, sweep_run_id, shard.scope, wait, echo)
-        train_share(config, pre, shard, sweep_id, sweep_run_id, progress, echo)
-        held = pre.store.member_keys(sweep_run_id)
-        held = [key for key in shards.grid(config) if key in held]  # tuning members aside
-        if len(held) < total:
-            return ended(len(held))
-        # Claimed on the sweep's earliest parent run, read again now: should
-        # two jobs have kept different parents at the start (see
-        # `TrackingStore.join_sweep`), both claim on the same run here.
-        sweep_run_id, _ = pre.store.join_sweep(config.experiment, {}, {}, sweep_id)
-        if not pre.store.claim(sweep_run_id, REGISTRAR, resume_lib.registrar_token(claimant)):
-            _, params, status = pre.store.sweep_info(sweep_run_id)
-            return ended(len(held), True, params.get(REGISTRAR), status)
-        trained = resume_lib.stored_members(config, pre, sweep_run_id)
-        # Every activation's claimed choice, whichever job made it.
-        pre = dataclasses.replace(pre, tuning=tuning.stored(config, pre, sweep_run_id))
-        compared, registered = finish(config, pre, trained, progress)
-    except KeyboardInterrupt:
-        progress.close()
-        raise SweepInterrupted(sweep_run_id, shard=str(shard), sweep_id=sweep_id) from None
-    finally:
-        if lease is not None:
-            lease.release()
-    return concluded(config, pre, compared, registered, started)
-
-
-def join(config, pre, shard, sweep_id):
-    """Joins (or opens) the sweep `sweep_id`; returns its parent run id.
-
-    Raises:
-        SweepMismatch: when the sweep was started with other settings.
-    """
-    params = sweep_params(config, pre)
-    sweep_run_id, created = pre.store.join_sweep(
-        config.experiment,
-        params,
-        {**pre.tags, "kg.role": "sweep", "kg.shards": shard.count},
-        sweep_id,
-    )
-    if created:
-        pre.store.log_dict(sweep_run_id, dict(pre.resolved), "config.json")
-    else:
-        resume_lib.check_same_settings(pre.store, sweep_run_id, params, sweep_id=sweep_id)
-    return sweep_run_id
-
-
-def train_share(config, pre, shard, sweep_id, sweep_run_id, progress, echo):
-    """Trains the members of `shard` that the store does not hold yet;
-    with a tuning block, each of their activations at its tuned value
-    (`tuning.tune`: whoever claimed the choice first; never waiting for
-    another job)."""
-    held = pre.store.member_keys(sweep_run_id)
-    mine = shards.members(config, shard)
-    todo = tuple(key for key in mine if key not in held)
-    held = [key for key in shards.grid(config) if key in held]  # tuning members aside
-    echo(
-        f"Sweep {sweep_id} (run {sweep_run_id}), shard {shard}: "
-        f"{len(todo)} of its {len(mine)} members to train; the store "
-        f"holds {len(held)} of {len(shards.grid(config))}"
-    )
-    if config.tuning is not None and todo:
-        pre = tuning.tune(
-            config, pre, sweep_run_id, progress, echo,
-            activations=tuple(a for a in config.activations if any(k[0] == a for k in todo)),
-            # Claimed on the sweep's earliest parent, read again each time, as
-            # the REGISTRAR claim: two jobs that kept different parents at
-            # the start claim on the same run.
-            claim_on=lambda: pre.store.join_sweep(config.experiment, {}, {}, sweep_id)[0],
-        )
-    stages.train(config, pre, sweep_run_id, progress, members=todo)
-    progress.close()
-
-
-# --- A sweep's report, rebuilt from the tracking store. ----------------------
-
-
-def report_sweep(
-    experiment, tracking_uri, *, claimant, sweep_id=None, register=False,
-    output_dir=None, progress=None, store=None,
-):  # fmt: skip
-    """A sweep's report, rebuilt from the tracking store alone.
-
-    The sweep's config comes from its parent run's `config.json`, its
-    members (metrics and models) from their runs; the data is generated
-    again from the config. The same `compare` stage and report writer as
-    a single-machine sweep make the report; with `register`, the same
-    `finish` as the last shard's exports and registers it, once: the
-    sweep's `REGISTRAR` claim refuses a second registration.
-
-    Args:
-        experiment: The MLflow experiment.
-        tracking_uri: The tracking store.
-        claimant: Who registers (with `register`), as for `run_shard`.
-        sweep_id: A sharded sweep's id, or any sweep's parent run id;
-            default: the experiment's newest sweep.
-        register: Also export and register the champions.
-        output_dir: Where the report goes; default: the sweep's config's.
-        progress, store: as for `run`.
-
-    Returns:
-        A `SweepOutcome`.
-
-    Raises:
-        ServiceError: for a missing experiment or sweep, a sweep with
-            members missing; RegisteredAlready for one registered already.
-    """
-    started = time.monotonic()
-    progress = progress or _NoProgress()
-    tracking_uri = absolute_uri(tracking_uri)
-    if store is None:
-        from kg_service.tracking import mlflow_store as tracking  # MLflow: a real run only
-
-        store = tracking.Tracker(tracking_uri, experiment, create=False)
-    sweep_run_id, ran = find_sweep(store, experiment, sweep_id, tracking_uri)
-    config = sweep_config(ran, sweep_run_id, tracking_uri, output_dir, register)
-    # The report shows the config the sweep ran, not this rebuild's overrides.
-    pre = dataclasses.replace(preflight(config, store), resolved=ran)
-    if register and REGISTRAR in store.sweep_info(sweep_run_id)[1]:
-        resume_lib.refuse_registration(store, sweep_run_id)
-    pre = dataclasses.replace(pre, tuning=tuning.stored(config, pre, sweep_run_id))
-    config, replay = looks_lib.stored_seeds(config, pre, sweep_run_id)
-    trained = resume_lib.stored_members(config, pre, sweep_run_id)
-    looks = replay(trained) if replay else None
-    registered = stages.Registered(models=())
-    if register:
-        if not store.claim(sweep_run_id, REGISTRAR, resume_lib.registrar_token(claimant)):
-            resume_lib.refuse_registration(store, sweep_run_id)
-        compared, registered = finish(config, pre, trained, progress, looks)
-    else:
-        compared = stages.compare(config, pre, trained, looks)
-    progress.close()
-    return concluded(config, pre, compared, registered, started)
-
-
-def find_sweep(store, experiment, sweep_id, tracking_uri):
-    """`(parent run id, config as it ran)` of the sweep to report."""
-    found = store.find_sweeps(sweep_id)
-    if not found:
-        raise ServiceError(
-            f"experiment {experiment!r} holds no kg-train sweep"
-            + (f" with sweep id or run id {sweep_id!r}" if sweep_id else "")
-            + f" in {tracking_uri}."
-        )
-    return found[0], store.load_dict(found[0], "config.json")
-
-
-def sweep_config(ran, sweep_run_id, tracking_uri, output_dir, register):
-    """The `Config` of a sweep's `config.json` (`ran`), read back through
-    the same validation, with this report's tracking URI and output folder."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = pathlib.Path(tmp, "config.json")
-        path.write_text(json.dumps(ran))
-        config = loading.load_config(path)
-    config = dataclasses.replace(
-        config,
-        tracking=dataclasses.replace(config.tracking, uri=tracking_uri),
-        output_dir=output_dir or config.output_dir,
-        source=f"config.json of sweep run {sweep_run_id}",
-    )
-    if not register:
-        config = dataclasses.replace(
-            config, registry=dataclasses.replace(config.registry, enabled=False)
-        )
-    return config

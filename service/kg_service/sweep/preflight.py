@@ -25,6 +25,7 @@ from kg_service.sweep import resume as resume_lib
 from kg_service.sweep import spool
 from kg_service.tracking import destinations
 from kg_service.tracking import lease as lease_lib
+from kg_service.tracking import versions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,10 +82,10 @@ def preflight(config, store=None, resume=None, wait=False, echo=print):
     destinations.check_run(config, tracking_uri)
     # TensorFlow, MLflow: only once the cheap checks above passed.
     from kg_service.serving import export as export_lib
-    from kg_service.tasks import base as tasks
-    from kg_service.training import device as device_lib
-    from kg_service.training import loop as train_lib
-    from kg_service.tracking import mlflow_store as tracking
+    from kg_service.tasks import base as tasks  # TensorFlow: after the cheap checks
+    from kg_service.training import device as device_lib  # TensorFlow: after the cheap checks
+    from kg_service.training import loop as train_lib  # TensorFlow: after the cheap checks
+    from kg_service.tracking import mlflow_store as tracking  # MLflow: after the cheap checks
 
     names = {a: derived.registered_model_name(config, a) for a in config.activations}
     device = device_lib.describe_device(config.device)
@@ -125,7 +126,7 @@ def preflight(config, store=None, resume=None, wait=False, echo=print):
         resolved=resolved,
         params=params,
         tags={
-            **tracking.library_versions(),
+            **versions.library_versions(),
             **{f"device.{k}": v for k, v in device.items()},
             "git_commit": git_commit(),
             "config_file": config.source,

@@ -2,7 +2,7 @@
 who registers it, and what a stopped sweep keeps.
 
 A sweep is resumed (`run(resume=...)`), joined by a shard, or rebuilt by
-`report_sweep` from its parent run in the tracking store. These checks
+`rebuild.report_sweep` from its parent run in the tracking store. These checks
 raise typed errors with data (`ResumeRefused`, `SweepMismatch`,
 `RegisteredAlready`); `kg_service.cli.messages` names the flags.
 """

@@ -56,8 +56,8 @@ def run_worker(config, role):
     """
     # TensorFlow: after the cheap checks.
     from kg_service.tasks import base as tasks
-    from kg_service.training import device as device_lib
-    from kg_service.training import loop as train_lib
+    from kg_service.training import device as device_lib  # TensorFlow: after the cheap checks
+    from kg_service.training import loop as train_lib  # TensorFlow: after the cheap checks
 
     device_lib.describe_device(config.device)
     task = tasks.get(config.data.dataset)

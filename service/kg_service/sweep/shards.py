@@ -6,7 +6,7 @@ members are trained by n jobs. The jobs never talk to each other: each
 finds the sweep in the store by experiment and sweep id, trains the
 members of its slice that the store does not hold yet (so a restarted
 job resumes), and the job that finds the grid complete when it ends
-registers, once (see `pipeline.run_shard`).
+registers, once (see `sweep.sharded.run_shard`).
 
 Pure: no MLflow, no Keras. Which shard a job is (`--shard`, or the
 scheduler's environment) is read in `kg_service.cli.sharding`.

@@ -142,8 +142,8 @@ def compare(config, pre, trained, looks=None):
     `looks` go into the report and summary.json too."""
     # scipy, matplotlib: after pre-flight's cheap checks.
     from kg_service.analysis.numbers import comparisons
-    from kg_service.analysis.reports import report
-    from kg_service.analysis.numbers import stats
+    from kg_service.analysis.reports import report  # matplotlib: after pre-flight's checks
+    from kg_service.analysis.numbers import stats  # scipy: after pre-flight's checks
 
     ok = [r for r in trained.results if r.ok]
     failed = tuple(r for r in trained.results if not r.ok)
@@ -213,13 +213,13 @@ def record(pre, compared):
     metrics = plain.flat_metrics(compared.summary)
     tags = {"winner": compared.summary.winner.activation, **plain.verdict_tags(compared.summary)}
     if compared.looks is not None:
-        from kg_service.analysis.numbers import sequential
-        from kg_service.analysis.reports import sequential_report
+        from kg_service.analysis.numbers import sequential  # scipy: only for a sequential sweep
+        from kg_service.analysis.reports import sequential_report  # scipy: only for a sequential sweep
 
         metrics = {**metrics, **sequential.looks_metrics(compared.looks)}
         tags = {**tags, **sequential_report.looks_tags(compared.looks)}
     if pre.tuning is not None:
-        from kg_service.analysis.reports import tuning
+        from kg_service.analysis.reports import tuning  # matplotlib: only for a tuned sweep
 
         tags = {**tags, **tuning.tuning_tags(pre.tuning)}
     pre.store.log_summary(metrics, tags, compared.report_paths)
@@ -263,8 +263,8 @@ def register(config, pre, compared, tracked, exported, progress):
     """Registers each champion, moves the alias, promotes its export."""
     # TensorFlow, MLflow, scipy: after pre-flight's cheap checks.
     from kg_service.analysis.words import wording
-    from kg_service.serving import export as export_lib
-    from kg_service.tracking import model_logging
+    from kg_service.serving import export as export_lib  # TensorFlow: only when registering
+    from kg_service.tracking import model_logging  # MLflow: only when registering
 
     if not config.registry.enabled:
         return Registered(models=())
@@ -331,7 +331,7 @@ def registry_description(summary, activation, member, config, dataset):
     """The model version's description: what it takes, returns and scored."""
     # scipy: after pre-flight's checks.
     from kg_service.analysis.words import verdict_wording
-    from kg_service.analysis.words import wording
+    from kg_service.analysis.words import wording  # scipy: after pre-flight's checks
 
     selected_by = wording.shown(summary.select_by.name).label
     metric = summary.metric.name

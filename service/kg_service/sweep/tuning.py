@@ -294,7 +294,7 @@ class _Search:
     def tell(self, candidate):
         if self.study is None:
             return
-        import optuna
+        import optuna  # optuna: only for a tuned sweep
 
         if candidate.failed or not candidate.scores:
             self.study.tell(self.trial, state=optuna.trial.TrialState.FAIL)

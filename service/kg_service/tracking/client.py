@@ -27,7 +27,7 @@ def import_mlflow():
     Imported here, on first use, not at module level: `import mlflow`
     takes seconds, and `kg --help` or a config error must not wait for it.
     """
-    import mlflow
+    import mlflow  # MLflow: seconds, see the docstring
 
     # MLflow's INFO chatter ("View run at...", "Created version") would
     # break the progress display; warnings and errors still show.

@@ -46,7 +46,7 @@ def template_path():
 def head_revision():
     """The head of MLflow's migration scripts: what a store's
     `alembic_version` must hold for MLflow to open it."""
-    from mlflow.store.db.utils import _get_latest_schema_revision
+    from mlflow.store.db.utils import _get_latest_schema_revision  # MLflow: seconds, only when a store is made
 
     return _get_latest_schema_revision()
 
@@ -67,7 +67,7 @@ def migrate(path):
     MLflow's own migrations: what a store opened on a new file runs, less
     the Default experiment that the store adds on open (its artifact
     folder is the opener's)."""
-    from mlflow.store.db import utils
+    from mlflow.store.db import utils  # MLflow: seconds, only when a store is made
 
     engine = utils.create_sqlalchemy_engine(f"sqlite:///{path}")
     try:

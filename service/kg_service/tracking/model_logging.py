@@ -10,6 +10,7 @@ import tempfile
 import time
 import warnings
 
+import keras_gelu_names
 import numpy as np
 
 # Deliberate choices MLflow warns about on every logged model: a float32
@@ -27,8 +28,8 @@ def log_pyfunc(
     """Logs `model` in `run_id` as the pyfunc model "model"; returns
     MLflow's `ModelInfo`.
 
-    The logged model carries its own copy of keras_gelu (code path) and a
-    pyfunc loader that imports it, so `mlflow models serve` works in a
+    The logged model carries its own copy of keras_gelu and of its name
+    table, keras_gelu_names (code paths), and a pyfunc loader that imports it, so `mlflow models serve` works in a
     fresh process that never imported keras_gelu.
 
     Args:
@@ -60,7 +61,8 @@ def log_pyfunc(
                 name="model",
                 python_model=str(PACKAGE / python_model),
                 artifacts=artifacts,
-                code_paths=[os.path.dirname(keras_gelu.__file__)]
+                code_paths=[os.path.dirname(keras_gelu.__file__),
+                            os.path.dirname(keras_gelu_names.__file__)]
                 + [str(PACKAGE / path) for path in code_paths],
                 signature=signature,
                 pip_requirements=pip_requirements,
@@ -86,15 +88,15 @@ def pip_requirements():
     requirements = [f"keras=={keras.__version__}", f"numpy=={np.__version__}"]
     backend = keras.backend.backend()
     if backend == "tensorflow":
-        import tensorflow as tf
+        import tensorflow as tf  # the backend's own, only on the backend that runs
 
         requirements.append(f"tensorflow=={tf.__version__}")
     elif backend == "jax":
-        import jax
+        import jax  # the backend's own, only on the backend that runs
 
         requirements.append(f"jax=={jax.__version__}")
     elif backend == "torch":
-        import torch
+        import torch  # the backend's own, only on the backend that runs
 
         requirements.append(f"torch=={torch.__version__.split('+')[0]}")
     return requirements

@@ -17,7 +17,7 @@ from kg_service.training import parallel
 
 
 def _tensorflow_gpus(hide):
-    import tensorflow as tf
+    import tensorflow as tf  # the backend's own, only on the backend that runs
 
     gpus = tf.config.get_visible_devices("GPU")
     if hide and gpus:
@@ -38,7 +38,7 @@ def _tensorflow_gpus(hide):
 
 
 def _jax_gpus(hide):
-    import jax
+    import jax  # the backend's own, only on the backend that runs
 
     try:
         gpus = jax.devices("gpu")
@@ -51,7 +51,7 @@ def _jax_gpus(hide):
 
 
 def _torch_gpus(hide):
-    import torch
+    import torch  # the backend's own, only on the backend that runs
 
     if hide or not torch.cuda.is_available():
         return []

@@ -124,37 +124,48 @@ def train_sweep(
             missing = tuple(k for k in pairs if k not in done)
             finished = len(trained) + len(pairs) - len(missing)
             training_now = tuple(dict.fromkeys(a for a, _ in missing))
-
-            # "relu+gelu": the activations training now, a resumed group's
-            # missing ones only (the progress line names each of them).
-            def report(epoch, values, activation="+".join(training_now), finished=finished,
-                       size=len(missing)):
-                if progress is not None:
-                    progress(
-                        {
-                            "activation": activation,
-                            "epoch": epoch,
-                            "epochs": config.training.epochs,
-                            "members_done": finished,
-                            "group_size": size,
-                            "members_total": total,
-                            "val_accuracy": float(np.mean(values)),
-                        }
-                    )
-
-            new = []
-            if missing:
-                (one, *more) = training_now
-                if more:
-                    new = task.train_members(task, dataset, config, missing, report)
-                else:
-                    new = task.train(task, dataset, config, one,
-                                     tuple(s for _, s in missing), report)
-                if on_trained is not None:
-                    on_trained(new)
+            report = group_progress(progress, config, training_now, finished, len(missing), total)
+            new = train_group(task, dataset, config, missing, report) if missing else []
+            if missing and on_trained is not None:
+                on_trained(new)
             by_key = {(r.activation, r.seed): r for r in new}
             trained.update({k: by_key.get(k) or done[k] for k in pairs})
     return [trained[k] for k in keys if k in wanted]
+
+
+def group_progress(progress, config, training_now, finished, size, total):
+    """The per-epoch callable a group's training calls with `(epoch,
+    values)`: one `progress` dict (see `train_sweep`), or nothing when
+    there is no `progress`."""
+    # "relu+gelu": the activations training now, a resumed group's
+    # missing ones only (the progress line names each of them).
+    activation = "+".join(training_now)
+
+    def report(epoch, values):
+        if progress is not None:
+            progress(
+                {
+                    "activation": activation,
+                    "epoch": epoch,
+                    "epochs": config.training.epochs,
+                    "members_done": finished,
+                    "group_size": size,
+                    "members_total": total,
+                    "val_accuracy": float(np.mean(values)),
+                }
+            )
+
+    return report
+
+
+def train_group(task, dataset, config, missing, report):
+    """The new `MemberResult`s of one group's `missing` (activation, seed)
+    pairs: one activation's seeds through `task.train`, several
+    activations' through `task.train_members`."""
+    (one, *more) = tuple(dict.fromkeys(a for a, _ in missing))
+    if more:
+        return task.train_members(task, dataset, config, missing, report)
+    return task.train(task, dataset, config, one, tuple(s for _, s in missing), report)
 
 
 def activation_groups(task, config):

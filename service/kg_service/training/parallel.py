@@ -179,7 +179,7 @@ class Engine:
 
 
 def _tensorflow_devices(listed):
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow: on that backend only
 
     available = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
     if not listed:
@@ -206,7 +206,7 @@ def _tensorflow_devices(listed):
 
 
 def _tensorflow_mirrored(device_cfg):
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow: on that backend only
 
     devices = _tensorflow_devices(device_cfg.devices)
     strategy = tf.distribute.MirroredStrategy(list(devices))
@@ -214,7 +214,7 @@ def _tensorflow_mirrored(device_cfg):
 
 
 def _tensorflow_multi_worker(device_cfg):
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow: on that backend only
 
     class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
         """TensorFlow's, with `reduce` as Keras 3.15's `fit` calls it.
@@ -253,7 +253,7 @@ def _tensorflow_multi_worker(device_cfg):
 
 
 def _jax_listed(kind):
-    import keras
+    import keras  # Keras: seconds, not at --dry-run
 
     try:
         return list(keras.distribution.list_devices(kind))
@@ -277,7 +277,7 @@ def _jax_devices(listed):
 
 
 def _jax_mirrored(device_cfg):
-    import keras
+    import keras  # Keras: seconds, not at --dry-run
 
     devices = _jax_devices(device_cfg.devices)
     distribution = keras.distribution.DataParallel(devices=list(devices))
@@ -304,7 +304,7 @@ def engine(device_cfg):
         ServiceError: for a distribution the backend does not run, or a
             device the backend does not have.
     """
-    import keras
+    import keras  # Keras: seconds, not at --dry-run
 
     kind = device_cfg.distribution
     if kind == "none":
@@ -366,7 +366,7 @@ def check_batches(device_cfg, batches):
     Raises:
         ServiceError: naming each size that does not divide.
     """
-    import keras
+    import keras  # Keras: seconds, not at --dry-run
 
     if device_cfg.distribution == "none":
         return

@@ -201,9 +201,9 @@ def test_the_savedmodel_wrapper_pins_what_serving_it_needs_without_inferring(swe
     import mlflow
     import tensorflow as tf
 
-    from kg_service.serving import server
+    from kg_service.serving import model_folder
 
-    target = server._wrap_saved_model(sweep["saved_model"].resolve(), tmp_path / "model")
+    target = model_folder._wrap_saved_model(sweep["saved_model"].resolve(), tmp_path / "model")
     pinned = (tmp_path / "model" / "requirements.txt").read_text().split()
     assert f"tensorflow=={tf.__version__}" in pinned and f"numpy=={np.__version__}" in pinned
     assert any(line.startswith("mlflow") for line in pinned)

@@ -208,6 +208,7 @@ def test_pyfunc_loads_in_a_fresh_process_on_every_backend(registered, backend, t
         out = np.concatenate([model.predict(x[:1]), model.predict(x[1:4]), model.predict(x[4:])])
         np.save({str(tmp_path / 'out.npy')!r}, out)
         print("keras_gelu loaded from", sys.modules["keras_gelu"].__file__)
+        print("its names from", sys.modules["keras_gelu_names"].__file__)
         """
     )
     env = {**os.environ, "KERAS_BACKEND": backend}
@@ -217,4 +218,5 @@ def test_pyfunc_loads_in_a_fresh_process_on_every_backend(registered, backend, t
     assert done.returncode == 0, done.stderr[-3000:]
     # The model's own copy of keras_gelu (logged code path), not the checkout's.
     assert "/code/keras_gelu/" in done.stdout, done.stdout
+    assert "/code/keras_gelu_names/" in done.stdout, done.stdout
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), reference(registered, x), atol=1e-5)

@@ -29,6 +29,7 @@ from kg_service.config.loading import load_config
 from kg_service.errors import SweepInterrupted
 from kg_service.errors import SweepMismatch
 from kg_service.sweep import pipeline
+from kg_service.sweep import rebuild
 
 EARLY = """\
 experiment: seq-early
@@ -249,7 +250,7 @@ def test_an_interrupted_sequential_sweep_resumes_and_trains_up_to_max(tmp_path, 
     assert parent.data.tags["sequential.gelu"] == "inconclusive"
 
     # kg report rebuilds it from the store alone, replaying the same looks.
-    rebuilt = pipeline.report_sweep(
+    rebuilt = rebuild.report_sweep(
         "seq-max", f"sqlite:///{tmp_path / 'mlflow.db'}", claimant="test",
         output_dir=str(tmp_path / "rebuilt"),
     )

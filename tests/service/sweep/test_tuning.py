@@ -40,6 +40,8 @@ from kg_service.config import tuning as config_tuning
 from kg_service.config.loading import load_config
 from kg_service.errors import SweepInterrupted
 from kg_service.sweep import pipeline
+from kg_service.sweep import rebuild
+from kg_service.sweep import sharded
 from kg_service.results import MemberResult
 from kg_service.sweep import tuning as stage
 from kg_service.sweep.preflight import Preflight
@@ -387,19 +389,19 @@ def test_tuned_shards_in_turn_and_at_once_choose_as_one_job_and_resume_retrains_
     # One after another; shard 1 killed at its comparison, relu's choice claimed.
     config, folder = _sharded_config(tmp_path, "in_turn")
     with pytest.raises(SweepInterrupted):
-        pipeline.run_shard(config, Shard(1, 3), claimant="test",
+        sharded.run_shard(config, Shard(1, 3), claimant="test",
                            progress=_StopAtTheComparison(), echo=print)
     before = _runs(folder, "tune-shards")
     relu_tuning = {r.info.run_id for r in before["tuning"]}
     assert "member" not in before and len(relu_tuning) == 2  # relu x 2 values x 1 seed
-    restarted = pipeline.run_shard(config, Shard(1, 3), claimant="test", echo=print)
+    restarted = sharded.run_shard(config, Shard(1, 3), claimant="test", echo=print)
     assert (restarted.held, restarted.total) == (1, 4)  # relu/0; tuning members aside
-    pipeline.run_shard(config, Shard(2, 3), claimant="test", echo=print)  # relu's claimed
+    sharded.run_shard(config, Shard(2, 3), claimant="test", echo=print)  # relu's claimed
     assert {r.info.run_id for r in _runs(folder, "tune-shards")["tuning"]} == relu_tuning
-    outcome = pipeline.run_shard(config, Shard(3, 3), claimant="test", echo=print)
+    outcome = sharded.run_shard(config, Shard(3, 3), claimant="test", echo=print)
     runs = _check_sharded(folder, outcome, expected)
     assert len(runs["tuning"]) == 4  # each tuning member trained once
-    rebuilt = pipeline.report_sweep("tune-shards", config.tracking.uri, claimant="test",
+    rebuilt = rebuild.report_sweep("tune-shards", config.tracking.uri, claimant="test",
                                     output_dir=str(folder / "rebuilt"))
     _same(_summary(outcome), _summary(rebuilt))  # kg report: the same Tuning section
 
@@ -413,7 +415,7 @@ def test_tuned_shards_in_turn_and_at_once_choose_as_one_job_and_resume_retrains_
     for job in jobs:
         _, err = job.communicate(timeout=600)
         assert job.returncode == 0, err[-3000:]
-    outcome = pipeline.run_shard(config, Shard(3, 3), claimant="test", echo=print)
+    outcome = sharded.run_shard(config, Shard(3, 3), claimant="test", echo=print)
     runs = _check_sharded(folder, outcome, expected)
     # However many copies of relu's tuning members the two jobs logged, the
     # store's (kg report's) tuning is the one claimed choice.

@@ -9,6 +9,12 @@ The task's callables import them (Keras, scikit-learn) when called:
 registering the tasks happens whenever the service starts, `kg-train
 --dry-run` and a config error included, which must not pay Keras'
 5 to 12 seconds.
+
+Modules:
+    data: the datasets: split once, features kept raw.
+    models: the network, and its member-stacked twin.
+    pyfunc: the served model ("models from code").
+    train: training the members of one architecture at once.
 """
 
 from kg_service.tasks.base import Metric

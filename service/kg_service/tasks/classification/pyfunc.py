@@ -56,7 +56,7 @@ class KerasGeluModel(mlflow.pyfunc.PythonModel):
     """
 
     def load_context(self, context):
-        import keras
+        import keras  # Keras: when MLflow loads the model
 
         import keras_gelu.api  # noqa: F401 -- registers the custom objects
 
@@ -92,7 +92,7 @@ class SavedModelModel(mlflow.pyfunc.PythonModel):
     """
 
     def load_context(self, context):
-        import tensorflow as tf
+        import tensorflow as tf  # TensorFlow: when MLflow loads the model
 
         # Kept: the signature's variables live as long as the loaded object.
         self.loaded = tf.saved_model.load(context.artifacts["saved_model"])
@@ -303,11 +303,11 @@ def forward_function(model):
     first of its size class. On PyTorch, the eager `predict_on_batch`,
     which compiles nothing.
     """
-    import keras
+    import keras  # Keras: when MLflow loads the model
 
     backend = keras.backend.backend()
     if backend == "tensorflow":
-        import tensorflow as tf
+        import tensorflow as tf  # TensorFlow: on that backend only
 
         spec = tf.TensorSpec([None, model.input_shape[-1]], tf.float32)
         graph = tf.function(
@@ -337,7 +337,7 @@ def direct_call(function, probe):
     public call gives is used: the op itself, else the flat call, else
     the public call. Both are private API, hence the probe.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow: when MLflow loads the model
 
     try:
         expected = tf.nest.map_structure(np.asarray, function(tf.constant(probe)))
@@ -376,10 +376,10 @@ def _executed_call(function):
     """The function's op run as `tf.raw_ops` runs an op (TensorFlow's
     `execute.quick_execute`), with the captured variables as the trailing
     inputs, as `_call_flat` passes them; None where that is not there."""
-    import itertools
+    import itertools  # with the private TensorFlow API below, on its probe's path only
 
-    from tensorflow.python import pywrap_tfe
-    from tensorflow.python.eager import context
+    from tensorflow.python import pywrap_tfe  # TensorFlow's private API: on the probe's path only
+    from tensorflow.python.eager import context  # TensorFlow's private API: on the probe's path only
 
     inference = getattr(function, "_inference_function", None)
     if inference is None or not hasattr(pywrap_tfe, "TFE_Py_Execute"):

@@ -27,7 +27,7 @@ import time
 import keras
 import numpy as np
 
-from keras_gelu import name_table
+import keras_gelu_names as name_table
 from kg_service.config.derived import member_source_seeds
 from kg_service.tasks.classification.data import resplit
 from kg_service.tasks.classification.models import stack_model
@@ -152,7 +152,7 @@ def predict(model, x):
     every worker gets the same outputs on its own.
     """
     if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
+        import tensorflow as tf  # TensorFlow: on that backend only
 
         if tf.distribute.has_strategy():
             return keras.ops.convert_to_numpy(model(x, training=False))

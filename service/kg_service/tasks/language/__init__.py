@@ -7,6 +7,16 @@ model is, `serving`; its report lines, `report`. The
 task's callables import them (Keras) when called: registering the tasks
 happens whenever the service starts, `kg-train --dry-run` and a config
 error included, which must not pay Keras' 5 to 12 seconds.
+
+Modules:
+    corpus: the Python-code corpus, built offline from the stdlib.
+    entropy: attention entropy per layer ("ReLU's Revival").
+    lm_layers: the two layers Keras does not have.
+    model: the decoder-only language model.
+    probes: what "ReLU's Revival" measures, read off the layers.
+    pyfunc: the served model ("models from code").
+    stacked: M language models of one architecture as one model.
+    train: training the language model.
 """
 
 from kg_service.tasks.base import Metric

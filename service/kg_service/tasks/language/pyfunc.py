@@ -44,7 +44,7 @@ class KerasGeluLanguageModel(mlflow.pyfunc.PythonModel):
     """
 
     def load_context(self, context):
-        import keras
+        import keras  # Keras: when MLflow loads the model
 
         import keras_gelu.api  # noqa: F401 -- registers the custom objects
         import lm_layers  # noqa: F401 -- the model's own layers (code path)
@@ -133,10 +133,10 @@ def forward_function(model, context):
     On TensorFlow one concrete function for every batch size; elsewhere
     the backend's `predict_on_batch` (jitted on JAX).
     """
-    import keras
+    import keras  # Keras: when MLflow loads the model
 
     if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
+        import tensorflow as tf  # TensorFlow: on that backend only
 
         spec = tf.TensorSpec([None, context], tf.int32)
         graph = tf.function(

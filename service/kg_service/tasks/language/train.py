@@ -38,7 +38,7 @@ import numpy as np
 from keras import ops
 
 import keras_gelu
-from keras_gelu import name_table
+import keras_gelu_names as name_table
 from keras_gelu.stacking import stack_weights
 from keras_gelu.stacking import unstack_weights
 from kg_service.config.derived import member_source_seeds

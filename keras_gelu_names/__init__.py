@@ -1,11 +1,12 @@
 """The one table of activation names, and the one place names are cleaned.
 
 Pure Python, importing nothing: `keras_gelu.activations` binds each name
-to its function. kg-train's config validation checks names without Keras
-by loading this file alone (`importlib.util.spec_from_file_location` on
-the path `importlib.util.find_spec("keras_gelu")` reports, which finds the
-package without running its `__init__`, which imports Keras); so this
-module must keep importing nothing but the standard library.
+to its function. A package of its own, beside `keras_gelu` and shipped in
+the same distribution, so that kg-train's config validation imports it,
+as any module is imported, without Keras: importing anything under
+`keras_gelu` runs `keras_gelu/__init__.py`, which imports Keras (5 to 12
+seconds) to register every object a saved model may name, and must. So
+this package must keep importing nothing but the standard library.
 
 Kinds:
     "elementwise": f(x), same shape out; the target is the function name.
