@@ -1,10 +1,11 @@
 """kg-train: seeded activation comparisons tracked in MLflow.
 
 Modules:
-    analysis: what a sweep's results say: numbers, then words, then the report.
+    analysis: what a sweep's results say, in three rooms: numbers, words, reports.
     cli: the command line, kg and kg-train, a thin shell over the service.
     config: the sweep configuration: schema, loading and the catalog of names.
     errors: the exceptions the service raises for what a user can act on.
+    papers: the papers' reruns: docs/results.md from the studies in an MLflow store.
     redact: passwords never printed: a URI's `user:password@` shown masked.
     results: what a trained member hands to statistics, reports and tracking.
     serving: serving a registered model: kg serve, kg predict, SavedModel export.

@@ -1,10 +1,11 @@
 """What a sweep's results say, in three rooms: numbers, then words, then reports.
 
-    numbers   the statistics, pure (numpy, scipy): tests, verdicts (one
-              rule, `numbers.decisions.decide`), seed plans, resampling,
-              sequential looks, studies
-    words     every sentence and column title made of those numbers
-    reports   report.md, summary.json and the figures, assembled
+Modules:
+    numbers: the statistics, pure (numpy, scipy): tests, verdicts (one
+        rule, `numbers.decisions.decide`), seed plans, resampling,
+        sequential looks, studies
+    words: every sentence and column title made of those numbers
+    reports: report.md, summary.json and the figures, assembled
 
 A room imports only the rooms listed above it (reports -> words ->
 numbers), and nothing here imports tracking or sweep: the results are

@@ -1,19 +1,20 @@
 """A sweep's statistics as numbers: pure, no words, no files.
 
-    stats           one function per statistic (estimate, paired test,
-                    TOST, d_z interval, Fisher)
-    multiplicity    Holm's step-down over a family: adjusted p, levels
-    decisions       the one verdict rule, `decide` (better / worse /
-                    equivalent / inconclusive)
-    planning        the seeds that would decide a comparison (power)
-    resampling      bootstrap interval, P(improvement), ASO, P(best)
-    spending        alpha spending and group-sequential boundaries
-    sequential      a sequential sweep's looks and when it stops
-    comparisons     a sweep's members compared by seed: `summarize` -> Summary
-    summary         the Summary's types (activations, comparisons, winner)
-    curves          the training-loss curves compared
-    paired_examples McNemar's test on the test split's examples
-    plain           a Summary as plain data (summary.json's numbers, metrics)
-    study           several sweeps as one Holm family, interactions
-    aggregate       IQM, probability of improvement, profiles across tasks
+Modules:
+    stats: one function per statistic (estimate, paired test,
+        TOST, d_z interval, Fisher)
+    multiplicity: Holm's step-down over a family: adjusted p, levels
+    decisions: the one verdict rule, `decide` (better / worse /
+        equivalent / inconclusive)
+    planning: the seeds that would decide a comparison (power)
+    resampling: bootstrap interval, P(improvement), ASO, P(best)
+    spending: alpha spending and group-sequential boundaries
+    sequential: a sequential sweep's looks and when it stops
+    comparisons: a sweep's members compared by seed: `summarize` -> Summary
+    summary: the Summary's types (activations, comparisons, winner)
+    curves: the training-loss curves compared
+    paired_examples: McNemar's test on the test split's examples
+    plain: a Summary as plain data (summary.json's numbers, metrics)
+    study: several sweeps as one Holm family, interactions
+    aggregate: IQM, probability of improvement, profiles across tasks
 """

@@ -1,10 +1,11 @@
 """The reports, assembled from `analysis.numbers` and `analysis.words`.
 
-    evaluate          what a model or an activation computes (Keras, lazily)
-    figures           the PNG figures and the table of their names
-    report            a sweep's report.md and summary.json, with the figures
-    variance_report   the curves' and McNemar's sections of the report
-    sequential_report a sequential sweep's looks, as printed and reported
-    tuning            a tuning stage's choice per activation, its table and curves
-    study_report      a study's tables, report.md, summary.json and figure
+Modules:
+    evaluate: what a model or an activation computes (Keras, lazily)
+    figures: the PNG figures and the table of their names
+    report: a sweep's report.md and summary.json, with the figures
+    variance_report: the curves' and McNemar's sections of the report
+    sequential_report: a sequential sweep's looks, as printed and reported
+    tuning: a tuning stage's choice per activation, its table and curves
+    study_report: a study's tables, report.md, summary.json and figure
 """

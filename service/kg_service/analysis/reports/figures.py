@@ -122,7 +122,7 @@ def draw_figures(names, out, summary, results, *, dataset=None, threshold=None,
         raise ValueError(f"unknown report figures {unknown}; known: {list(FIGURES)}")
     drawn = [FIGURES[name](context) for name in FIGURES if name in names]
     drawn += [draw(context) for draw in own]
-    return [(name, alt) for name, alt, fig in drawn if _saved(fig, out / name)]
+    return [(name, alt) for name, alt, fig in drawn if save(fig, out / name)]
 
 
 def per_seed_file(summary):
@@ -136,13 +136,15 @@ def activation_colors(summary):
     return {a.activation: cmap(i % 10) for i, a in enumerate(summary.activations)}
 
 
-def _figure(width, height, layout=None):
+def blank_figure(width, height, layout=None):
+    """A matplotlib Figure of `width` x `height` inches at the report's DPI,
+    drawn off-screen (no pyplot state)."""
     fig = Figure(figsize=(width, height), dpi=DPI, layout=layout)
     FigureCanvasAgg(fig)
     return fig
 
 
-def _saved(fig, path):
+def save(fig, path):
     """Saves `fig` (None: nothing to show) and says whether it did."""
     if fig is None:
         return False
@@ -177,7 +179,7 @@ def _curve_panels(summary, results):
 
 def learning_curves(summary, results, colors, threshold=None, panels=None):
     panels = panels or _curve_panels(summary, results)
-    fig = _figure(11, 4.2)
+    fig = blank_figure(11, 4.2)
     axes = fig.subplots(1, 2)
     for ax, (key, label) in zip(axes, panels):
         for a in summary.activations:
@@ -219,10 +221,10 @@ def per_seed(summary, results, colors):
     stacked = has_diffs and len(names) > 3
     panel_w = max(5.5, 1.2 * len(names) + 2)
     if stacked:
-        fig = _figure(panel_w, 8.4)
+        fig = blank_figure(panel_w, 8.4)
         axes = fig.subplots(2, 1)
     else:
-        fig = _figure(2 * panel_w if has_diffs else panel_w, 4.6)
+        fig = blank_figure(2 * panel_w if has_diffs else panel_w, 4.6)
         axes = fig.subplots(1, 2 if has_diffs else 1, squeeze=False)[0]
     rotate = dict(rotation=15, ha="right") if sum(map(len, names)) > 7 * panel_w else {}
     ax = axes[0]
@@ -307,7 +309,7 @@ def decision_boundaries(summary, results, dataset, member_data=None):
     # by constrained layout: fixed 4-inch squares with tight_layout left a
     # wide empty band under the title.
     ratio = float(np.clip((g1[-1] - g1[0]) / (g0[-1] - g0[0]), 0.4, 2.5))
-    fig = _figure(3.8 * cols + 1.0, (3.1 * ratio + 0.9) * rows + 0.3, layout="constrained")
+    fig = blank_figure(3.8 * cols + 1.0, (3.1 * ratio + 0.9) * rows + 0.3, layout="constrained")
     names = tuple(getattr(dataset, "feature_names", ()) or ())
     xlabel, ylabel = (f"feature {n}" for n in (names if len(names) == 2 else ("1", "2")))
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
@@ -386,7 +388,7 @@ def attention_entropy(summary, results):
     rows = math.ceil(len(panels) / cols)
     width = max(2.2, 0.45 * heads + 1.0)
     height = max(2.1, 0.45 * blocks + 0.9)
-    fig = _figure(width * cols + 1.2, height * rows + 0.7, layout="constrained")
+    fig = blank_figure(width * cols + 1.2, height * rows + 0.7, layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
     for i, (ax, (name, seed, grid)) in enumerate(zip(axes.ravel(), panels)):
         image = ax.imshow(grid, vmin=0, vmax=top, cmap="viridis", aspect="auto")
@@ -422,7 +424,7 @@ def leaky_slopes(summary, results, colors):
     styles = ["-", "--", ":", "-."]
     markers = ["o", "s", "^", "D", "v", "P"]
     several = len({a for _, _, a, _ in series}) > 1
-    fig = _figure(8.5, 4.4, layout="constrained")
+    fig = blank_figure(8.5, 4.4, layout="constrained")
     ax = fig.subplots()
     for block, seed, activation, values in series:
         k = seeds.index(seed)
@@ -452,7 +454,7 @@ def activation_curves(summary, colors):
     curves = evaluate.activation_values([a.activation for a in summary.activations], x)
     if not curves:
         return None
-    fig = _figure(11, 4.2)
+    fig = blank_figure(11, 4.2)
     axes = fig.subplots(1, 2)
     for name, label, y, dy, is_gate in curves:
         style = dict(color=colors[name], linewidth=1.8, linestyle="--" if is_gate else "-",
@@ -469,34 +471,3 @@ def activation_curves(summary, colors):
     fig.suptitle("The activations compared (gated units: their gate function)", fontsize=11)
     fig.tight_layout()
     return fig
-
-
-# --- A study's figure (issue 18 §7). ---------------------------------------------
-
-PERFORMANCE_PROFILE = "performance_profile.png"
-
-
-def performance_profile(aggregate, path):
-    """rliable's performance profile of a study's `aggregate.Aggregate`:
-    per activation, the share of runs whose normalized score exceeds tau,
-    with its stratified-bootstrap band. Saves it to `path`; False (nothing
-    saved) when no activation ran in two tasks."""
-    if not aggregate.activations:
-        return False
-    fig = _figure(6.4, 4.2, layout="constrained")
-    ax = fig.add_subplot()
-    cmap = matplotlib.colormaps["tab10"]
-    for i, a in enumerate(aggregate.activations):
-        color = cmap(i % 10)
-        ax.plot(aggregate.taus, a.profile, color=color,
-                label=f"{a.activation} (IQM {a.iqm:.2f}, {len(a.tasks)} tasks)")
-        ax.fill_between(aggregate.taus, a.profile_low, a.profile_high, color=color, alpha=0.2)
-    ax.set_xlabel("normalized score τ (min-max per task: 0 worst run, 1 best)")
-    ax.set_ylabel("fraction of runs with score > τ")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.02)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(f"Performance profile ({aggregate.confidence:.0%} stratified "
-                 "bootstrap bands)", fontsize=10)
-    return _saved(fig, path)

@@ -9,11 +9,42 @@ import dataclasses
 import json
 import math
 
+import matplotlib
+
 from kg_service.analysis.reports import figures
 from kg_service.analysis.numbers import plain
 from kg_service.analysis.words import tables
 from kg_service.analysis.words import study_wording
 from kg_service.analysis.words import wording
+
+# A study's figure (issue 18 §7): drawn here, with the report it belongs to.
+PERFORMANCE_PROFILE = "performance_profile.png"
+
+
+def performance_profile(aggregate, path):
+    """rliable's performance profile of a study's `aggregate.Aggregate`:
+    per activation, the share of runs whose normalized score exceeds tau,
+    with its stratified-bootstrap band. Saves it to `path`; False (nothing
+    saved) when no activation ran in two tasks."""
+    if not aggregate.activations:
+        return False
+    fig = figures.blank_figure(6.4, 4.2, layout="constrained")
+    ax = fig.add_subplot()
+    cmap = matplotlib.colormaps["tab10"]
+    for i, a in enumerate(aggregate.activations):
+        color = cmap(i % 10)
+        ax.plot(aggregate.taus, a.profile, color=color,
+                label=f"{a.activation} (IQM {a.iqm:.2f}, {len(a.tasks)} tasks)")
+        ax.fill_between(aggregate.taus, a.profile_low, a.profile_high, color=color, alpha=0.2)
+    ax.set_xlabel("normalized score τ (min-max per task: 0 worst run, 1 best)")
+    ax.set_ylabel("fraction of runs with score > τ")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"Performance profile ({aggregate.confidence:.0%} stratified "
+                 "bootstrap bands)", fontsize=10)
+    return figures.save(fig, path)
 
 
 def comparison_rows(study):
@@ -124,7 +155,7 @@ def markdown(study, aggregate, figure_written):
         parts += [f"- {study_wording.improvement_verdict(aggregate, imp)}"
                   for imp in aggregate.improvements]
         if figure_written:
-            parts += ["", f"![performance profile]({figures.PERFORMANCE_PROFILE})"]
+            parts += ["", f"![performance profile]({PERFORMANCE_PROFILE})"]
     else:
         parts += ["No activation ran in two sweeps of the study: nothing to aggregate."]
     return "\n".join(parts) + "\n"
@@ -184,8 +215,8 @@ def write_study_report(study, aggregate, out):
     folder `out` (a `pathlib.Path`, created); returns the paths written."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    figure = out / figures.PERFORMANCE_PROFILE
-    drawn = figures.performance_profile(aggregate, figure)
+    figure = out / PERFORMANCE_PROFILE
+    drawn = performance_profile(aggregate, figure)
     if drawn:
         paths.append(figure)
     report = out / "report.md"

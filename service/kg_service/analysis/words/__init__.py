@@ -1,7 +1,8 @@
 """The numbers of `analysis.numbers` in words: every sentence and column title.
 
-    wording         formats, notes, columns: how a number reads
-    verdict_wording a sweep's verdicts in words (each `decisions.decide`'s)
-    study_wording   a study's verdicts, interactions and notes in words
-    tables          the terminal, Markdown and registry tables
+Modules:
+    wording: formats, notes, columns: how a number reads
+    verdict_wording: a sweep's verdicts in words (each `decisions.decide`'s)
+    study_wording: a study's verdicts, interactions and notes in words
+    tables: the terminal, Markdown and registry tables
 """

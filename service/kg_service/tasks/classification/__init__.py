@@ -14,6 +14,10 @@ Modules:
     data: the datasets: split once, features kept raw.
     models: the network, and its member-stacked twin.
     pyfunc: the served model ("models from code").
+    report: its lines in the sweep report.
+    serving: what a registered classifier is: pyfunc file, signature, code.
+    settings: its own `data:` keys (samples, noise).
+    sizes: its memory estimate and smoke sizes.
     train: training the members of one architecture at once.
 """
 

@@ -15,6 +15,10 @@ Modules:
     model: the decoder-only language model.
     probes: what "ReLU's Revival" measures, read off the layers.
     pyfunc: the served model ("models from code").
+    report: its lines and tables in the sweep report.
+    serving: what a registered language model is, and the layers it loads.
+    settings: its own keys: the corpus under `data:`, the transformer under `model:`.
+    sizes: its memory estimate and smoke sizes.
     stacked: M language models of one architecture as one model.
     train: training the language model.
 """

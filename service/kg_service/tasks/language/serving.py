@@ -17,13 +17,9 @@ DEFAULT_NEW_TOKENS = 32  # pyfunc.py's DEFAULT_NEW_TOKENS: the same when no para
 def signature(mlflow, model):
     """A `prompt` string column in; `continuation` and the next-byte
     log-probabilities out; `max_new_tokens` a request parameter."""
-    # MLflow at its point of use: a model is being logged (see the module docstring).
-    from mlflow.types import ColSpec
-    from mlflow.types import DataType
-    from mlflow.types import ParamSchema
-    from mlflow.types import ParamSpec
-    from mlflow.types import Schema
-    from mlflow.types.schema import Array
+    types = mlflow.types  # the caller's MLflow: a model is being logged
+    ColSpec, DataType, Schema = types.ColSpec, types.DataType, types.Schema
+    ParamSchema, ParamSpec, Array = types.ParamSchema, types.ParamSpec, types.schema.Array
 
     return mlflow.models.ModelSignature(
         inputs=Schema([ColSpec(DataType.string, "prompt")]),
