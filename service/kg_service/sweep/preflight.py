@@ -80,6 +80,10 @@ def preflight(config, store=None, resume=None, wait=False, echo=print):
     # down costs a second, not TensorFlow's start-up.
     check_memory(config)
     destinations.check_run(config, tracking_uri)
+    if config.execution.engine == "ray":  # an unreachable cluster costs seconds too
+        from kg_service.execution import cluster  # Ray: only for execution.engine ray
+
+        cluster.connect(config.execution, tracking_uri)
     # TensorFlow, MLflow: only once the cheap checks above passed.
     from kg_service.serving import export as export_lib
     from kg_service.tasks import base as tasks  # TensorFlow: after the cheap checks
