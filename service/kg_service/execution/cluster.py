@@ -34,10 +34,10 @@ def connect(execution, tracking_uri):
         ServiceError: the address does not answer, Ray is not installed,
             or a multi-node cluster was given a machine-local store.
     """
-    ray = import_ray()
     address = execution.address
     if address not in (None, "auto"):
-        check_reachable(address)
+        check_reachable(address)  # before Ray's import: a wrong address costs nothing
+    ray = import_ray()
     env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
     kwargs = dict(namespace=NAMESPACE, ignore_reinit_error=True, log_to_driver=False,
                   runtime_env={"env_vars": env} if env else None)
