@@ -18,9 +18,12 @@ from kg_service.tracking import destinations
 
 CONNECT_SECONDS = 3.0  # a head that does not accept a TCP connection by then is down
 NAMESPACE = "kg-train"  # the Ray namespace of kg-train's jobs
-# Passed to every task: a worker on another backend would train other
-# numbers silently.
-FORWARDED_ENV = ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL")
+# Passed to every task where the driver has them: a worker on another
+# backend would train other numbers silently (remote.check_backend refuses
+# it); groups that share a GPU (num_gpus 0.5) need TensorFlow to grow its
+# memory (JAX: not preallocate it) instead of taking the whole GPU each.
+FORWARDED_ENV = ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "TF_FORCE_GPU_ALLOW_GROWTH",
+                 "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION")
 
 
 def connect(execution, tracking_uri):

@@ -60,7 +60,8 @@ def train_and_log(task, dataset, config, pairs, log):
     if not todo:
         return landed
     check_backend(log.backend)
-    device.describe_device(config.device)
+    # This node's device, not the driver's: the runs say what trained them.
+    here = {f"device.{k}": v for k, v in device.describe_device(config.device).items()}
     with device.quiet_retracing_warnings():
         results = loop.train_group(task, dataset, config, todo, lambda epoch, values: None)
     node = cluster.node_tags()
@@ -68,7 +69,7 @@ def train_and_log(task, dataset, config, pairs, log):
         result.final = {**result.final, **log.final}
         if not log.keep_model:
             result.model = None
-        run_id = store.log_member(result, log.params[result.activation], {**log.tags, **node})
+        run_id = store.log_member(result, log.params[result.activation], {**log.tags, **here, **node})
         result.model = None  # the driver reads it from the run, if it needs it
         landed.append(Landed((result.activation, result.seed), run_id, result, node["kg.node"]))
     return landed
