@@ -3,11 +3,14 @@ checked, not just shown: its RayJob fields are those of KubeRay's own
 sample (`ray-operator/config/samples/ray-job.sample.yaml`, ray-project/kuberay
 at 0074129, read for issue 33: its fields, commented ones included, are
 below), its pod templates survive Kubernetes' own model, its Ray is the
-one pyproject.toml pins, and its entrypoint goes through kg-train's real CLI."""
+one pyproject.toml pins, and its entrypoint goes through kg-train's real CLI.
+docs/scaling/ray.sbatch (Ray's head/worker pattern on Slurm): bash -n, and
+its kg-train line through the real CLI."""
 
 import pathlib
 import re
 import shlex
+import subprocess
 
 import pytest
 import yaml
@@ -63,7 +66,8 @@ def test_rayjob_pod_templates_have_only_fields_kubernetes_knows(job):
 
 
 def test_rayjob_starts_the_ray_pyproject_pins_with_string_start_params(job):
-    pin = re.search(r'^ray = \["ray>=([0-9.]+),', (REPO / "pyproject.toml").read_text(), re.M)
+    pin = re.search(r'^ray = \["ray\[default\]>=([0-9.]+),', (REPO / "pyproject.toml").read_text(),
+                    re.M)
     assert job["spec"]["rayClusterSpec"]["rayVersion"].startswith(pin.group(1))
     for group in _groups(job):
         # KubeRay's rayStartParams is map[string]string.
@@ -82,3 +86,17 @@ def test_rayjob_entrypoint_is_a_ray_sweep_on_a_server_store_through_the_real_cli
     assert result.exit_code == 0, result.output
     assert "engine       ray at $RAY_ADDRESS" in result.output
     assert "tracking     http://mlflow:5000" in result.output  # not sqlite: many nodes
+
+
+def test_ray_sbatch_is_bash_that_starts_a_head_and_workers_then_the_driver(monkeypatch):
+    script = REPO / "docs" / "scaling" / "ray.sbatch"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    assert "ray start --head" in text and 'ray start --address "$head_ip:$port"' in text
+    (line,) = [s for s in text.splitlines() if s.startswith("kg-train ")]
+    args = shlex.split(line.replace('"$head_ip:$port"', "10.0.0.5:6379"))[1:]
+    monkeypatch.chdir(REPO)
+    result = CliRunner().invoke(cli.main, [*args, "--dry-run"], prog_name="kg-train",
+                                env={"MLFLOW_TRACKING_URI": "http://mlflow.example.org:5000"})
+    assert result.exit_code == 0, result.output
+    assert "engine       ray at 10.0.0.5:6379" in result.output
