@@ -58,8 +58,11 @@ def train_sweep(task, dataset, config, log, *, store, done=None, members=None, l
                 done_now = total - sum(len(c) for c in pending.values())
                 progress.stage(f"{done_now} of {total} members trained on the Ray cluster")
     finally:
-        for ref in pending:  # an error or an interrupt: nothing trains on unseen
-            ray.cancel(ref, force=True)
+        # An error or an interrupt: nothing trains on unseen. Not `force`:
+        # that would kill the workers, which the next sweep (a --resume)
+        # would start again, TensorFlow and all.
+        for ref in pending:
+            ray.cancel(ref)
     return [trained[k] for k in keys if k in wanted]
 
 

@@ -72,7 +72,8 @@ def summary(uri, experiment, role="member"):
 def kg_train(uri, address, config, *args):
     result = in_process.kg_train("--config", config, "--engine", "ray", "--ray-address", address,
                                  "--tracking-uri", uri, *args)
-    return {"exit_code": result.exit_code, "output": result.output[-3000:]}
+    said = [line for line in result.output.splitlines() if " WARNING " not in line]  # matplotlib's fonts
+    return {"exit_code": result.exit_code, "output": "\n".join(said)[-6000:]}
 
 
 def write_config(work, name, text):
@@ -164,33 +165,47 @@ def worker_killed(uri, address, work):
     return {**out, **summary(uri, "ray-killed-smoke"), "killed": killed}
 
 
-def driver_killed(uri, address, work):
-    """The driver killed (SIGKILL) once a member landed; --resume finishes."""
-    config = write_config(work, "driver", "experiment: ray-driver\nactivations: [relu, gelu]\n"
-                          "registry: {enabled: false}\ntracking: {lease_seconds: 5}\n"
-                          "execution: {members_per_task: 1}\n")
-    args = ["--config", config, "--engine", "ray", "--ray-address", address, "--tracking-uri",
-            uri, *SMOKE, "--quiet"]
-    driver = subprocess.Popen([os.path.join(servers.VENV_BIN, "kg-train"), *args],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and driver.poll() is None:
-        try:
-            if members(uri, "ray-driver-smoke"):
-                break
-        except Exception:  # the experiment is not there yet
-            pass
-        time.sleep(0.2)
-    landed_before = sum(len(r) for r in members(uri, "ray-driver-smoke").values())
-    driver.kill()
-    driver.wait()
-    client = mlflow.MlflowClient(uri)
-    experiment = client.get_experiment_by_name("ray-driver-smoke").experiment_id
-    (parent,) = client.search_runs([experiment], "tags.`kg.role` = 'sweep'")
-    out = kg_train(uri, address, config, *SMOKE, "--resume",
-                   parent.info.run_id, "--wait")
-    status = client.get_run(parent.info.run_id).info.status
-    return {**out, **summary(uri, "ray-driver-smoke"), "landed_before_kill": landed_before,
+class StopAfterFirstTask:
+    """A progress display that interrupts the driver (as Ctrl-C would) once
+    the first task's members landed, others still training."""
+
+    def __call__(self, event):
+        pass
+
+    def stage(self, message):
+        if "members trained on the Ray cluster" in message:
+            raise KeyboardInterrupt
+
+    def close(self):
+        pass
+
+
+def driver_stopped(uri, address, work):
+    """The driver stopped once a task landed; --resume on a new run of the
+    driver trains the rest, each member once. (A driver killed with
+    SIGKILL, then --resume --wait: docs/scaling.md, run by hand; here the
+    cheap in-process stop, in the same Ray job.)"""
+    from kg_service.config.loading import load_config  # the driver's own code, after the cluster is up
+    from kg_service.errors import SweepInterrupted
+    from kg_service.sweep import pipeline
+
+    path = write_config(work, "driver", "experiment: ray-driver\nactivations: [relu, gelu]\n"
+                        "registry: {enabled: false}\nexport: {enabled: false}\n"
+                        "execution: {members_per_task: 1}\n")
+    config = load_config(path, ["seeds=3", "training.epochs=2", "data.n_samples=200",
+                                "model.hidden_units=[8]", "execution.engine=ray",
+                                f"execution.address={address}", f"tracking.uri={uri}"])
+    try:
+        pipeline.run(config, claimant="test", progress=StopAfterFirstTask(), echo=lambda line: None)
+        return {"exit_code": "not stopped"}
+    except SweepInterrupted as stopped:
+        run_id = stopped.run_id
+    landed = sum(len(r) for r in members(uri, "ray-driver").values())
+    out = kg_train(uri, address, path, "--set", "seeds=3", "--set", "training.epochs=2",
+                   "--set", "data.n_samples=200", "--set", "model.hidden_units=[8]",
+                   "--resume", run_id)
+    status = mlflow.MlflowClient(uri).get_run(run_id).info.status
+    return {**out, **summary(uri, "ray-driver"), "landed_before_stop": landed,
             "sweep_status": status}
 
 
@@ -201,7 +216,7 @@ def sqlite_refused(address, work):
 
 
 SCENARIOS = {"spread": spread, "sequential": sequential, "tuned": tuned,
-             "worker_killed": worker_killed, "driver_killed": driver_killed}
+             "worker_killed": worker_killed, "driver_stopped": driver_stopped}
 
 
 def cpu_seconds():
