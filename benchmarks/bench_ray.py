@@ -26,7 +26,6 @@ import argparse
 import glob
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -37,30 +36,14 @@ BIN = os.path.dirname(sys.executable)
 SETS = ("seeds=10", "training.epochs=30", "export.enabled=false")
 
 
-def namespace_cpu():
-    """CPU seconds of every process in this PID namespace, reaped ones included."""
-    total = sum(getattr(resource.getrusage(who), f) for who in
-                (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
-    ticks = os.sysconf("SC_CLK_TCK")
-    for pid in os.listdir("/proc"):
-        if pid.isdigit() and int(pid) != os.getpid():
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            total += sum(int(x) for x in fields[11:15]) / ticks
-    return total
-
-
-def kg_train(folder, uri, sets, *extra):
+def kg_train(cpu_seconds, folder, uri, sets, *extra):
     command = [os.path.join(BIN, "kg-train"), "--config", os.path.join(ROOT, "configs/moons.yaml"),
                "--quiet", "--tracking-uri", uri, "--output-dir", folder, *extra]
     for item in sets:
         command += ["--set", item]
-    cpu, started = namespace_cpu(), time.perf_counter()
+    cpu, started = cpu_seconds(), time.perf_counter()
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True)
-    wall, cpu = time.perf_counter() - started, namespace_cpu() - cpu
+    wall, cpu = time.perf_counter() - started, cpu_seconds() - cpu
     if done.returncode != 0:
         raise SystemExit(f"kg-train failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
     return wall, cpu
@@ -140,22 +123,24 @@ def main(argv):
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     os.environ.update(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled",
                       KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+    # Inside the namespace only (the outer process just starts it):
     sys.path.insert(0, ROOT)
     from tests.service import servers  # the suite's PostgreSQL and MLflow server
+    from tests.service.execution.ray_cluster import cpu_seconds  # the namespace's CPU seconds
 
     work = tempfile.mkdtemp(prefix="kg-bench-ray-", dir="/tmp")
     runs, results = {}, {}
     folder = os.path.join(work, "local")
     os.makedirs(folder)
     uri = f"sqlite:///{folder}/m.db"
-    runs["local"] = kg_train(folder, uri, sets)
+    runs["local"] = kg_train(cpu_seconds, folder, uri, sets)
     results["local"] = numbers(uri), summary(folder)
 
     folder = os.path.join(work, "ray1")
     os.makedirs(folder)
     ray_start(os.path.join(work, "r1"), port=6380)
     uri = f"sqlite:///{folder}/m.db"
-    runs["ray, 1 node"] = kg_train(folder, uri, sets, "--engine", "ray", "--ray-address",
+    runs["ray, 1 node"] = kg_train(cpu_seconds, folder, uri, sets, "--engine", "ray", "--ray-address",
                                    "127.0.0.1:6380")
     results["ray, 1 node"] = numbers(uri), summary(folder)
     ray_stop()
@@ -167,7 +152,7 @@ def main(argv):
     with servers.postgres() as database, servers.mlflow_server(database, artifacts) as uri:
         ray_start(os.path.join(work, "r2"), port=6381)
         ray_start(os.path.join(work, "r2"), head="127.0.0.1:6381", resources={"node2": 1})
-        runs["ray, 2 nodes"] = kg_train(folder, uri, [*sets, "execution.members_per_task=5"],
+        runs["ray, 2 nodes"] = kg_train(cpu_seconds, folder, uri, [*sets, "execution.members_per_task=5"],
                                         "--engine", "ray", "--ray-address", "127.0.0.1:6381")
         results["ray, 2 nodes"] = numbers(uri), summary(folder)
         ray_stop()

@@ -30,6 +30,7 @@ import mlflow
 
 from tests.service import in_process
 from tests.service import servers
+from tests.service.sweep.test_sequential_sweep import EARLY
 
 RAY = os.path.join(servers.VENV_BIN, "ray")
 TASK_TITLE = "ray::kg-train group"  # a worker's process title while it runs one of our tasks
@@ -92,19 +93,10 @@ def spread(uri, address, work):
     return {**out, **summary(uri, "ray-spread-smoke"), "versions": len(versions)}
 
 
-# A linear network cannot separate circles: worse than relu at the first
-# look (tests/service/sweep/test_sequential_sweep.py's EARLY, measured there).
-SEQUENTIAL = """\
-experiment: ray-seq
-activations: [relu, linear]
-seeds: {start: 3, step: 3, max: 9, spending: pocock}
-data: {dataset: circles, n_samples: 300}
-model: {hidden_units: [16]}
-training: {epochs: 8, learning_rate: 0.02}
-registry: {enabled: false}
-export: {enabled: false}
-execution: {members_per_task: 2}
-"""
+# test_sequential_sweep's EARLY: a linear network cannot separate circles,
+# worse than relu at the first look (measured there); 2 members a task.
+SEQUENTIAL = EARLY.replace("experiment: seq-early", "experiment: ray-seq") + (
+    "execution: {members_per_task: 2}\n")
 
 
 def sequential(uri, address, work):
@@ -117,13 +109,13 @@ TUNED = """\
 experiment: ray-tuned
 activations: [relu, gelu]
 seeds: 2
-data: {dataset: circles, n_samples: 300}
-model: {hidden_units: [8]}
-training: {epochs: 4}
-registry: {enabled: false}
-export: {enabled: false}
 tuning: {parameter: training.learning_rate, values: [0.001, 0.03], seeds: 2}
 execution: {members_per_task: 1}
+data: {dataset: circles, n_samples: 300}
+registry: {enabled: false}
+export: {enabled: false}
+model: {hidden_units: [8]}
+training: {epochs: 4}
 """
 
 
