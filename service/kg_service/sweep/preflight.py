@@ -89,8 +89,8 @@ def preflight(config, store=None, resume=None, wait=False, echo=print):
     from kg_service.training import loop as train_lib  # TensorFlow: after the cheap checks
     from kg_service.tracking import mlflow_store as tracking  # MLflow: after the cheap checks
 
-    device = device_lib.describe_device(config.device)
     task = tasks.get(config.data.dataset)
+    device = device_lib.describe_device(config.device)
     dataset = task.load(config.data)
     train_lib.check_distribution(task, dataset, config)
     if config.export.enabled:
