@@ -90,3 +90,22 @@ def test_a_multi_node_cluster_refuses_a_store_on_the_drivers_disk(nodes, uri, re
             cluster.check_store(nodes, uri, "head:6379")
     else:
         cluster.check_store(nodes, uri, "head:6379")
+
+
+def test_a_tasks_own_error_reaches_the_driver_unwrapped_and_a_bug_keeps_rays():
+    from kg_service.execution import groups  # Keras: this test only
+
+    class RayTaskError(Exception):  # Ray's wrapper: the task's error as `cause`
+        def __init__(self, cause):
+            super().__init__(f"remote traceback of {cause!r}")
+            self.cause = cause
+
+    def ray_raising(cause):
+        def get(ref):
+            raise RayTaskError(cause)
+        return types.SimpleNamespace(get=get, exceptions=types.SimpleNamespace(RayTaskError=RayTaskError))
+
+    with pytest.raises(ServiceError, match="^the store stayed down$"):
+        groups.landed_of(ray_raising(ServiceError("the store stayed down")), "ref")
+    with pytest.raises(RayTaskError):
+        groups.landed_of(ray_raising(ValueError("a bug")), "ref")
