@@ -1,6 +1,6 @@
 """A real two-node Ray cluster, a PostgreSQL-backed MLflow server and the
 scenarios of issue 33, run as ONE process inside a private network and PID
-namespace (`python -m tests.service.execution.ray_cluster OUT.json WORKDIR`
+namespace (`python -m tests.service.execution.ray_cluster OUT.json WORKDIR RAYTMP`
 under `unshare -n -p -f --mount-proc`; test_ray_cluster.py starts it).
 
 Why a namespace: Ray will not use 127.0.0.1 as a node address on a machine
@@ -22,7 +22,6 @@ import resource
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -229,7 +228,9 @@ def cpu_seconds():
     return round(total, 1)
 
 
-def main(out_path, work):
+def main(out_path, work, ray_temp):
+    """`ray_temp`: Ray's session folder, a short path (its socket names);
+    the test removes it once the namespace has ended."""
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     # No token: nothing outside this namespace can reach its loopback.
     os.environ.update(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled",
@@ -240,7 +241,7 @@ def main(out_path, work):
     os.makedirs(artifacts)
     with servers.postgres() as database, servers.mlflow_server(database, artifacts) as uri:
         port = servers.free_port()
-        start_cluster(port, tempfile.mkdtemp(prefix="kg-ray-", dir="/tmp"))  # a short path: Ray's sockets
+        start_cluster(port, ray_temp)
         address = f"127.0.0.1:{port}"
         for name, scenario in SCENARIOS.items():
             started = time.monotonic()

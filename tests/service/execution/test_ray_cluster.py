@@ -11,8 +11,10 @@ are printed with -s; see docs/scaling.md.
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -27,11 +29,15 @@ def cluster(tmp_path_factory):
         pytest.skip("the test cluster's private network namespace needs root (CI runs as root)")
     work = tmp_path_factory.mktemp("ray")
     out = work / "results.json"
-    done = subprocess.run(
-        ["unshare", "-n", "-p", "-f", "--mount-proc", sys.executable, "-m",
-         "tests.service.execution.ray_cluster", str(out), str(work)],
-        cwd=REPO, capture_output=True, text=True, timeout=1500,
-    )
+    ray_temp = tempfile.mkdtemp(prefix="kg-ray-", dir="/tmp")  # short: Ray's socket names
+    try:
+        done = subprocess.run(
+            ["unshare", "-n", "-p", "-f", "--mount-proc", sys.executable, "-m",
+             "tests.service.execution.ray_cluster", str(out), str(work), ray_temp],
+            cwd=REPO, capture_output=True, text=True, timeout=1500,
+        )
+    finally:  # every process that wrote there ended with the namespace
+        shutil.rmtree(ray_temp, ignore_errors=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     results = json.loads(out.read_text())
     seconds = {k: v["seconds"] for k, v in results.items() if isinstance(v, dict) and "seconds" in v}
