@@ -68,7 +68,9 @@ def declared_factor(name, stored):
     return factor["setting"], factor["reference"]
 
 
-def _level(config, setting):
+def level_of(config, setting):
+    """A sweep config's (dict or `Config`) level of the study factor's
+    `setting`; None without a factor or where the config has no such key."""
     if setting is None:
         return None
     try:
@@ -101,7 +103,7 @@ def study_sweeps(stored):
             name=name, baseline=s.baseline, metrics=metrics, values=s.values,
             failed=s.failed,
             margins={m.name: margin_for(analysis, m.name, s.metric) for m in metrics},
-            level=_level(s.config, setting),
+            level=level_of(s.config, setting),
         ))
     return out
 
