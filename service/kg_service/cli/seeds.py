@@ -73,7 +73,7 @@ def plan(ctx, experiment, config_path, margin, power, alpha, tracking_uri):
     mlflow_client.quiet_downloads()
     with options.command_errors(ctx, "kg plan"):
         if (experiment is None) == (config_path is None):
-            raise ServiceError("kg plan: expected one of --experiment NAME (a stored sweep's "
+            raise ServiceError("expected one of --experiment NAME (a stored sweep's "
                                "comparisons) or --config FILE (a config's claims).")
         tracking_uri = options.checked_tracking_uri(tracking_uri)
         if config_path is not None:
@@ -87,10 +87,10 @@ def plan(ctx, experiment, config_path, margin, power, alpha, tracking_uri):
 def claims_plan(path, tracking_uri=None, power=None):
     """`kg plan --config`'s text: the config's claims, the seeds each needs."""
     from kg_service.analysis.numbers import claim_data  # scipy: after the options are checked
-    from kg_service.analysis.words import claim_wording
-    from kg_service.analysis.words import tables
-    from kg_service.config import loading
-    from kg_service.sweep import claims as sweep_claims
+    from kg_service.analysis.words import claim_wording  # scipy, as above
+    from kg_service.analysis.words import tables  # scipy, as above
+    from kg_service.config import loading  # pydantic: after the options are checked
+    from kg_service.sweep import claims as sweep_claims  # MLflow: a real plan only
 
     config = loading.load_config(path)
     claims = claim_data.declared(config)

@@ -295,6 +295,9 @@ class ClaimPlan:
     alpha: float  # alpha / m, the level planned at
     power: float
     needed: Optional[int]
+    # Without a pilot: the seeds if the per-seed sd were the smallest
+    # effect itself (d = 1) or twice it (d = 0.5).
+    if_sd: tuple = ()
 
 
 def plan_claims(claims, sds, power=0.8):
@@ -305,8 +308,10 @@ def plan_claims(claims, sds, power=0.8):
     for c in claims:
         sd, n = sds.get(c.name, (math.nan, 0))
         level = c.alpha / len(claims)
+        d = c.smallest_effect
         out.append(ClaimPlan(claim=c, sd=sd, pilot_seeds=n, alpha=level, power=power,
-                             needed=seeds_for(c.smallest_effect, sd, level, power)))
+                             needed=seeds_for(d, sd, level, power),
+                             if_sd=tuple((k, seeds_for(d, k * d, level, power)) for k in (1, 2))))
     return tuple(out)
 
 

@@ -116,8 +116,10 @@ def plan_rows(plans):
     rows = []
     for p in plans:
         sd = "no pilot" if not math.isfinite(p.sd) else f"{p.sd:.4g} ({p.pilot_seeds} seeds)"
-        needed = ("–" if not math.isfinite(p.sd) else
-                  f"{p.needed}" if p.needed is not None else "beyond any budget")
+        if not math.isfinite(p.sd):
+            needed = "; ".join(f"{n} if sd = {'' if k == 1 else f'{k}×'}effect" for k, n in p.if_sd)
+        else:
+            needed = f"{p.needed}" if p.needed is not None else "beyond any budget"
         rows.append([p.claim.name, compares(p.claim), p.claim.metric,
                      f"{p.claim.smallest_effect:g}", sd, needed, f"{p.alpha:.4g}"])
     return PLAN_HEADER, rows
