@@ -40,13 +40,33 @@ def sweep_names(stored):
             for s in stored]
 
 
-def analysis_config(ran):
-    """The `analysis:` section of a sweep's config.json (`ran`), validated as
-    kg-train validated it; a sweep from before the section: the defaults."""
+def sweep_config(ran):
+    """A sweep's config.json (`ran`) as the `Config` kg-train validated."""
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp, "config.json")
         path.write_text(json.dumps(ran))
-        return loading.load_config(path).analysis
+        return loading.load_config(path)
+
+
+def analysis_config(ran):
+    """The `analysis:` section of a sweep's config.json (`ran`), validated as
+    kg-train validated it; a sweep from before the section: the defaults."""
+    return sweep_config(ran).analysis
+
+
+def declared_claims(name, configs):
+    """The `Config` whose claims a study's sweeps (their `Config`s) declare:
+    one set of claims for the whole study, like its factor.
+
+    Raises:
+        ServiceError: sweeps of one study declaring different claims.
+    """
+    declared = {repr(c.claims) for c in configs}
+    if len(declared) > 1:
+        raise ServiceError(
+            f"study {name!r}: its sweeps declare different `claims:`; expected one set of "
+            "claims for the whole study (declared before its first sweep ran).")
+    return configs[0] if configs else None
 
 
 def declared_factor(name, stored):
