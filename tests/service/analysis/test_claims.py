@@ -157,3 +157,41 @@ def test_a_sequential_decision_plugs_into_the_same_rule():
     word, why, _ = claims.label(claim(), decisions.decided_elsewhere(decisions.BETTER),
                                 estimate=0.02, power=0.9, target=0.8, seeds=12, needed=10)
     assert (word, why) == (claims.REPRODUCED, "")
+
+
+def test_a_sweeps_report_shows_its_claims_table():
+    from kg_service.analysis.numbers import comparisons
+    from kg_service.analysis.reports import report
+    from kg_service.config.claims import ClaimConfig
+    from kg_service.config.schema import Config
+    from tests.service.analysis.members import sweep
+
+    results = sweep({"relu": [0.90, 0.91, 0.92, 0.90], "gelu": [0.93, 0.95, 0.95, 0.94]})
+    config = Config(activations=("relu", "gelu"), seeds=(0, 1, 2, 3), claims=(
+        ClaimConfig(name="gelu-wins", pair=("gelu", "relu"), metric="test_accuracy",
+                    direction="greater", smallest_effect=0.003),
+        ClaimConfig(name="ln", interaction=("gelu", "relu"), reference=True,
+                    metric="test_accuracy", direction="greater", smallest_effect=0.003)))
+    md = report.render_markdown(comparisons.summarize(results, "relu"), results, title="t",
+                                config=config)
+    claims_part = md[md.index("## Claims"):]
+    assert "| gelu-wins | gelu − relu | test_accuracy |" in claims_part
+    assert "- gelu-wins: reproduced: significant in the claimed direction" in claims_part
+    assert "- ln: not tested: the test could not run (an interaction needs" in claims_part
+
+
+def test_a_sequential_sweeps_claims_get_no_fixed_design_label():
+    """Issue 30 §7: over the seeds a sequential sweep stopped at, a fixed-
+    design test claims too much; its claims wait for the looks' decision."""
+    from kg_service.analysis.numbers import claim_data
+    from kg_service.config.claims import ClaimConfig
+    from kg_service.config.schema import Config
+    from kg_service.config.schema import SequentialSeeds
+    from tests.service.analysis.members import sweep
+
+    results = sweep({"relu": [0.90, 0.91, 0.92, 0.90], "gelu": [0.93, 0.95, 0.95, 0.94]})
+    config = Config(activations=("relu", "gelu"), seeds=SequentialSeeds(), claims=(
+        ClaimConfig(name="gelu-wins", pair=("gelu", "relu"), metric="test_accuracy",
+                    direction="greater", smallest_effect=0.003),))
+    (lab,) = claim_data.label_sweep(config, results)
+    assert (lab.label, lab.detail) == (claims.NOT_TESTED, (claim_data.SEQUENTIAL,))

@@ -76,13 +76,24 @@ def label_levels(claims, by_level, power=0.8):
     return rule.label_all([evidence(c, by_level) for c in claims], power)
 
 
+# A sequential sweep stopped at a look: a fixed-design test over its seeds
+# says better/worse too often and its means are biased (issue 30 §7). Its
+# claims take the looks' decision through `claims.label` (issue 32 §2).
+SEQUENTIAL = ("a sequential sweep: its claims are decided by its looks, not by a "
+              "fixed-design test over the seeds it stopped at")
+
+
 def label_sweep(config, results):
     """A lone sweep's claims labelled from its members: a pair or contrast
     from its own numbers, an interaction "not tested" (it needs the
-    study's other sweeps: `kg report --study`). () without claims."""
+    study's other sweeps: `kg report --study`), every claim of a
+    sequential sweep "not tested" here (`SEQUENTIAL`). () without claims."""
     claims = declared(config)
     if not claims:
         return ()
+    if isinstance(config.seeds, schema.SequentialSeeds):
+        return rule.label_all([rule.Evidence(c, missing=SEQUENTIAL) for c in claims],
+                              config.analysis.power)
     tables = results_tables(results, {c.metric for c in claims})
     level = None
     factor = config.study_factor
