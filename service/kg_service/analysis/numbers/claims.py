@@ -142,11 +142,11 @@ def _per_seed(table, plus, minus):
     """{seed: mean(plus) - mean(minus)} over the seeds every activation has
     (finite values only), and the two sides' means over those seeds."""
     names = (*plus, *minus)
-    absent = [a for a in names if a not in table]
+    finite = {a: {s for s, v in table.get(a, {}).items() if math.isfinite(v)} for a in names}
+    absent = [a for a in names if not finite[a]]
     if absent:
-        return None, f"no runs of {', '.join(absent)}"
-    seeds = sorted(set.intersection(*(
-        {s for s, v in table[a].items() if math.isfinite(v)} for a in names)))
+        return None, f"no runs of {', '.join(absent)} with the claim's metric"
+    seeds = sorted(set.intersection(*finite.values()))
     a = {s: _mean([table[x][s] for x in plus]) for s in seeds}
     b = {s: _mean([table[x][s] for x in minus]) for s in seeds}
     return (a, b), ""
