@@ -10,13 +10,12 @@ holds none, the plan says so instead of guessing one.
 """
 
 import dataclasses
-import math
 import pathlib
 
 from kg_service.analysis.numbers import claim_data
 from kg_service.analysis.numbers import claims as rule
 from kg_service.errors import ServiceError
-from kg_service.sweep.studies import level_of
+from kg_service.sweep.studies import stored_levels
 from kg_service.tracking import destinations
 from kg_service.tracking import studies
 
@@ -28,18 +27,6 @@ class Pilot:
 
     by_level: dict
     source: str
-
-
-def members_tables(members):
-    """{metric: {activation: {seed: value}}} of `SweepRuns.members`
-    ({activation: {seed: {metric: value}}})."""
-    out = {}
-    for activation, seeds in members.items():
-        for seed, metrics in seeds.items():
-            for metric, value in metrics.items():
-                if isinstance(value, (int, float)) and math.isfinite(value):
-                    out.setdefault(metric, {}).setdefault(activation, {})[seed] = float(value)
-    return out
 
 
 def read_pilot(config, uri):
@@ -60,12 +47,7 @@ def read_pilot(config, uri):
     except ServiceError as error:
         return Pilot({}, f"no pilot: {error}")
     setting = config.study_factor.setting if config.study_factor else None
-    by_level, names = {}, {}
-    for s in stored:  # oldest first: a level's newest sweep is kept
-        level = level_of(s.config, setting)
-        runs = studies.read_sweep_runs(uri, s.run_id)
-        by_level[level] = members_tables(runs.members)
-        names[level] = f"{s.experiment} ({s.run_id[:8]})"
+    by_level, names = stored_levels(uri, stored, setting)
     return Pilot(by_level, f"per-seed sd from the finished sweeps of study {config.study!r} "
                            f"in {uri}: {', '.join(names.values())}")
 

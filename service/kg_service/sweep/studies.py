@@ -9,10 +9,12 @@ profile across the sweeps as tasks), and writes the study's report.
 import dataclasses
 import datetime
 import json
+import math
 import pathlib
 import tempfile
 
 from kg_service.analysis.numbers import aggregate as aggregate_lib
+from kg_service.analysis.numbers import claim_data
 from kg_service.analysis.numbers import stats
 from kg_service.analysis.numbers import study as study_lib
 from kg_service.analysis.reports import study_report
@@ -28,6 +30,7 @@ class StudyOutcome:
     aggregate: aggregate_lib.Aggregate
     out_dir: pathlib.Path
     paths: tuple
+    claims: tuple = ()  # the study's declared claims labelled (claims.Label)
 
 
 def sweep_names(stored):
@@ -99,6 +102,43 @@ def level_of(config, setting):
         return None
 
 
+def members_tables(members):
+    """{metric: {activation: {seed: value}}} of `SweepRuns.members`
+    ({activation: {seed: {metric: value}}}), finite values only."""
+    out = {}
+    for activation, seeds in members.items():
+        for seed, metrics in seeds.items():
+            for metric, value in metrics.items():
+                if isinstance(value, (int, float)) and math.isfinite(value):
+                    out.setdefault(metric, {}).setdefault(activation, {})[seed] = float(value)
+    return out
+
+
+def stored_levels(tracking_uri, stored, setting):
+    """{level: {metric: {activation: {seed: value}}}} of a study's stored
+    sweeps, every metric their members logged (`claim_data`'s `by_level`),
+    and {level: "experiment (run id)"}; of two sweeps at one level, the
+    newer (`stored` is oldest first)."""
+    by_level, names = {}, {}
+    for s in stored:
+        level = level_of(s.config, setting)
+        by_level[level] = members_tables(studies.read_sweep_runs(tracking_uri, s.run_id).members)
+        names[level] = f"{s.experiment} ({s.run_id[:8]})"
+    return by_level, names
+
+
+def study_claims(name, tracking_uri, stored):
+    """The claims the study's sweeps declare, labelled from every metric
+    their members logged, Holm over them (issue 32 §1); () without any."""
+    config = declared_claims(name, [sweep_config(s.config) for s in stored])
+    claims = claim_data.declared(config) if config is not None else ()
+    if not claims:
+        return ()
+    setting = config.study_factor.setting if config.study_factor else None
+    by_level, _ = stored_levels(tracking_uri, stored, setting)
+    return claim_data.label_levels(claims, by_level, config.analysis.power)
+
+
 def analyse_stored(name, stored, confidence=0.95):
     """`analysis.numbers.study.analyse` of a study's stored sweeps, each at its level
     of the declared factor (read from the config it ran)."""
@@ -167,5 +207,7 @@ def report_study(name, tracking_uri, output_dir=None, confidence=0.95,
     out = pathlib.Path(
         output_dir or f"kg-output/study-{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     )
-    paths = study_report.write_study_report(study, aggregate, out)
-    return StudyOutcome(study=study, aggregate=aggregate, out_dir=out, paths=tuple(paths))
+    claims = study_claims(name, tracking_uri, stored)
+    paths = study_report.write_study_report(study, aggregate, out, claims)
+    return StudyOutcome(study=study, aggregate=aggregate, out_dir=out, paths=tuple(paths),
+                        claims=claims)
