@@ -4,7 +4,6 @@ declared before the run, labelled from the stored per-seed numbers only
 the words `analysis.words.claim_wording`; nothing here decides.
 """
 
-from kg_service.analysis.numbers import claim_data
 from kg_service.analysis.words import claim_wording
 from kg_service.analysis.words import tables
 from kg_service.sweep import studies
@@ -13,17 +12,7 @@ from kg_service.sweep import studies
 def study_labels(tag, runs):
     """The labels of a study's declared claims from its `page.StoredRun`s,
     Holm over them; () where the study declares none."""
-    configs = [studies.sweep_config(r.config) for r in runs]
-    config = studies.declared_claims(tag, configs)
-    claims = claim_data.declared(config) if config is not None else ()
-    if not claims:
-        return ()
-    setting = config.study_factor.setting if config.study_factor else None
-    metrics = {c.metric for c in claims}
-    by_level = {}
-    for run, ran in zip(runs, configs):
-        by_level[studies.level_of(ran, setting)] = {m: run.values(m) for m in metrics}
-    return claim_data.label_levels(claims, by_level, config.analysis.power)
+    return studies.label_claims(tag, [(r.config, r.members) for r in runs])
 
 
 def claims_lines(tag, runs):

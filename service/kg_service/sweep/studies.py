@@ -127,16 +127,26 @@ def stored_levels(tracking_uri, stored, setting):
     return by_level, names
 
 
-def study_claims(name, tracking_uri, stored):
-    """The claims the study's sweeps declare, labelled from every metric
-    their members logged, Holm over them (issue 32 §1); () without any."""
-    config = declared_claims(name, [sweep_config(s.config) for s in stored])
+def label_claims(name, sweeps):
+    """The claims a study's sweeps declare, labelled, Holm over them (issue
+    32 §1); () without any. `sweeps`: (config.json as a dict, members as
+    `SweepRuns.members`) per sweep, oldest first (a level's newest wins)."""
+    configs = [sweep_config(ran) for ran, _ in sweeps]
+    config = declared_claims(name, configs)
     claims = claim_data.declared(config) if config is not None else ()
     if not claims:
         return ()
     setting = config.study_factor.setting if config.study_factor else None
-    by_level, _ = stored_levels(tracking_uri, stored, setting)
+    by_level = {level_of(c, setting): members_tables(members)
+                for c, (_, members) in zip(configs, sweeps)}
     return claim_data.label_levels(claims, by_level, config.analysis.power)
+
+
+def study_claims(name, tracking_uri, stored):
+    """`label_claims` of a study's stored sweeps, every metric their
+    members logged read from the store."""
+    return label_claims(name, [(s.config, studies.read_sweep_runs(tracking_uri, s.run_id).members)
+                               for s in stored])
 
 
 def analyse_stored(name, stored, confidence=0.95):

@@ -41,3 +41,14 @@ def test_a_bad_claim_is_exit_2_naming_the_file_line_and_key(tmp_path):
 def test_plan_needs_one_of_experiment_or_config():
     result = plan()
     assert result.exit_code == 2 and "expected one of --experiment NAME" in result.output
+
+
+def test_the_dry_run_plan_names_the_declared_claims():
+    from kg_service.cli.plan import describe_plan
+    from kg_service.config.loading import load_config
+
+    path = REPO / "configs" / "glu-variants.yaml"
+    (row,) = [line for line in describe_plan(load_config(path), environ={}).splitlines()
+              if line.strip().startswith("claims")]
+    assert "3 declared (gated-beat-plain, geglu-beats-relu, swiglu-beats-relu)" in row
+    assert f"kg plan --config {path}" in row
