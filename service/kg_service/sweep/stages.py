@@ -43,6 +43,7 @@ class Compared:
     failed: tuple  # MemberResults that diverged, listed, never averaged
     # A sequential sweep's looks (kg_service.analysis.numbers.sequential.SweepLooks).
     looks: Any = None
+    claims: tuple = ()  # the config's claims labelled (analysis.numbers.claims.Label)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,12 +198,15 @@ def compare(config, pre, trained, looks=None):
         s.activation: best_member(summary, ok, s.activation)
         for s in summary.activations
     }
+    from kg_service.analysis.numbers import claim_data  # scipy: as above
+
     return Compared(
         summary=summary,
         report_paths=tuple(report_paths),
         champions=champions,
         failed=failed,
         looks=looks,
+        claims=claim_data.label_sweep(config, ok),
     )
 
 
