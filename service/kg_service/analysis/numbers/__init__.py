@@ -19,4 +19,6 @@ Modules:
     plain: a Summary as plain data (summary.json's numbers, metrics)
     study: several sweeps as one Holm family, interactions
     aggregate: IQM, probability of improvement, profiles across tasks
+    mixed: one linear mixed model across tasks, contrasts with max-t
+        simultaneous intervals
 """
