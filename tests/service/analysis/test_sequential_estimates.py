@@ -36,10 +36,10 @@ def _se(rate, sims):
     return math.sqrt(rate * (1 - rate) / sims)
 
 
-def _simulate(mu, futility, sims, seed=1, estimate=False):
+def _simulate(mu, futility, sims, seed=1, estimate=False, delta=DELTA):
     """What `sequential.sequential_test` decides, vectorized over `sims`
     comparisons with N(mu, 1) paired differences: each look's decision,
-    futility at DELTA where `futility` (obeyed), the repeated CI's coverage
+    futility at `delta` where `futility` (obeyed), the repeated CI's coverage
     at the stopping look, and (with `estimate`) the naive and the adjusted
     estimate there."""
     rng = np.random.default_rng(seed)
@@ -56,7 +56,7 @@ def _simulate(mu, futility, sims, seed=1, estimate=False):
                                    design.equivalence_alpha[k])
         if futility:
             final = est.final_boundary(design.fractions[: k + 1], ALPHA, SPENDING)
-            now = np.where((now == "") & est.futile(mean, sd, n, N_MAX, DELTA, final,
+            now = np.where((now == "") & est.futile(mean, sd, n, N_MAX, delta, final,
                                                         design.nominal_alpha[k]),
                            sequential.FUTILITY, now)
         low, high = est.repeated_interval(mean, sd, n, design.nominal_alpha[k])
@@ -171,8 +171,8 @@ def test_a_single_look_needs_no_adjustment():
 def test_a_comparison_that_cannot_reach_its_smallest_effect_stops_for_futility():
     rng = np.random.default_rng(0)
     d = rng.normal(0.0, 0.01, 40)
-    d = list(d - d.mean())  # no difference; the smallest effect is 2 sd
-    futility = sequential.Futility(smallest_effect=0.02)
+    d = list(d - d.mean())  # no difference; the smallest effect is 0.2 sd,
+    futility = sequential.Futility(smallest_effect=0.002)  # 24 % power at 40 seeds
     result = sequential.sequential_test([d[:n] for n in LOOKS], N_MAX, futility=futility)
     assert result.decision == sequential.FUTILITY and result.decided_at < len(LOOKS) - 1
     low, high = result.interval
@@ -184,12 +184,30 @@ def test_a_comparison_that_cannot_reach_its_smallest_effect_stops_for_futility()
     assert test.decision == sequential.FUTILITY and looks.decided
     line = sequential_report.look_line(looks, None)
     assert (f"gelu vs relu: stopped for futility at look {test.decided_at + 1} ("
-            in line and "the smallest effect of interest ±2.00 pp test accuracy is out of reach"
+            in line and "the smallest effect of interest ±0.20 pp test accuracy is out of reach"
             in line), line
+    assert "(conditional power 0.0" in line and "< 0.1 in either direction)" in line
     assert sequential_report.looks_tags(looks) == {"sequential.gelu": "futility"}
     summary = sequential.looks_summary(looks)["comparisons"]["gelu"]
     assert summary["decision"] == "futility" and len(summary["repeated_ci_oriented"]) == 2
     assert looks.outcomes() == {"gelu": ""}  # a verdict of inconclusive, never equivalent
+
+
+def test_a_comparison_whose_interval_excludes_the_smallest_effect_says_so():
+    # Plenty of seeds for 0.02 (conditional power near 1), and differences
+    # so tight around 0 that the repeated CI at look 2 lies inside ±0.02.
+    rng = np.random.default_rng(1)
+    d = rng.normal(0.0, 0.005, 40)
+    values = {("relu", s): 0.9 for s in range(40)}
+    values.update({("gelu", s): 0.9 + x for s, x in enumerate(d)})
+    looks = sequential.compare_looks(values, "relu", (8, 16), 40,
+                                     futility=sequential.Futility(0.02))
+    (_, test), = looks.comparisons
+    assert test.decision == sequential.FUTILITY and test.looks[-1].conditional_power > 0.9
+    low, high = test.interval
+    assert -0.02 < low < high < 0.02
+    assert "out of reach (its repeated CI lies inside ±2.00 pp)" in (
+        sequential_report.look_line(looks, 24))
 
 
 @pytest.mark.skipif(not os.environ.get("KG_PRINT_FIGURES"), reason="prints figures only")
@@ -202,6 +220,10 @@ def test_figures():
             print(f"mu={mu} futility={futility}: difference {out['difference']:.4f} "
                   f"futile {out['futile']:.4f} mean seeds {out['seeds']:.2f} "
                   f"RCI coverage {out['covered']:.4f} (MC se {_se(0.05, sims):.4f})")
+    for mu in (0.0, 0.2):  # a smallest effect of 0.2 sd: 40 seeds give it 24 % power
+        out = _simulate(mu, True, sims, delta=0.2)
+        print(f"smallest effect 0.2, mu={mu}, futility obeyed: difference "
+              f"{out['difference']:.4f} futile {out['futile']:.4f} mean seeds {out['seeds']:.2f}")
     for futility in (False, True):
         out = _simulate(0.6, futility, 3_000, seed=2, estimate=True)
         se = out["naive"].std() / math.sqrt(3_000)

@@ -193,6 +193,9 @@ class Look:
     sd: float = math.nan  # of the differences
     # (low, high): the repeated confidence interval at this look, oriented.
     interval: tuple = (math.nan, math.nan)
+    # With a futility rule: the conditional power at the smallest effect
+    # (the larger direction's); NaN without one.
+    conditional_power: float = math.nan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,18 +218,22 @@ def decide_look(diffs, design, k, margin=None, futility=None):
     p, p_tost = look_tests(mean, sd, n, margin)
     (decision,) = decisions([mean], [sd], [n], design.nominal_alpha[k],
                             design.equivalence_alpha[k], margin) if n > 1 else [""]
-    if not decision and futility is not None and n > 1 and estimates.futile(
-        mean, sd, n, design.n_max, futility.smallest_effect,
-        estimates.final_boundary(design.fractions[: k + 1], design.alpha, design.spending),
-        design.nominal_alpha[k], futility.floor,
-    ):
-        decision = FUTILITY
+    cp = math.nan
+    if futility is not None and n > 1:
+        final = estimates.final_boundary(design.fractions[: k + 1], design.alpha,
+                                         design.spending)
+        args = (mean, sd, n, design.n_max, futility.smallest_effect, final,
+                design.nominal_alpha[k])
+        cp = float(estimates.reach(*args)[0])
+        if not decision and estimates.futile(*args, futility.floor):
+            decision = FUTILITY
     return Look(
         index=k, n=n, mean_diff=mean, p_value=float(p), p_tost=float(p_tost),
         nominal_alpha=design.nominal_alpha[k],
         equivalence_alpha=design.equivalence_alpha[k], decision=decision, sd=sd,
         interval=tuple(float(x) for x in estimates.repeated_interval(
             mean, sd, n, design.nominal_alpha[k])) if n > 1 else (math.nan, math.nan),
+        conditional_power=cp,
     )
 
 

@@ -99,6 +99,21 @@ def final_boundary(fractions, alpha, spending):
     return boundaries(extended, alpha, spending)[-1]
 
 
+def reach(mean, sd, n, n_max, smallest_effect, final_z, level):
+    """(conditional power at +-`smallest_effect`, the larger of the two
+    directions; whether the repeated interval at `level` lies inside
+    +-smallest_effect), elementwise: what `futile` reads."""
+    mean, sd, n = (np.asarray(v, dtype=float) for v in (mean, sd, n))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = mean / (sd / np.sqrt(n))
+        theta = smallest_effect * math.sqrt(n_max) / sd
+        t = n / n_max
+        cp = np.maximum(conditional_power(z, t, theta, final_z),
+                        conditional_power(z, t, -theta, final_z))
+        low, high = repeated_interval(mean, sd, n, level)
+    return cp, (low > -smallest_effect) & (high < smallest_effect)
+
+
 def futile(mean, sd, n, n_max, smallest_effect, final_z, level,
            floor=CONDITIONAL_POWER_FLOOR):
     """Whether a look stops for futility, elementwise: before the last
@@ -107,14 +122,7 @@ def futile(mean, sd, n, n_max, smallest_effect, final_z, level,
     two-sided `level` inside +-smallest_effect. Constant differences (sd
     0) are futile when their mean is inside +-smallest_effect."""
     mean, sd, n = (np.asarray(v, dtype=float) for v in (mean, sd, n))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = mean / (sd / np.sqrt(n))
-        theta = smallest_effect * math.sqrt(n_max) / sd
-        t = n / n_max
-        cp = np.maximum(conditional_power(z, t, theta, final_z),
-                        conditional_power(z, t, -theta, final_z))
-    low, high = repeated_interval(mean, sd, n, level)
-    excluded = (low > -smallest_effect) & (high < smallest_effect)
+    cp, excluded = reach(mean, sd, n, n_max, smallest_effect, final_z, level)
     out = np.where(sd > 0, (cp < floor) | excluded, np.abs(mean) < smallest_effect)
     return out & (n < n_max) & (n >= 2)
 

@@ -78,7 +78,8 @@ def sequential_lines(looks):
               f"{' pp' if wording.shown(looks.metric).kind.percent else ''} by TOST"
               if looks.margin is not None else "no equivalence margin set")
     futility = ("" if looks.futility is None else
-                f"; futility (non-binding, conditional power < {looks.futility.floor:g}) at "
+                f"; futility (non-binding: conditional power < {looks.futility.floor:g}, or "
+                f"the repeated CI inside ±smallest effect) at "
                 f"the smallest effect ±{wording.shown(looks.metric).number(looks.futility.smallest_effect)}"
                 f"{' pp' if wording.shown(looks.metric).kind.percent else ''}")
     family = (f"alpha {looks.family_alpha:g} over {len(looks.comparisons)} comparisons, "

@@ -18,13 +18,18 @@ def _raw(looks, x):
 
 def futility_text(looks, test):
     """'stopped for futility at look 3 (12 seeds): the smallest effect of
-    interest ±0.50 pp is out of reach (conditional power < 0.1 either way)'."""
+    interest ±0.50 pp is out of reach (conditional power 0.03 < 0.1 in either
+    direction)', or '(its repeated CI lies inside ±0.50 pp)'."""
     s = wording.shown(looks.metric)
     look = test.looks[-1]
     effect = f"±{s.number(looks.futility.smallest_effect)}{' pp' if s.kind.percent else ''}"
+    if look.conditional_power < looks.futility.floor:
+        why = (f"conditional power {look.conditional_power:.2f} < {looks.futility.floor:g} "
+               "in either direction")
+    else:  # the other reason `sequential_estimates.futile` stops for
+        why = f"its repeated CI lies inside {effect}"
     return (f"stopped for futility at look {look.index + 1} ({wording.seeds_text(look.n)}): "
-            f"the smallest effect of interest {effect} {s.label} is out of reach "
-            f"(conditional power < {looks.futility.floor:g} in either direction)")
+            f"the smallest effect of interest {effect} {s.label} is out of reach ({why})")
 
 
 def estimate_text(looks, test, naive=False):
