@@ -279,24 +279,27 @@ def test_an_interrupted_sequential_sweep_resumes_and_trains_up_to_max(tmp_path, 
 
 def test_a_comparison_whose_smallest_effect_is_out_of_reach_stops_for_futility(
         tmp_path, monkeypatch):
-    """Issue 32 §2: TO_MAX with a smallest effect of 1e-6 (a ten-thousandth
-    of a point): no difference at 2 seeds, and at most 4 seeds cannot reach
-    so small an effect, so the first look stops for futility; the words,
+    """Issue 32 §2: TO_MAX at 4 seeds of at most 40, with a smallest effect
+    of 1e-6 (a ten-thousandth of a point): no difference shown at 4 seeds
+    (+3.75 pp, p 0.18: measured), and so small an effect leaves 0.07 chance
+    of a difference by 40 (conditional power), so the first look stops for
+    futility; the words,
     summary.json and the run's tags say so, with the repeated CI and the
     median-unbiased estimate."""
     monkeypatch.chdir(tmp_path)
     text = TO_MAX.replace("seq-max", "seq-futile").replace(
-        "max: 4}", "max: 4, futility: true, smallest_effect: 0.000001}")
+        "seeds: {start: 2, step: 2, max: 4}",
+        "seeds: {start: 4, step: 4, max: 40, futility: true, smallest_effect: 0.000001}")
     config = load_config(_write(tmp_path, text))
     lines = []
     assert kg_train.run(config, quiet=True, echo=lines.append) == 0
     out = "\n".join(lines)
-    assert "gelu vs relu: stopped for futility at look 1 (2 seeds): the smallest effect of " \
+    assert "gelu vs relu: stopped for futility at look 1 (4 seeds): the smallest effect of " \
            "interest ±0.00 pp test accuracy is out of reach" in out, out
     assert "median-unbiased estimate" in out and "repeated CI" in out
     assert "Look 2" not in out
     (parent,), members = _runs(_client(tmp_path), "seq-futile")
-    assert len(members) == 4  # 2 activations x 2 seeds
+    assert len(members) == 8  # 2 activations x 4 seeds
     assert parent.data.tags["sequential.gelu"] == "futility"
     assert parent.data.tags["verdict.gelu"] == "inconclusive"
     (report,) = list((tmp_path / "kg-output").rglob("report.md"))

@@ -70,6 +70,9 @@ from kg_service.analysis.numbers.spending import boundaries
 # Stop for futility when the chance left to reach the smallest effect is
 # below this (Jennison & Turnbull 2000, ch. 10 discuss 0.1 to 0.2).
 CONDITIONAL_POWER_FLOOR = 0.10
+# No futility stop on fewer seeds: the sd of 2 or 3 differences (1 or 2 df)
+# is off by a factor of 3 too often to plug into a conditional power.
+FUTILITY_MIN_SEEDS = 4
 # Grid points per look of the estimate's integration: three decimals of a
 # probability are plenty for a median (the boundaries use 401).
 _GRID = 201
@@ -117,14 +120,14 @@ def reach(mean, sd, n, n_max, smallest_effect, final_z, level):
 def futile(mean, sd, n, n_max, smallest_effect, final_z, level,
            floor=CONDITIONAL_POWER_FLOOR):
     """Whether a look stops for futility, elementwise: before the last
-    look (n < n_max), the conditional power at +-`smallest_effect` (in the
+    look (FUTILITY_MIN_SEEDS <= n < n_max), the conditional power at +-`smallest_effect` (in the
     metric's units) below `floor`, or the repeated interval at the look's
     two-sided `level` inside +-smallest_effect. Constant differences (sd
     0) are futile when their mean is inside +-smallest_effect."""
     mean, sd, n = (np.asarray(v, dtype=float) for v in (mean, sd, n))
     cp, excluded = reach(mean, sd, n, n_max, smallest_effect, final_z, level)
     out = np.where(sd > 0, (cp < floor) | excluded, np.abs(mean) < smallest_effect)
-    return out & (n < n_max) & (n >= 2)
+    return out & (n < n_max) & (n >= FUTILITY_MIN_SEEDS)
 
 
 # --- Repeated confidence intervals. ---------------------------------------------
