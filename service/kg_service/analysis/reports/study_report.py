@@ -111,9 +111,9 @@ def heading(study):
 
 
 def mixed_rows(fit):
-    header = ["contrast", f"estimate ({wording.shown(fit.metric).label})", "se",
-              f"{fit.confidence:.0%} simultaneous CI", "max-t adjusted p"]
     s = wording.shown(fit.metric)
+    header = ["contrast", f"estimate ({s.label})", f"se{s.diff_unit}",
+              f"{fit.confidence:.0%} simultaneous CI", "max-t adjusted p"]
     rows = [[c.name, s.diff(c.estimate), s.number(c.se), s.interval(c.low, c.high, " to ", True),
              wording.format_p(c.p_adjusted)] for c in fit.contrasts]
     return header, rows

@@ -100,7 +100,8 @@ def mixed_model_note(fit):
     """The mixed model in a sentence: what it fits and how the contrasts'
     intervals are made simultaneous."""
     s = shown(fit.metric)
-    return (f"{s.label} of every seed ({fit.observations} runs, {fit.tasks} tasks), REML: "
+    return (f"{s.label.capitalize()} of every seed ({fit.observations} runs, {fit.tasks} "
+            "tasks), REML: "
             f"activation as fixed effect; task as random effect, with an activation-"
             f"within-task and a seed-within-task variance component (a seed is shared "
             f"by every activation of its task). Contrasts in the metric's units; "
