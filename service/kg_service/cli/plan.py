@@ -46,7 +46,9 @@ def _seed_rows(config, n_act):
     return [
         ("seeds", f"{first} seeds, then +{schedule.step} until decided, at most {most} "
                   f"(sequential: {len(looks)} looks at {shown} seeds, "
-                  f"{_SPENDING[schedule.spending]})"),
+                  f"{_SPENDING[schedule.spending]}"
+                  + (f"; stops for futility when the smallest effect {schedule.smallest_effect:g} "
+                     "is out of reach" if schedule.futility else "") + ")"),
         ("members", f"{n_act} activations x {first}..{most} seeds = {n_act * first}.."
                     f"{n_act * most} training runs"),
     ]

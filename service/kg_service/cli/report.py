@@ -123,7 +123,7 @@ def report_study(name, tracking_uri, output_dir=None, echo=options.echo):
     from kg_service.sweep import studies  # MLflow: a real run only
 
     outcome = studies.report_study(name, tracking_uri, output_dir)
-    for line in study_report.terminal_lines(outcome.study, outcome.aggregate):
+    for line in study_report.terminal_lines(outcome.study, outcome.aggregate, outcome.mixed):
         echo(line)
     if outcome.claims:
         from kg_service.analysis.words import claim_wording  # scipy: loaded by the study

@@ -9,6 +9,7 @@ Modules:
     loading: the file, its `--set` overrides, validation.
     problems: pydantic's errors, as the user wrote the values.
     schema: the typed config objects, validated once at the edge.
+    sequential_seeds: `seeds: {start, step, max, ...}` and its checks.
     tuning: the `tuning:` block: each activation's own value of one setting.
     yaml_file: YAML with each key's line, duplicate keys caught.
 """

@@ -46,29 +46,8 @@ from kg_service.config import fields
 from kg_service.config import tuning as tuning_lib
 from kg_service.config.excerpts import quoted
 from kg_service.config.excerpts import show
-
-def _schedule_fits(schedule):
-    if schedule.max < schedule.start:
-        fields.fail(at=("max",), message=(
-            f"{schedule.max} is below seeds.start {schedule.start}; expected "
-            "max >= start (the most seeds the sweep may take, its first batch included)."
-        ))
-    return schedule
-
-
-@dataclasses.dataclass(frozen=True)
-class SequentialSeeds:
-    """`seeds: {start, step, max}`: seeds 0..start-1 first, then `step` more
-    at a time until every comparison is decided (group-sequential, alpha
-    spent by `spending`; kg_service.analysis.numbers.sequential) or `max` seeds
-    are trained."""
-
-    __pydantic_config__ = fields.STRICT
-    start: fields.integer(ge=2, most=fields.MAX_SEEDS) = 4  # the first batch: a t-test needs 2
-    step: fields.integer(ge=1, most=fields.MAX_SEEDS) = 4  # seeds added per look
-    max: fields.integer(ge=2, most=fields.MAX_SEEDS) = 40  # the budget; the last look may add fewer
-    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
-
+from kg_service.config.sequential_seeds import SequentialSeeds
+from kg_service.config.sequential_seeds import schedule_fits
 
 # The form of `seeds`, told apart before validation so that a problem is
 # reported against the form the user wrote (the tags never reach a message).
@@ -81,7 +60,7 @@ def _seeds_form(value):
 
 _SeedsSetting = Annotated[
     Union[
-        Annotated[Annotated[SequentialSeeds, AfterValidator(_schedule_fits)], Tag(SEEDS_FORMS[0])],
+        Annotated[Annotated[SequentialSeeds, AfterValidator(schedule_fits)], Tag(SEEDS_FORMS[0])],
         Annotated[fields.Seeds, Tag(SEEDS_FORMS[1])],
     ],
     Discriminator(_seeds_form),

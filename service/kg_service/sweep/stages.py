@@ -172,8 +172,7 @@ def compare(config, pre, trained, looks=None):
         power=analysis.power,
         contrasts=analysis.contrasts,
         # A sequential sweep states its looks' decisions only (issue 30 §7).
-        sequential=None if looks is None else {
-            a: test.decision for a, test in looks.comparisons},
+        sequential=None if looks is None else looks.outcomes(),
     )
     report_paths = report.write_report(
         summary,

@@ -3,7 +3,9 @@
 Reads the finished sweeps tagged with the study (`tracking.studies`),
 hands their numbers to `analysis.numbers.study` (one Holm family, interactions)
 and `analysis.numbers.aggregate` (IQM, probability of improvement, performance
-profile across the sweeps as tasks), and writes the study's report.
+profile across the sweeps as tasks) and `analysis.numbers.mixed` (one mixed
+model of the compared metric across the sweeps, with the declared
+contrasts), and writes the study's report.
 """
 
 import dataclasses
@@ -15,6 +17,7 @@ import tempfile
 
 from kg_service.analysis.numbers import aggregate as aggregate_lib
 from kg_service.analysis.numbers import claim_data
+from kg_service.analysis.numbers import mixed as mixed_lib
 from kg_service.analysis.numbers import stats
 from kg_service.analysis.numbers import study as study_lib
 from kg_service.analysis.reports import study_report
@@ -31,6 +34,8 @@ class StudyOutcome:
     out_dir: pathlib.Path
     paths: tuple
     claims: tuple = ()  # the study's declared claims labelled (claims.Label)
+    # The mixed model's `MixedFit`, or why it was not fitted (a sentence).
+    mixed: object = None
 
 
 def sweep_names(stored):
@@ -187,6 +192,39 @@ def margin_for(analysis, metric, compared):
     return schema.DEFAULT_MARGINS.get(metric)
 
 
+def study_contrasts(stored, sweeps):
+    """The contrasts the mixed model estimates: those the sweeps' configs
+    declare (`analysis.contrasts`, the first of a name kept), else gated vs
+    plain (`mixed.gated_vs_plain`) and each activation against the first
+    sweep's baseline."""
+    declared = {}
+    for s in stored:
+        for c in analysis_config(s.config).contrasts:
+            declared.setdefault(c.name, c)
+    if declared:
+        return tuple(declared.values())
+    activations = list(dict.fromkeys(a for s in sweeps for a in s.activations()))
+    baseline = sweeps[0].baseline
+    gated = mixed_lib.gated_vs_plain(activations)
+    return tuple([gated] if gated else []) + tuple(
+        mixed_lib.pair(a, baseline) for a in activations if a != baseline)
+
+
+def mixed_model(stored, sweeps, confidence=0.95):
+    """`mixed.fit` of the sweeps' compared metric, the sweeps as tasks; a
+    sentence saying why not where it cannot be fitted (sweeps comparing
+    different metrics, too few sweeps, a contrast without results)."""
+    metrics = sorted({s.metric.name for s in sweeps})
+    if len(metrics) != 1:
+        return (f"not fitted: the sweeps compare different metrics ({', '.join(metrics)}); "
+                "one model needs one metric in one unit")
+    values = {s.name: s.values[metrics[0]] for s in sweeps}
+    try:
+        return mixed_lib.fit(values, study_contrasts(stored, sweeps), metrics[0], confidence)
+    except ServiceError as e:
+        return f"not fitted: {e}"
+
+
 def normalized_scores(sweeps):
     """Every sweep's compared metric, min-max normalized within the sweep."""
     out = {}
@@ -218,6 +256,7 @@ def report_study(name, tracking_uri, output_dir=None, confidence=0.95,
         output_dir or f"kg-output/study-{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     )
     claims = study_claims(name, tracking_uri, stored)
-    paths = study_report.write_study_report(study, aggregate, out, claims)
+    mixed = mixed_model(stored, sweeps, confidence)
+    paths = study_report.write_study_report(study, aggregate, out, claims, mixed)
     return StudyOutcome(study=study, aggregate=aggregate, out_dir=out, paths=tuple(paths),
-                        claims=claims)
+                        claims=claims, mixed=mixed)

@@ -195,3 +195,34 @@ def test_a_study_without_a_declared_reference_exits_2_instead_of_guessing():
     mixed = [_stored("ln", True, 0.01), _stored("no-ln", False, -0.05, factor=False)]
     with pytest.raises(ServiceError, match="different `study_factor:`s"):
         sweep_studies.analyse_stored("revival", mixed)
+
+
+def test_the_mixed_model_is_statsmodels_mixedlm_of_the_members_beside_the_iqm(reported, store):
+    """Issue 32 §3: `kg report --study` fits one mixed model of the compared
+    metric across the sweeps (no contrast declared: gelu vs the baseline
+    relu), printed beside the IQM (kept); its estimate is statsmodels'
+    MixedLM of the member runs as MLflow holds them."""
+    import pandas as pd
+    import statsmodels.formula.api as smf
+
+    from kg_service.analysis.numbers import mixed
+
+    output, summary, folder = reported
+    _, uri = store
+    assert "Across tasks (IQM of normalized scores):" in output
+    assert "One model across tasks (linear mixed model):" in output
+    assert "max-t (multivariate t, df 1 = (activations - 1)(tasks - 1))" in output
+    fitted = summary["mixed_model"]
+    (c,) = fitted["contrasts"]
+    assert c["name"] == "gelu-vs-relu" and c["low"] <= c["estimate"] <= c["high"]
+    rows = [(v, a, e, str(s)) for e in ("toy-wide", "toy-narrow")
+            for a, by_seed in member_values(uri, e, "test_accuracy").items()
+            for s, v in by_seed.items()]
+    frame = pd.DataFrame(rows, columns=["value", "activation", "task", "seed"])
+    formula, re_formula, vc = mixed.model_formula()
+    direct = smf.mixedlm(formula, frame, groups="task", re_formula=re_formula,
+                         vc_formula=vc).fit(reml=True)
+    beta = direct.fe_params
+    expected = beta["C(activation)[gelu]"] - beta["C(activation)[relu]"]
+    assert c["estimate"] == pytest.approx(expected, abs=1e-6)
+    assert "## One model across tasks" in (folder / "report.md").read_text()

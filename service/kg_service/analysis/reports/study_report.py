@@ -111,8 +111,30 @@ def heading(study):
             f"({study.untestable} untestable, counted), alpha {study.alpha:g}.")
 
 
-def terminal_lines(study, aggregate):
-    """What `kg report --study` prints."""
+def mixed_rows(fit):
+    s = wording.shown(fit.metric)
+    header = ["contrast", f"estimate ({s.label})", f"se{s.diff_unit}",
+              f"{fit.confidence:.0%} simultaneous CI", "max-t adjusted p"]
+    rows = [[c.name, s.diff(c.estimate), s.number(c.se), s.interval(c.low, c.high, " to ", True),
+             wording.format_p(c.p_adjusted)] for c in fit.contrasts]
+    return header, rows
+
+
+def _mixed_lines(mixed, markdown_form):
+    """The mixed model's section: the model in a sentence, its table, or
+    why it was not fitted."""
+    if mixed is None:
+        return []
+    if isinstance(mixed, str):
+        return [study_wording.mixed_not_fitted(mixed)]
+    table = tables.markdown_table if markdown_form else tables.text_table
+    return [study_wording.mixed_model_note(mixed), *table(*mixed_rows(mixed)),
+            *[n for n in [study_wording.mixed_warning(mixed)] if n]]
+
+
+def terminal_lines(study, aggregate, mixed=None):
+    """What `kg report --study` prints; `mixed`: the mixed model's
+    `MixedFit`, or why it was not fitted."""
     lines = [heading(study)] + [n for n in [study_wording.failures_note(study)] if n] + [""]
     lines += tables.text_table(*comparison_rows(study), left=(0, 1, 2, 3, 11))
     if study.interactions:
@@ -124,6 +146,9 @@ def terminal_lines(study, aggregate):
         lines += tables.text_table(*aggregate_rows(aggregate), left=(0,))
         lines += [study_wording.improvement_verdict(aggregate, imp)
                   for imp in aggregate.improvements]
+    if mixed is not None:
+        lines += ["", "One model across tasks (linear mixed model):"]
+        lines += _mixed_lines(mixed, markdown_form=False)
     return lines
 
 
@@ -136,7 +161,7 @@ def claims_part(claims):
             + [f"- {line}." for line in claim_wording.claim_lines(claims)] + [""])
 
 
-def markdown(study, aggregate, figure_written, claims=()):
+def markdown(study, aggregate, figure_written, claims=(), mixed=None):
     parts = [f"# Study {study.name}", "", heading(study), "",
              *[n + "\n" for n in [study_wording.failures_note(study)] if n],
              *claims_part(claims),
@@ -169,10 +194,12 @@ def markdown(study, aggregate, figure_written, claims=()):
             parts += ["", f"![performance profile]({PERFORMANCE_PROFILE})"]
     else:
         parts += ["No activation ran in two sweeps of the study: nothing to aggregate."]
+    if mixed is not None:
+        parts += ["", "## One model across tasks", "", *_mixed_lines(mixed, markdown_form=True)]
     return "\n".join(parts) + "\n"
 
 
-def summary_dict(study, aggregate):
+def summary_dict(study, aggregate, mixed=None):
     """summary.json: the numbers, and the sentences beside them."""
     def comparison(c):
         return {"sweep": c.sweep, "metric": c.metric.name, "activation": c.activation,
@@ -218,12 +245,16 @@ def summary_dict(study, aggregate):
                               "verdict": study_wording.improvement_verdict(aggregate, imp)}
                              for imp in aggregate.improvements],
         },
+        "mixed_model": (None if mixed is None else {"not_fitted": mixed}
+                        if isinstance(mixed, str) else
+                        {**dataclasses.asdict(mixed), "note": study_wording.mixed_model_note(mixed)}),
     })
 
 
-def write_study_report(study, aggregate, out, claims=()):
+def write_study_report(study, aggregate, out, claims=(), mixed=None):
     """Writes report.md, summary.json and the performance profile into the
-    folder `out` (a `pathlib.Path`, created); returns the paths written."""
+    folder `out` (a `pathlib.Path`, created); returns the paths written.
+    `mixed`: the mixed model's `MixedFit`, or why it was not fitted."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     figure = out / PERFORMANCE_PROFILE
@@ -231,8 +262,8 @@ def write_study_report(study, aggregate, out, claims=()):
     if drawn:
         paths.append(figure)
     report = out / "report.md"
-    report.write_text(markdown(study, aggregate, drawn, claims))
+    report.write_text(markdown(study, aggregate, drawn, claims, mixed))
     summary = out / "summary.json"
-    summary.write_text(json.dumps(summary_dict(study, aggregate), indent=2,
+    summary.write_text(json.dumps(summary_dict(study, aggregate, mixed), indent=2,
                                   allow_nan=False) + "\n")
     return [report, summary, *paths]

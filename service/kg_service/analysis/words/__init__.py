@@ -5,5 +5,6 @@ Modules:
     verdict_wording: a sweep's verdicts in words (each `decisions.decide`'s)
     study_wording: a study's verdicts, interactions and notes in words
     claim_wording: each claim's label in a row and a sentence; the claims plan
+    sequential_wording: a sequential comparison's futility stop and estimates
     tables: the terminal, Markdown and registry tables
 """
