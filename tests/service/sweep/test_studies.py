@@ -84,7 +84,8 @@ def test_the_study_is_its_two_tagged_sweeps_one_holm_family(reported):
     np.testing.assert_allclose([c["p_holm"] for c in summary["comparisons"]],
                                multipletests(raw, method="holm")[1], rtol=1e-9)
     assert {p.name for p in folder.iterdir()} == {
-        "report.md", "summary.json", "performance_profile.png"}
+        "report.md", "summary.json", "report.html", "forest_test_accuracy.png",
+        "forest_test_loss.png", "performance_profile.png"}
     assert 'Study "toy": 2 sweeps (toy-wide, toy-narrow)' in output
 
 

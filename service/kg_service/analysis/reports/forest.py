@@ -11,7 +11,7 @@ draw through the same function; `sweep_rows` and `study_rows` make them.
 import dataclasses
 import math
 
-from kg_service.analysis.reports.figures import blank_figure
+from kg_service.analysis.reports.canvas import blank_figure
 from kg_service.analysis.words import study_wording
 from kg_service.analysis.words import verdict_wording
 from kg_service.analysis.words import wording
@@ -80,11 +80,12 @@ def study_rows(study, metric_name):
     return rows
 
 
-def axis_label(metric_name):
-    """"Δ test accuracy vs baseline (percentage points)"."""
+def axis_label(metric_name, higher_is_better):
+    """"Δ test accuracy vs baseline (percentage points; higher is better)"."""
     s = wording.shown(metric_name)
-    unit = " (percentage points)" if s.kind.percent else ""
-    return f"Δ {s.label} vs baseline{unit}"
+    unit = "percentage points; " if s.kind.percent else ""
+    better = "higher" if higher_is_better else "lower"
+    return f"Δ {s.label} vs baseline ({unit}{better} is better)"
 
 
 def forest_plot(rows, *, title, x_label):
@@ -97,11 +98,13 @@ def forest_plot(rows, *, title, x_label):
     fig = blank_figure(8.5, height)
     ax = fig.subplots()
     # Room for the labels on the left and the verdicts on the right.
-    fig.subplots_adjust(left=0.27, right=0.72, bottom=0.8 / height, top=1 - 0.6 / height)
+    fig.subplots_adjust(left=0.27, right=0.72, bottom=0.6 / height, top=1 - 0.6 / height)
+    banded = False
     for y, r in enumerate(reversed(rows)):
         if math.isfinite(r.margin):
             ax.fill_betweenx([y - 0.35, y + 0.35], -r.margin, r.margin, color="0.88",
-                             linewidth=0, label="±margin" if y == 0 else None)
+                             linewidth=0, label=None if banded else "±margin (equivalence)")
+            banded = True
         if math.isfinite(r.low):
             ax.plot([r.low, r.high], [y, y], color="#0969da", linewidth=2.2)
         ax.plot([r.estimate], [y], marker="o", color="#0969da", markersize=6)
@@ -116,7 +119,7 @@ def forest_plot(rows, *, title, x_label):
     ax.set_xlim(-half, half)  # zero in the middle: the sign reads at a glance
     ax.set_xlabel(x_label, fontsize=9)
     ax.grid(axis="x", alpha=0.3)
-    if any(math.isfinite(r.margin) for r in rows):
+    if banded:
         ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.suptitle(title, fontsize=11)
     return fig

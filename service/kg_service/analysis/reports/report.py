@@ -20,7 +20,7 @@ from kg_service.analysis.words import verdict_wording
 from kg_service.analysis.words import wording
 from kg_service.analysis.reports.figures import draw_figures
 from kg_service.analysis.reports.figures import FIGURES
-from kg_service.analysis.reports.figures import save
+from kg_service.analysis.reports.canvas import save
 from kg_service.analysis.reports import forest
 from kg_service.config import catalog
 from kg_service.config import loading as config_lib
@@ -99,7 +99,7 @@ def write_report(
 def _forest(summary, out):
     """The comparisons' forest plot, first of the figures (issue 34 §2)."""
     fig = forest.forest_plot(forest.sweep_rows(summary), x_label=forest.axis_label(
-        summary.metric.name), title="Each activation against the baseline: Δ and the "
+        summary.metric.name, summary.metric.higher_is_better), title="Each activation against the baseline: Δ and the "
         "interval that decides its verdict")
     return [(forest.FOREST, forest.ALT)] if save(fig, out / forest.FOREST) else []
 

@@ -1,4 +1,5 @@
-"""A study's report: the terminal tables, report.md, summary.json, the figure.
+"""A study's report: the terminal tables, report.md and report.html (one
+`page.Page`), summary.json, the forest plots and the performance profile.
 
 Words from `kg_service.analysis.words.wording` (its study block), laid out with
 `kg_service.analysis.words.tables`; the numbers are `study.analyse`'s and
@@ -12,6 +13,8 @@ import math
 import matplotlib
 
 from kg_service.analysis.reports import figures
+from kg_service.analysis.reports import forest
+from kg_service.analysis.reports import page
 from kg_service.analysis.numbers import plain
 from kg_service.analysis.words import tables
 from kg_service.analysis.words import study_wording
@@ -126,39 +129,61 @@ def terminal_lines(study, aggregate):
     return lines
 
 
-def markdown(study, aggregate, figure_written):
-    parts = [f"# Study {study.name}", "", heading(study), "",
-             *[n + "\n" for n in [study_wording.failures_note(study)] if n],
-             "## Comparisons (one family)", "",
-             *tables.markdown_table(*comparison_rows(study)), "",
-             f"Δ: mean paired difference from the sweep's baseline, seed by seed; p: paired "
-             f"t-test; study Holm p: Holm over all {study.family_size} comparisons of every "
-             f"sweep and metric, untestable ones counted in m; * marks p < {study.alpha:g}. "
-             f"TOST Holm p: equivalence within ±margin (the sweep's analysis.margin), Holm "
-             f"over the comparisons with a margin. Verdict: better or worse when the study "
-             f"Holm p < {study.alpha:g}, else equivalent when the TOST Holm p is, else "
-             f"inconclusive.",
-             ""]
-    parts += [f"- {study_wording.study_comparison_verdict(study, c)}"
-              for c in study.comparisons]
+def study_page(study, aggregate, drawn=()):
+    """The study's report as a `page.Page`: its verdicts first, then the
+    comparisons (with `drawn`'s forest plots), the interactions and the
+    aggregate across tasks (with the performance profile, if drawn).
+    `drawn`: (file name, alt text) of the figures written."""
+    verdicts = [study_wording.study_comparison_verdict(study, c) for c in study.comparisons]
+    verdicts += [study_wording.interaction_verdict(study, i) for i in study.interactions]
+    verdicts += [study_wording.improvement_verdict(aggregate, imp)
+                 for imp in aggregate.improvements]
+    blocks = [page.Paragraph(heading(study)),
+              *[page.Paragraph(n) for n in [study_wording.failures_note(study)] if n],
+              page.Section("Verdicts", tuple(page.bullets(verdicts)), lead=True)]
+    profile = [page.Figure(name, alt) for name, alt in drawn if name == PERFORMANCE_PROFILE]
+    forests = [page.Figure(name, alt) for name, alt in drawn if name != PERFORMANCE_PROFILE]
+    blocks.append(page.Section("Comparisons (one family)", (
+        page.table(*comparison_rows(study)),
+        page.Paragraph(
+            f"Δ: mean paired difference from the sweep's baseline, seed by seed; p: paired "
+            f"t-test; study Holm p: Holm over all {study.family_size} comparisons of every "
+            f"sweep and metric, untestable ones counted in m; * marks p < {study.alpha:g}. "
+            f"TOST Holm p: equivalence within ±margin (the sweep's analysis.margin), Holm "
+            f"over the comparisons with a margin. Verdict: better or worse when the study "
+            f"Holm p < {study.alpha:g}, else equivalent when the TOST Holm p is, else "
+            f"inconclusive."),
+        *forests)))
     if study.interactions:
-        parts += ["", "## Interactions", "", *tables.markdown_table(*interaction_rows(study)),
-                  "", "The change of an activation's paired gap to the baseline from one "
-                  "sweep to the other, tested with Welch's t on the two sets of paired "
-                  "differences (separate runs, unequal spreads); Holm over the "
-                  "interactions.", ""]
-        parts += [f"- {study_wording.interaction_verdict(study, i)}" for i in study.interactions]
-    parts += ["", "## Across tasks", ""]
+        blocks.append(page.Section("Interactions", (
+            page.table(*interaction_rows(study)),
+            page.Paragraph("The change of an activation's paired gap to the baseline from "
+                           "one sweep to the other, tested with Welch's t on the two sets "
+                           "of paired differences (separate runs, unequal spreads); Holm "
+                           "over the interactions."))))
+    across = [page.Paragraph("No activation ran in two sweeps of the study: nothing to "
+                             "aggregate.")]
     if aggregate.activations:
-        parts += [*tables.markdown_table(*aggregate_rows(aggregate)), "",
-                  study_wording.normalization_note(aggregate, _metrics(study)), ""]
-        parts += [f"- {study_wording.improvement_verdict(aggregate, imp)}"
-                  for imp in aggregate.improvements]
-        if figure_written:
-            parts += ["", f"![performance profile]({PERFORMANCE_PROFILE})"]
-    else:
-        parts += ["No activation ran in two sweeps of the study: nothing to aggregate."]
-    return "\n".join(parts) + "\n"
+        across = [page.table(*aggregate_rows(aggregate)),
+                  page.Paragraph(study_wording.normalization_note(aggregate, _metrics(study))),
+                  *profile]
+    blocks.append(page.Section("Across tasks", tuple(across)))
+    return page.Page(f"Study {study.name}", tuple(blocks))
+
+
+def forest_plots(study, out):
+    """One forest plot per compared metric, saved into `out`; returns
+    (file name, alt text) of each."""
+    drawn = []
+    metrics = {c.metric.name: c.metric.higher_is_better for c in study.comparisons}
+    for metric, higher in sorted(metrics.items()):
+        name = f"forest_{metric}.png"
+        fig = forest.forest_plot(
+            forest.study_rows(study, metric), x_label=forest.axis_label(metric, higher),
+            title=f"Study {study.name}: each comparison's Δ and deciding interval")
+        if figures.save(fig, out / name):
+            drawn.append((name, f"{forest.ALT} ({wording.shown(metric).label})"))
+    return drawn
 
 
 def summary_dict(study, aggregate):
@@ -211,17 +236,16 @@ def summary_dict(study, aggregate):
 
 
 def write_study_report(study, aggregate, out):
-    """Writes report.md, summary.json and the performance profile into the
-    folder `out` (a `pathlib.Path`, created); returns the paths written."""
+    """Writes report.md, report.html, summary.json, the forest plots and the
+    performance profile into the folder `out` (a `pathlib.Path`, created);
+    returns the paths written, report.md first."""
     out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    figure = out / PERFORMANCE_PROFILE
-    drawn = performance_profile(aggregate, figure)
-    if drawn:
-        paths.append(figure)
-    report = out / "report.md"
-    report.write_text(markdown(study, aggregate, drawn))
+    drawn = forest_plots(study, out)
+    if performance_profile(aggregate, out / PERFORMANCE_PROFILE):
+        drawn.append((PERFORMANCE_PROFILE, "Performance profile: the share of runs above "
+                      "each normalized score, per activation"))
+    md_path, html_path = page.write(study_page(study, aggregate, drawn), out)
     summary = out / "summary.json"
     summary.write_text(json.dumps(summary_dict(study, aggregate), indent=2,
                                   allow_nan=False) + "\n")
-    return [report, summary, *paths]
+    return [md_path, summary, html_path, *(out / name for name, _ in drawn)]

@@ -12,7 +12,6 @@ import math
 from kg_service.analysis.numbers import curves
 from kg_service.analysis.numbers import paired_examples
 from kg_service.analysis.reports import page
-from kg_service.analysis.words import tables
 from kg_service.analysis.numbers.plain import json_ready
 from kg_service.analysis.words.wording import format_p
 
