@@ -27,16 +27,22 @@ HTML = "report.html"
 
 @dataclasses.dataclass(frozen=True)
 class Paragraph:
+    """A paragraph of text (inline `code` and **strong** allowed)."""
+
     text: str
 
 
 @dataclasses.dataclass(frozen=True)
 class Bullets:
+    """A bulleted list, one sentence an item."""
+
     items: tuple
 
 
 @dataclasses.dataclass(frozen=True)
 class Table:
+    """A table: its header, its rows of cells (any value, shown with str)."""
+
     header: tuple
     rows: tuple
     # Markdown's alignment row: the first column left, the others right,
@@ -46,24 +52,32 @@ class Table:
 
 @dataclasses.dataclass(frozen=True)
 class Figure:
+    """A picture: its file in the report's folder, and the alt text that says what it shows."""
+
     src: str  # the file's name in the report's folder
     alt: str
 
 
 @dataclasses.dataclass(frozen=True)
 class Code:
+    """A block of code or configuration, shown as it is."""
+
     text: str
     language: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
 class Details:
+    """Blocks folded under a one-line summary (HTML's <details>)."""
+
     summary: str
     blocks: tuple
 
 
 @dataclasses.dataclass(frozen=True)
 class Section:
+    """A heading and its blocks; `lead`: first in the HTML page."""
+
     heading: str
     blocks: tuple
     lead: bool = False
@@ -71,6 +85,8 @@ class Section:
 
 @dataclasses.dataclass(frozen=True)
 class Page:
+    """The whole report: its title and its blocks, in report.md's order."""
+
     title: str
     blocks: tuple
 
