@@ -1,8 +1,8 @@
 """The report model: a page as a list of blocks, and its two renderers.
 
 A sweep's and a study's report are built once, as a `Page` of blocks
-(`Section`, `Paragraph`, `Bullets`, `Table`, `Figure`, `Code`,
-`Details`); `markdown` renders report.md from it (diffable, rendered by
+(`Section`, `Paragraph`, `Bullets`, `Table`, `Figure`, `Code`; a
+folded section, `Details`); `markdown` renders report.md from it (diffable, rendered by
 GitHub) and `html` renders report.html (issue 34 §1): one self-contained
 file, the figures inline as PNG data URIs, the styles in the page, no
 script and nothing fetched, so it shows inside MLflow's sandboxed
@@ -67,20 +67,20 @@ class Code:
 
 
 @dataclasses.dataclass(frozen=True)
-class Details:
-    """Blocks folded under a one-line summary (HTML's <details>)."""
-
-    summary: str
-    blocks: tuple
-
-
-@dataclasses.dataclass(frozen=True)
 class Section:
-    """A heading and its blocks; `lead`: first in the HTML page."""
+    """A heading and its blocks. `lead`: first in the HTML page (the
+    verdicts); `folded`: the blocks folded under the heading as a one-line
+    summary (HTML's <details>), inside the section around it."""
 
     heading: str
     blocks: tuple
     lead: bool = False
+    folded: bool = False
+
+
+def Details(summary, blocks):  # noqa: N802 (a block's name, as the classes')
+    """Blocks folded under a one-line summary."""
+    return Section(summary, tuple(blocks), folded=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +116,9 @@ def markdown_blocks(blocks, level=2):
 
 
 def _md(block, level=2):
+    if isinstance(block, Section) and block.folded:
+        inner = "\n\n".join(_md(b, level) for b in block.blocks)
+        return f"<details><summary>{block.heading}</summary>\n\n{inner}\n\n</details>"
     if isinstance(block, Section):
         return "\n\n".join(["#" * level + f" {block.heading}"]
                              + [_md(b, level) for b in block.blocks])
@@ -133,9 +136,6 @@ def _md(block, level=2):
         return f"![{block.alt}]({block.src})"
     if isinstance(block, Code):
         return f"```{block.language}\n{block.text}\n```"
-    if isinstance(block, Details):
-        inner = "\n\n".join(_md(b) for b in block.blocks)
-        return f"<details><summary>{block.summary}</summary>\n\n{inner}\n\n</details>"
     raise TypeError(f"not a report block: {block!r}")
 
 
@@ -169,7 +169,7 @@ def html(page, folder):
     page with a broken picture is not written)."""
     folder = pathlib.Path(folder)
     lead = [b for b in page.blocks if isinstance(b, Section) and b.lead]
-    rest = [b for b in page.blocks if b not in lead]
+    rest = [b for b in page.blocks if not (isinstance(b, Section) and b.lead)]
     body = [f"<h1>{_inline(page.title)}</h1>"]
     body += [f'<div class="lead">{_html(b, folder)}</div>' for b in lead]
     body += [_html(b, folder) for b in rest]
@@ -180,6 +180,9 @@ def html(page, folder):
 
 
 def _html(block, folder):
+    if isinstance(block, Section) and block.folded:
+        inner = "\n".join(_html(b, folder) for b in block.blocks)
+        return f"<details><summary>{_inline(block.heading)}</summary>\n{inner}\n</details>"
     if isinstance(block, Section):
         return "\n".join([f"<h2>{_inline(block.heading)}</h2>"]
                          + [_html(b, folder) for b in block.blocks])
@@ -201,9 +204,6 @@ def _html(block, folder):
                 f"<figcaption>{alt}</figcaption></figure>")
     if isinstance(block, Code):
         return f"<pre><code>{html_lib.escape(block.text)}</code></pre>"
-    if isinstance(block, Details):
-        inner = "\n".join(_html(b, folder) for b in block.blocks)
-        return f"<details><summary>{_inline(block.summary)}</summary>\n{inner}\n</details>"
     raise TypeError(f"not a report block: {block!r}")
 
 
