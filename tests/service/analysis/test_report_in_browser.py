@@ -10,7 +10,7 @@ MLflow shows an HTML artifact in a sandboxed iframe of a blob: URL (the
 file fetched from get-artifact): the assertions read that iframe's DOM,
 what the person sees. The same file is then opened from disk (file://).
 
-Screenshots for the docs: `KG_SCREENSHOTS=docs/img` writes the two
+Screenshots for the docs: `KG_SCREENSHOTS=docs/img` writes the three
 pictures docs/report-page.md shows (the command is there).
 """
 
@@ -76,6 +76,8 @@ def seen(swept, tiny_smoke_sweep, tmp_path_factory):
         page.open((folder / "report.html").resolve().as_uri())
         from_disk = page.evaluate(LOOK)
         page.screenshot(shots / "report-page.png")
+        page.evaluate("document.querySelector('figure').scrollIntoView()")  # the forest plot
+        page.screenshot(shots / "report-figures.png")
         disk_errors = page.errors()
     return {"mlflow": in_mlflow, "run_page": run_page, "disk": from_disk,
             "mlflow_errors": mlflow_errors, "disk_errors": disk_errors, "folder": folder}
