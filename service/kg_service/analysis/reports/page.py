@@ -158,8 +158,9 @@ figure { margin: 1rem 0; } figure img { max-width: 100%; height: auto; }
 figcaption { font-size: 13px; color: #57606a; }
 pre { background: #f6f8fa; padding: .6rem; overflow-x: auto; font-size: 12px; }
 code { font-size: 90%; }
-@media print { body { max-width: none; font-size: 11px; } .scroll { overflow: visible; }
-  th, td { white-space: normal; } figure, table { break-inside: avoid; } }
+@media print { body { max-width: none; font-size: 11px; padding: 0; } .scroll { overflow: visible; }
+  table { font-size: 7.5px; width: 100%; } th, td { white-space: normal; padding: 1px 2px;
+  } figure, tr { break-inside: avoid; } }
 """
 
 
