@@ -12,6 +12,7 @@ from kg_service.papers import published
 from kg_service.analysis.numbers import planning
 from kg_service.analysis.reports import study_report
 from kg_service.analysis.words import tables
+from kg_service.analysis.reports import page as report_page
 from kg_service.analysis.reports import variance_report
 from kg_service.analysis.words import wording
 from kg_service.papers.maths import mean_sd
@@ -214,9 +215,8 @@ def variance_lines(run):
         vary=tuple(run.config.get("vary") or ()),
         training=types.SimpleNamespace(
             loss_threshold=run.config.get("training", {}).get("loss_threshold")))
-    lines = variance_report.markdown_sections(summary, members, config)
-    return [line.replace("## ", "### ", 1) if line.startswith("## ") else line
-            for line in lines]
+    text = report_page.markdown_blocks(variance_report.sections(summary, members, config), level=3)
+    return ["", *text.split("\n")] if text else []
 
 
 def glu_section(runs, study):

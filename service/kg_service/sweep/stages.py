@@ -174,6 +174,17 @@ def compare(config, pre, trained, looks=None):
         # A sequential sweep states its looks' decisions only (issue 30 §7).
         sequential=None if looks is None else looks.outcomes(),
     )
+    sections, drawn = [], []
+    if looks is not None:
+        from kg_service.analysis.reports import sequential_report  # scipy: as above
+
+        sections.append(sequential_report.looks_section(looks))
+    if pre.tuning is not None:  # the tuning stage's table, curves and choices
+        from kg_service.analysis.reports import tuning  # matplotlib: as above
+
+        section, figure = tuning.tuning_section(pre.tuning, pre.out_dir)
+        sections.append(section)
+        drawn.append(figure)
     report_paths = report.write_report(
         summary,
         ok,
@@ -184,15 +195,12 @@ def compare(config, pre, trained, looks=None):
         figures=pre.task.figures,
         failed=failed,
         resolved=pre.resolved,
-    )
+        sections=sections,
+    ) + drawn
     if looks is not None:
-        from kg_service.analysis.reports import sequential_report  # scipy: as above
-
-        sequential_report.add_looks(report_paths[0], report_paths[1], looks)
-    if pre.tuning is not None:  # the tuning stage's table, curves and choices
-        from kg_service.analysis.reports import tuning  # matplotlib: as above
-
-        report_paths.append(tuning.add_tuning(report_paths[0], report_paths[1], pre.tuning))
+        sequential_report.add_looks_summary(report_paths[1], looks)
+    if pre.tuning is not None:
+        tuning.add_tuning_summary(report_paths[1], pre.tuning)
     champions = {
         s.activation: best_member(summary, ok, s.activation)
         for s in summary.activations

@@ -89,8 +89,14 @@ def test_the_study_is_its_two_tagged_sweeps_one_holm_family(reported):
     np.testing.assert_allclose([c["p_holm"] for c in summary["comparisons"]],
                                multipletests(raw, method="holm")[1], rtol=1e-9)
     assert {p.name for p in folder.iterdir()} == {
-        "report.md", "summary.json", "performance_profile.png"}
+        "report.md", "summary.json", "report.html", "forest_test_accuracy.png",
+        "forest_test_loss.png", "performance_profile.png"}
     assert 'Study "toy": 2 sweeps (toy-wide, toy-narrow)' in output
+    # issue 34: the study's page, its verdicts first, its path printed.
+    assert f"Page:       {(folder / 'report.html').resolve().as_uri()}" in output
+    page = (folder / "report.html").read_text()
+    assert page.index("<h2>Verdicts</h2>") < page.index("<h2>Comparisons (one family)</h2>")
+    assert page.count("data:image/png;base64,") == 3  # a forest plot per metric, the profile
 
 
 def test_study_numbers_are_the_member_runs_in_the_store(reported, store):

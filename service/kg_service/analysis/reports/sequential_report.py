@@ -1,15 +1,16 @@
 """A sequential sweep's looks in words: the line printed at each look, and
-the report's section (report.md, an entry of summary.json). The numbers are
+the report's section (a `page.Section`, an entry of summary.json). The numbers are
 `kg_service.analysis.numbers.sequential`'s; this module phrases them."""
 
 import json
 import math
 
 from kg_service.analysis.numbers import sequential
+from kg_service.analysis.reports import page
 from kg_service.analysis.words import sequential_wording
 from kg_service.analysis.words import wording
 
-HEADING = "## Sequential seeds"
+HEADING = "Sequential seeds"
 
 
 SPENDING = {"obrien_fleming": "O'Brien-Fleming-type", "pocock": "Pocock-type"}
@@ -101,13 +102,13 @@ def sequential_lines(looks):
     return lines + [_look_decision(looks, a, t, naive=True) + "." for a, t in looks.comparisons]
 
 
-def add_looks(report_path, summary_path, looks):
-    """Appends the looks to report.md and to summary.json ("sequential")."""
-    lines = sequential_lines(looks)
-    text = report_path.read_text().rstrip("\n")
-    report_path.write_text(
-        text + f"\n\n{HEADING}\n\n" + "\n".join(f"- {line}" for line in lines) + "\n"
-    )
+def looks_section(looks):
+    """The report's section of the looks (a `page.Section`)."""
+    return page.Section(HEADING, (page.Bullets(tuple(sequential_lines(looks))),))
+
+
+def add_looks_summary(summary_path, looks):
+    """Adds the looks to summary.json ("sequential")."""
     data = json.loads(summary_path.read_text())
     data["sequential"] = sequential.looks_summary(looks)
     summary_path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
