@@ -113,8 +113,8 @@ def caption(labels):
             f"ceiling or floor, or power < {labels[0].target:g} at the smallest effect with "
             "the seeds run), else inconclusive. The interval is the deciding one (at Holm's "
             "level for the claim; TOST's where equivalence decides). Power: the paired "
-            f"t-test's at the smallest effect, the observed per-seed sd, alpha / "
-            f"{len(labels)}.")
+            "(against a constant: one-sample) t-test's at the smallest effect, the observed "
+            f"per-seed sd, alpha / {len(labels)}.")
 
 
 def claim_lines(labels):
