@@ -79,10 +79,9 @@ def entropy_lines(by_ln):
 def slope_lines(runs, slope_runs):
     lines = [
         f"The slope starts at {published.REVIVAL_INITIAL_SLOPE} and is excluded from "
-        "weight decay (training/optimizers.py: `exclude_from_weight_decay`); the claim "
-        "that it falls without LayerNorm is the claims table's (leaky-slope-falls, the "
-        "no-LayerNorm half's last block). Final slope per block, mean ± sd over seeds "
-        "(per seed in brackets):", "",
+        "weight decay (training/optimizers.py: `exclude_from_weight_decay`); whether it "
+        "falls from there without LayerNorm is a claim, labelled in the claims table. "
+        "Final slope per block, mean ± sd over seeds (per seed in brackets):", "",
         "| sweep | epochs | " + "block 0 | block 1 |", "|---|---|---|---|",
     ]
     for run in list(runs) + list(slope_runs):
