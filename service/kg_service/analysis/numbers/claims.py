@@ -175,59 +175,48 @@ def pair_evidence(claim, table, bounds=None):
                     sides=(_mean(list(a.values())), _mean(list(b.values()))), bounds=bounds)
 
 
-def _at_two_levels(claim, by_level, bounds):
-    """(reference level's table, other level's table) of {level: {activation:
-    {seed: value}}}, whatever the levels' order; or the `Evidence` saying
-    why not."""
+def _across_levels(claim, by_level, kind, value):
+    """`Evidence` of (per-seed number at the other level) - (at
+    `claim.reference`), over the seeds both levels ran, whatever the levels'
+    order in {level: {activation: {seed: value}}}; `value(a, b)` makes a
+    seed's number from the sides' means. `sides`: the numbers' means at
+    the other level and at the reference."""
+    bounds = stats.Metric.of(claim.metric).bounds
     others = [level for level in by_level if level != claim.reference]
     if claim.reference not in by_level or len(others) != 1:
         return Evidence(claim, bounds=bounds, missing=(
-            f"needs one sweep at the reference level {claim.reference!r} "
+            f"{kind} needs one sweep at the reference level {claim.reference!r} "
             f"and one at another level; the study has levels "
             f"{', '.join(repr(v) for v in by_level) or 'none'}"))
-    return by_level[claim.reference], by_level[others[0]], others[0]
-
-
-def interaction_evidence(claim, by_level, bounds=None):
-    """An interaction's `Evidence` from {level: {activation: {seed: value}}}
-    of the claim's metric, one table per level of the study's factor: per
-    seed, (a - b at the other level) - (a - b at `claim.reference`). The
-    levels' order in `by_level` does not matter."""
-    bounds = bounds or stats.Metric.of(claim.metric).bounds
-    both = _at_two_levels(claim, by_level, bounds)
-    if isinstance(both, Evidence):
-        return dataclasses.replace(both, missing="an interaction " + both.missing)
-    gaps = []
-    for table, level in ((both[0], claim.reference), (both[1], both[2])):
-        sides, missing = _per_seed(table, claim.plus, claim.minus)
+    numbers = []
+    for level in (claim.reference, others[0]):
+        sides, missing = _per_seed(by_level[level], claim.plus, claim.minus)
         if sides is None:
             return Evidence(claim, bounds=bounds, missing=f"{missing} at level {level!r}")
-        gaps.append({s: sides[0][s] - sides[1][s] for s in sides[0]})
-    seeds = tuple(sorted(set(gaps[0]) & set(gaps[1])))
-    return Evidence(claim, diffs=tuple(gaps[1][s] - gaps[0][s] for s in seeds), seeds=seeds,
-                    bounds=bounds)
-
-
-def change_evidence(claim, by_level, bounds=None):
-    """A level change's `Evidence`: per seed, a at the other level - a at
-    `claim.reference` (a = `claim.plus`), whatever the levels' order;
-    `sides`: (a's mean at the other level, at the reference), over the
-    seeds both ran, for the ceiling/floor check."""
-    bounds = bounds or stats.Metric.of(claim.metric).bounds
-    both = _at_two_levels(claim, by_level, bounds)
-    if isinstance(both, Evidence):
-        return dataclasses.replace(both, missing="a level change " + both.missing)
-    means = []
-    for table, level in ((both[0], claim.reference), (both[1], both[2])):
-        sides, missing = _per_seed(table, claim.plus, ())
-        if sides is None:
-            return Evidence(claim, bounds=bounds, missing=f"{missing} at level {level!r}")
-        means.append(sides[0])
-    ref, other = means
+        numbers.append({s: value(sides[0][s], sides[1][s]) for s in sides[0]})
+    ref, other = numbers
     seeds = tuple(sorted(set(ref) & set(other)))
     return Evidence(claim, diffs=tuple(other[s] - ref[s] for s in seeds), seeds=seeds,
                     sides=(_mean([other[s] for s in seeds]), _mean([ref[s] for s in seeds])),
                     bounds=bounds)
+
+
+def interaction_evidence(claim, by_level):
+    """An interaction's `Evidence` from {level: {activation: {seed: value}}}
+    of the claim's metric, one table per level of the study's factor: per
+    seed, (a - b at the other level) - (a - b at `claim.reference`). The
+    levels' order in `by_level` does not matter; no ceiling or floor
+    applies to a difference of gaps (`sides` is ())."""
+    e = _across_levels(claim, by_level, "an interaction", lambda a, b: a - b)
+    return dataclasses.replace(e, sides=())
+
+
+def change_evidence(claim, by_level):
+    """A level change's `Evidence`: per seed, a at the other level - a at
+    `claim.reference` (a = `claim.plus`, which is also `claim.minus`),
+    whatever the levels' order; `sides`: (a's mean at the other level, at
+    the reference), for the ceiling/floor check."""
+    return _across_levels(claim, by_level, "a level change", lambda a, b: a)
 
 
 def constant_evidence(claim, table, bounds=None):
