@@ -171,3 +171,25 @@ def test_a_bad_change_or_constant_is_one_clear_problem_exit_2(tmp_path, edit, wo
                                 prog_name="kg-train")
     assert result.exit_code == 2, result.output
     assert all(w in result.output for w in words), result.output
+
+
+def test_every_sweep_of_make_results_loads_with_its_claims():
+    """docs/make_results.sh's sweeps, each its config with its `--set`s: the
+    slope sweep trains one activation, so it declares no claims (the
+    config's compare activations it does not train; issue 32 §4)."""
+    import pathlib
+    import re
+    import shlex
+
+    repo = pathlib.Path(__file__).resolve().parents[3]
+    script = (repo / "docs" / "make_results.sh").read_text().replace("\\\n", " ")
+    tuning = re.search(r"^LM_TUNING='(.*)'$", script, re.M).group(1)
+    loaded = {}
+    for line in re.findall(r"^\s*train (\S+ .*)$", script, re.M):
+        name, *args = shlex.split(line.split("#")[0].replace('"$LM_TUNING"', repr(tuning)))
+        config = args[args.index("--config") + 1]
+        sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+        loaded[name] = load_config(repo / config, sets)
+    assert {"revival-layernorm", "revival-no-layernorm", "revival-slope-long"} <= set(loaded)
+    assert loaded["revival-slope-long"].claims == ()
+    assert len(loaded["revival-no-layernorm"].claims) == 4
