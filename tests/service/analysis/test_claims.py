@@ -206,7 +206,7 @@ def change(direction=claims.GREATER, effect=0.02, reference=True, metric="entrop
                         change=True, reference=reference)
 
 
-def versus(direction=claims.LESS, effect=0.005, constant=0.01, metric="leaky_slope.block1"):
+def versus(direction=claims.LESS, effect=0.005, constant=0.01, metric="leaky_slope_abs.block1"):
     """The learnable slope's final value minus its start."""
     return claims.Claim("slope", metric, direction, effect, 0.05, ("learnable_leaky_relu",),
                         (), versus=constant)
@@ -300,3 +300,12 @@ def test_the_holm_family_takes_every_kind_of_claim_together():
         effect_size=lab.claim.smallest_effect / np.std(d, ddof=1), nobs=6, alpha=0.05 / 3,
         alternative="two-sided"), abs=1e-6) for lab, d in zip(labels, (
             pair_d, [noln["gelu"][s] - ln["gelu"][s] for s in range(6)], slopes)))
+
+
+def test_a_magnitude_cannot_fall_further_below_its_start_than_zero():
+    """|slope| >= 0: from a start of 0.004 a fall of 0.005 cannot show."""
+    c = versus(effect=0.005, constant=0.004)
+    (lab,) = claims.label_all([claims.constant_evidence(c, _slopes(
+        diffs_with(0.001, 0.0005, 6)))])
+    assert (lab.label, lab.why, lab.detail) == (claims.NOT_TESTED, claims.FLOOR,
+                                                ("b", 0.004, 0.0))

@@ -79,7 +79,7 @@ def test_revivals_change_and_constant_claims_are_planned_like_the_others(tmp_pat
     entropy = {True: [0.60, 0.66, 0.58], False: [0.95, 0.97, 0.99]}
     slopes = [0.004, 0.009, 0.002]
     by_level = {lv: {"entropy_norm.block1": {"gelu": dict(enumerate(v))},
-                     "leaky_slope.block1": {"learnable_leaky_relu": dict(enumerate(slopes))}}
+                     "leaky_slope_abs.block1": {"learnable_leaky_relu": dict(enumerate(slopes))}}
                 for lv, v in entropy.items()}
     claims = claim_data.declared(load_config(path))
     plans = {p.claim.name: p for p in sweep_claims.plans_from(

@@ -138,7 +138,7 @@ KINDS = """\
 - {name: overload, change: gelu, reference: true, metric: entropy_norm.block1,
    direction: greater, smallest_effect: 0.02}
 - {name: slope, activation: relu, versus: 0.01, level: false,
-   metric: leaky_slope.block1, direction: less, smallest_effect: 0.005}
+   metric: leaky_slope_abs.block1, direction: less, smallest_effect: 0.005}
 """
 
 
