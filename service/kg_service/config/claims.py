@@ -6,8 +6,8 @@ of `analysis.contrasts`, an `interaction: [a, b]` across the study's
 factor with its `reference` level, a `change: a` of one activation
 between the factor's levels, from its `reference` level, or an
 `activation: a` against a constant, `versus: c`), the `metric`, the
-claimed `direction` of a - b, the `smallest_effect` of interest in the metric's
-units, and `alpha` (the family's: every claim of a config shares one).
+claimed `direction` of a - b, the `smallest_effect` of interest in the
+metric's units, and `alpha` (the family's: every claim of a config shares one).
 `kg_service.analysis.numbers.claims` labels them after the run. The
 checks that span keys read the fields validated before `claims:`
 (activations, data, analysis, study_factor), and each problem is
@@ -137,7 +137,8 @@ def _compared(c, i, data):
     activations = data.get("activations")
     for key in ("pair", "interaction", "change", "activation"):
         value = getattr(c, key)
-        for j, name in enumerate(value if isinstance(value, tuple) else (value,) * bool(value)):
+        names = value if isinstance(value, tuple) else () if value is None else (value,)
+        for j, name in enumerate(names):
             at = (i, key, j) if isinstance(value, tuple) else (i, key)
             if activations is not None and name not in activations:
                 fields.fail(at=at, message=(
