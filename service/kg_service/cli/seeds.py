@@ -102,8 +102,8 @@ def claims_plan(path, tracking_uri=None, power=None):
     power = power or config.analysis.power
     plans = sweep_claims.plans_from(claims, pilot, power)
     lines = [f"Claims of {path}, planned before the run: seeds for power {power:g} at each "
-             f"claim's smallest effect (two-sided paired t-test at alpha / {len(claims)} "
-             "claims, Holm's strictest step).", f"Per-seed sd: {pilot.source}.", ""]
+             f"claim's smallest effect (two-sided paired t-test, one-sample against a "
+             f"constant, at alpha / {len(claims)} claims, Holm's strictest step).", f"Per-seed sd: {pilot.source}.", ""]
     return "\n".join(lines + tables.text_table(*claim_wording.plan_rows(plans), left={0, 1, 2}))
 
 

@@ -2,10 +2,12 @@
 anything trains (issue 32 §1).
 
 Each claim names what it compares (`pair: [a, b]`, a declared `contrast`
-of `analysis.contrasts`, or an `interaction: [a, b]` across the study's
-factor with its `reference` level), the `metric`, the claimed
-`direction` of a - b, the `smallest_effect` of interest in the metric's
-units, and `alpha` (the family's: every claim of a config shares one).
+of `analysis.contrasts`, an `interaction: [a, b]` across the study's
+factor with its `reference` level, a `change: a` of one activation
+between the factor's levels, from its `reference` level, or an
+`activation: a` against a constant, `versus: c`), the `metric`, the
+claimed `direction` of a - b, the `smallest_effect` of interest in the
+metric's units, and `alpha` (the family's: every claim of a config shares one).
 `kg_service.analysis.numbers.claims` labels them after the run. The
 checks that span keys read the fields validated before `claims:`
 (activations, data, analysis, study_factor), and each problem is
@@ -36,9 +38,11 @@ _Level = Annotated[Union[fields.Bool, fields.number(), fields.Text],
 
 @dataclasses.dataclass(frozen=True)
 class ClaimConfig:
-    """One claim. Exactly one of `pair`, `contrast`, `interaction`;
-    `reference` with an interaction only; `level` (the factor level whose
-    sweep a pair or contrast is tested in) in a study with a factor."""
+    """One claim. Exactly one of `pair`, `contrast`, `interaction`,
+    `change`, `versus` (with `activation`); `reference` with an
+    interaction or a change only; `level` (the factor level whose sweep a
+    pair, contrast or constant claim is tested in) in a study with a
+    factor."""
 
     __pydantic_config__ = fields.STRICT
     name: fields.Text
@@ -50,22 +54,34 @@ class ClaimConfig:
     contrast: Optional[fields.Text] = None  # a name in analysis.contrasts
     interaction: Optional[Annotated[tuple[fields.Activation, fields.Activation],
                                     Field(description="two activations [a, b]")]] = None
+    change: Optional[fields.Activation] = None  # its metric at the other level - at reference
+    activation: Optional[fields.Activation] = None  # with versus: its metric - the constant
+    versus: Optional[fields.number()] = None
     reference: Optional[_Level] = None
     level: Optional[_Level] = None
     alpha: Optional[fields.number(gt=0, lt=0.5)] = None  # None: analysis.alpha
+
+    @property
+    def across_levels(self):
+        """Whether it spans the factor's levels (an interaction or a change)."""
+        return self.interaction is not None or self.change is not None
 
     def sides(self, contrasts=()):
         """(plus, minus): the activations whose mean is a, and b's."""
         if self.contrast is not None:
             c = next(c for c in contrasts if c.name == self.contrast)
             return tuple(c.plus), tuple(c.minus)
+        if self.change is not None:
+            return (self.change,), (self.change,)
+        if self.versus is not None:
+            return (self.activation,), ()
         a, b = self.pair or self.interaction
         return (a,), (b,)
 
 
 Claims = Annotated[tuple[ClaimConfig, ...], Field(
-    description="a list of {name, pair | contrast | interaction, metric, direction, "
-                "smallest_effect, alpha}")]
+    description="a list of {name, pair | contrast | interaction | change | versus, metric, "
+                "direction, smallest_effect, alpha}")]
 
 
 def metric_names(data, model):
@@ -99,22 +115,37 @@ def claims_valid(claims, info):
     return claims
 
 
+KINDS = ("pair", "contrast", "interaction", "change", "versus")
+
+
 def _compared(c, i, data):
-    given = [k for k in ("pair", "contrast", "interaction") if getattr(c, k) is not None]
+    given = [k for k in KINDS if getattr(c, k) is not None]
     if len(given) != 1:
         fields.fail(at=(i,), message=(
             f"claim {show(c.name)} names {' and '.join(given) or 'nothing to compare'}; "
-            "expected exactly one of pair: [a, b], contrast: NAME (of analysis.contrasts) "
-            "or interaction: [a, b] (with reference: LEVEL)."))
+            "expected exactly one of pair: [a, b], contrast: NAME (of analysis.contrasts), "
+            "interaction: [a, b] or change: a (each with reference: LEVEL), or "
+            "activation: a with versus: CONSTANT."))
+    if c.versus is not None and c.activation is None:
+        fields.fail(at=(i, "versus"), message=(
+            "a constant without the activation it is compared with; expected "
+            "activation: NAME beside versus: CONSTANT (its metric minus the constant)."))
+    if c.versus is None and c.activation is not None:
+        fields.fail(at=(i, "activation"), message=(
+            "`activation:` belongs to `versus:` (an activation's metric against a "
+            "constant); a pair, contrast, interaction or change names its own activations."))
     activations = data.get("activations")
-    for key in ("pair", "interaction"):
-        for j, name in enumerate(getattr(c, key) or ()):
+    for key in ("pair", "interaction", "change", "activation"):
+        value = getattr(c, key)
+        names = value if isinstance(value, tuple) else () if value is None else (value,)
+        for j, name in enumerate(names):
+            at = (i, key, j) if isinstance(value, tuple) else (i, key)
             if activations is not None and name not in activations:
-                fields.fail(at=(i, key, j), message=(
+                fields.fail(at=at, message=(
                     f"{show(name)} is not one of the activations ({', '.join(activations)}); "
                     f"a claim compares activations the sweep trains."
                     f"{catalog.closest(name, activations)}"))
-        both = getattr(c, key)
+        both = value if isinstance(value, tuple) else None
         if both is not None and both[0] == both[1]:
             fields.fail(at=(i, key, 1), message=(
                 f"{show(both[0])} twice; expected two different activations [a, b]."))
@@ -130,20 +161,21 @@ def _compared(c, i, data):
 
 def _levels(c, i, data):
     factor = data.get("study_factor")
-    if c.interaction is not None and c.reference is None:
-        fields.fail(at=(i, "interaction"), message=(
-            "an interaction without `reference:`; expected the reference level of the "
-            "study's factor (e.g. reference: true), from which the interaction is measured."))
-    if c.interaction is None and c.reference is not None:
+    kind = "an interaction" if c.interaction is not None else "a level change"
+    if c.across_levels and c.reference is None:
+        fields.fail(at=(i, "interaction" if c.interaction is not None else "change"), message=(
+            f"{kind} without `reference:`; expected the reference level of the "
+            f"study's factor (e.g. reference: true), from which {kind} is measured."))
+    if not c.across_levels and c.reference is not None:
         fields.fail(at=(i, "reference"), message=(
-            "`reference:` belongs to an interaction; a pair or contrast names its sweep's "
-            "factor level with `level:`."))
-    if c.interaction is not None and c.level is not None:
+            "`reference:` belongs to an interaction or a change; a pair, contrast or "
+            "constant names its sweep's factor level with `level:`."))
+    if c.across_levels and c.level is not None:
         fields.fail(at=(i, "level"), message=(
-            "an interaction spans the factor's levels; expected no `level:` on it."))
-    wanted = c.reference if c.interaction is not None else c.level
-    key = "reference" if c.interaction is not None else "level"
-    if factor is None and (c.interaction is not None or c.level is not None):
+            f"{kind} spans the factor's levels; expected no `level:` on it."))
+    wanted = c.reference if c.across_levels else c.level
+    key = "reference" if c.across_levels else "level"
+    if factor is None and (c.across_levels or c.level is not None):
         fields.fail(at=(i, key), message=(
             f"{key} without a `study_factor:`; expected study_factor: {{setting: KEY, "
             "reference: VALUE}} beside `study:` (the setting the study's sweeps differ by)."))

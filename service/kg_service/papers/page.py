@@ -9,7 +9,7 @@ Spearman's rho, rank differences in the table's order, the probability of
 each rank by resampling seeds, the attention entropy per layer normalised
 by log t, the learnable slopes, the wall times. Nothing opens a store.
 
-By concern: `maths` (the numbers: ranks, rho, resampling, Welch,
+By concern: `maths` (the numbers: ranks, rho, resampling,
 entropies; checked against scipy and plain numpy in
 tests/service/papers/test_page.py), `sections` (the
 GELU and GLU sections and the words they share), `revival` (the

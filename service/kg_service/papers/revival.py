@@ -1,7 +1,8 @@
 """docs/results.md's "ReLU's Revival" section: perplexity, attention
-entropy per layer (normalised by log t), the learnable slope, described;
-the paper's claims are labelled from the config's `claims:` only
-(`papers.claims`).
+entropy per layer (normalised by log t), the learnable slope, as numbers;
+the paper's claims (the LayerNorm interaction, GELU's entropic overload,
+ReLU's relief, the slope falling from its start) are labelled from the
+config's `claims:` only (`papers.claims`), and nothing here restates them.
 """
 
 import math
@@ -9,14 +10,9 @@ import math
 import numpy as np
 
 from kg_service.papers import published
-from kg_service.papers.maths import ENTROPY_CEILING
-from kg_service.papers.maths import entropy_at_ceiling
-from kg_service.papers.maths import entropy_tests
-from kg_service.papers.maths import slope_test
 from kg_service.papers.maths import head_shares
 from kg_service.papers.maths import layer_entropies
 from kg_service.papers.maths import mean_sd
-from kg_service.papers.sections import fmt_p
 from kg_service.papers.sections import mean_pm
 from kg_service.papers.sections import comparison_lines
 
@@ -44,8 +40,10 @@ def revival_section(runs, study, slope_runs=()):
     lines += ["", "### Attention entropy per layer, normalised by log t", ""] + \
         entropy_lines(by_ln)
     lines += ["", "### The learnable leaky ReLU's slope", ""] + slope_lines(runs, slope_runs)
-    lines += ["", "**Described, not claimed** (numbers without a label; the labels are the "
-              "claims table's):"] + revival_checks(by_ln, slope_runs)
+    checks = revival_checks(by_ln)
+    if checks:
+        lines += ["", "**Described, not claimed** (numbers without a label; the labels are "
+                  "the claims table's):"] + checks
     return lines
 
 
@@ -80,9 +78,10 @@ def entropy_lines(by_ln):
 
 def slope_lines(runs, slope_runs):
     lines = [
-        "The slope starts at 0.01 and is excluded from weight decay "
-        "(training/optimizers.py: `exclude_from_weight_decay`). Final slope per "
-        "block, mean ± sd over seeds (per seed in brackets):", "",
+        f"The slope starts at {published.REVIVAL_INITIAL_SLOPE} and is excluded from "
+        "weight decay (training/optimizers.py: `exclude_from_weight_decay`); whether it "
+        "falls from there without LayerNorm is a claim, labelled in the claims table. "
+        "Final slope per block, mean ± sd over seeds (per seed in brackets):", "",
         "| sweep | epochs | " + "block 0 | block 1 |", "|---|---|---|---|",
     ]
     for run in list(runs) + list(slope_runs):
@@ -111,57 +110,15 @@ def slope_lines(runs, slope_runs):
     return lines
 
 
-def slope_text(runs, slope_runs):
-    """The learnable slope after the longest normalization-free run, and a
-    one-sided t-test of each seed's final |slope| (mean over blocks) below
-    its start. Described, not labelled: the paper's "towards 0" is not a
-    declared claim (a claim compares activations or levels, not a value
-    against a constant), so the page gives the numbers only."""
-    noln = [r for r in list(runs) + list(slope_runs) if not r.layer_norm]
-    if not noln:
-        return "no normalization-free run with the learnable slope"
-    longest = max(noln, key=lambda r: r.config["training"]["epochs"])
-    per_block = [longest.values(f"leaky_slope.block{b}").get("learnable_leaky_relu", {})
-                 for b in (0, 1)]
-    seeds = sorted(set().union(*per_block))
-    finals = [float(np.mean([abs(v[s]) for v in per_block if s in v])) for s in seeds]
-    if not finals:
-        return "no slope logged"
-    start = published.REVIVAL_INITIAL_SLOPE
-    m, p, n = slope_test(finals, start)
-    after = (f"after {longest.config['training']['epochs']} epochs without LayerNorm the "
-             f"mean |slope| is {m:.4f} (start {start}; the paper: towards 0)")
-    if math.isnan(p):
-        return (f"{after}, from {n} seed{'s' if n != 1 else ''} without a spread: no "
-                "one-sided t-test can run")
-    return (f"{after}; one-sided t-test of each seed's final |slope| below the start, "
-            f"p {fmt_p(p)} over {n} seeds")
-
-
-def entropy_text(tests, at_ceiling):
-    """The overload and relief differences per layer, with the layers at the
-    ceiling named (issue 30 §6): numbers, no label (the declared relief
-    claim's label is in the claims table)."""
-    detail = "; ".join(f"{k} layer {i}: {d:+.3f} (Welch p {fmt_p(p)})" for k, i, d, p in tests)
-    ceiling = ", ".join(f"{c} layer {i} {a:.3f} and {b:.3f}"
-                        for (c, i), (a, b) in at_ceiling.items())
-    return (detail + (f"; at or above the ceiling {ENTROPY_CEILING} of the maximum, where no "
-                      f"difference can show: {ceiling}" if ceiling else ""))
-
-
-def revival_checks(by_ln, slope_runs=()):
-    """What the page describes beside the declared claims, without a label."""
-    lines = []
+def revival_checks(by_ln):
+    """What the page describes beside the declared claims, without a label:
+    how many activations removing LayerNorm hurt (the entropy and the slope
+    are the claims table's: issue 32 §4)."""
     ln, noln = by_ln.get(True), by_ln.get(False)
-    if ln is not None and noln is not None:
-        hurt = [a for a in ln.members if a in noln.members
-                and np.mean(list(noln.values("test_loss")[a].values()))
-                > np.mean(list(ln.values("test_loss")[a].values()))]
-        lines.append(f"- Perplexity: removing LayerNorm raises the mean test loss of "
-                     f"{len(hurt)} of {len(ln.members)} activations.")
-        lines.append("- Entropy (overload: noLN GELU − LN GELU; relief: noLN ReLU − noLN "
-                     "GELU), per layer: "
-                     + entropy_text(entropy_tests(by_ln), entropy_at_ceiling(by_ln)) + ".")
-    runs = [r for r in (ln, noln) if r is not None]
-    lines.append(f"- Learnable slope: {slope_text(runs, slope_runs)}.")
-    return lines
+    if ln is None or noln is None:
+        return []
+    hurt = [a for a in ln.members if a in noln.members
+            and np.mean(list(noln.values("test_loss")[a].values()))
+            > np.mean(list(ln.values("test_loss")[a].values()))]
+    return [f"- Perplexity: removing LayerNorm raises the mean test loss of "
+            f"{len(hurt)} of {len(ln.members)} activations."]

@@ -195,3 +195,117 @@ def test_a_sequential_sweeps_claims_get_no_fixed_design_label():
                     direction="greater", smallest_effect=0.003),))
     (lab,) = claim_data.label_sweep(config, results)
     assert (lab.label, lab.detail) == (claims.NOT_TESTED, (claim_data.SEQUENTIAL,))
+
+
+# --- A level change and a value against a constant (issue 32 §1, §4). ---------
+
+
+def change(direction=claims.GREATER, effect=0.02, reference=True, metric="entropy_norm.block1"):
+    """GELU's metric at the other level minus at the reference level."""
+    return claims.Claim("overload", metric, direction, effect, 0.05, ("gelu",), ("gelu",),
+                        change=True, reference=reference)
+
+
+def versus(direction=claims.LESS, effect=0.005, constant=0.01, metric="leaky_slope_abs.block1"):
+    """The learnable slope's final value minus its start."""
+    return claims.Claim("slope", metric, direction, effect, 0.05, ("learnable_leaky_relu",),
+                        (), versus=constant)
+
+
+def _two_levels(reference_mean, other_mean, spread=0.01, n=6):
+    ref = diffs_with(reference_mean, spread, n)
+    other = ref + diffs_with(other_mean - reference_mean, spread, n)[::-1]
+    return ({"gelu": dict(enumerate(ref))}, {"gelu": dict(enumerate(other))})
+
+
+def test_a_level_changes_sign_comes_from_the_reference_whichever_sweep_came_first():
+    ln, noln = _two_levels(0.60, 0.90)
+    first = claims.change_evidence(change(), {True: ln, False: noln})
+    second = claims.change_evidence(change(), {False: noln, True: ln})
+    by_hand = [noln["gelu"][s] - ln["gelu"][s] for s in range(6)]
+    assert first.diffs == second.diffs == pytest.approx(by_hand)
+    assert first.sides == pytest.approx((0.90, 0.60))
+    flipped = claims.change_evidence(change(reference=False), {True: ln, False: noln})
+    assert flipped.diffs == pytest.approx([-d for d in by_hand])
+
+
+@pytest.mark.parametrize("ref,other,n,direction,expected", [
+    (0.60, 0.90, 6, claims.GREATER, (claims.REPRODUCED, "")),
+    (0.60, 0.90, 6, claims.LESS, (claims.CONTRADICTED, claims.OPPOSITE)),
+    (0.60, 0.60, 40, claims.GREATER, (claims.CONTRADICTED, claims.EQUIVALENT)),
+    (0.60, 0.61, 2, claims.GREATER, (claims.NOT_TESTED, claims.UNDERPOWERED)),
+    # The reference level's entropy at 0.985 of its maximum: a rise of
+    # 0.02 cannot show (issue 30 §6), whatever the test says.
+    (0.985, 0.99, 6, claims.GREATER, (claims.NOT_TESTED, claims.CEILING)),
+])
+def test_a_level_change_reaches_each_label(ref, other, n, direction, expected):
+    levels = _two_levels(ref, other, spread=0.001 if n == 40 else 0.01, n=n)
+    (lab,) = claims.label_all([claims.change_evidence(change(direction),
+                                                      {True: levels[0], False: levels[1]})])
+    assert (lab.label, lab.why) == expected
+    if lab.why == claims.CEILING:
+        assert lab.detail == ("b", pytest.approx(0.985), 1.0)
+
+
+def _slopes(values):
+    return {"learnable_leaky_relu": dict(enumerate(values))}
+
+
+@pytest.mark.parametrize("mean,sd,n,direction,expected", [
+    (0.002, 0.001, 5, claims.LESS, (claims.REPRODUCED, "")),
+    (0.030, 0.003, 3, claims.LESS, (claims.CONTRADICTED, claims.OPPOSITE)),
+    (0.0101, 0.0005, 30, claims.LESS, (claims.CONTRADICTED, claims.EQUIVALENT)),
+    (0.008, 0.01, 3, claims.LESS, (claims.NOT_TESTED, claims.UNDERPOWERED)),
+    (0.007, 0.009, 30, claims.LESS, (claims.INCONCLUSIVE, "")),
+])
+def test_a_value_against_a_constant_reaches_each_label(mean, sd, n, direction, expected):
+    values = diffs_with(mean, sd, n)
+    e = claims.constant_evidence(versus(direction), _slopes(values))
+    assert e.diffs == pytest.approx(list(values - 0.01)) and e.sides == pytest.approx(
+        (mean, 0.01))
+    (lab,) = claims.label_all([e])
+    assert (lab.label, lab.why) == expected
+    ref = sps.ttest_1samp(values, 0.01)
+    assert lab.p_holm == pytest.approx(ref.pvalue, rel=1e-9)
+    assert lab.power == pytest.approx(TTestPower().power(
+        effect_size=0.005 / sd, nobs=n, alpha=0.05, alternative="two-sided"), abs=1e-6)
+
+
+def test_a_constant_claim_at_a_bound_is_not_tested_with_the_number():
+    c = versus(claims.GREATER, effect=0.03, constant=0.98, metric="entropy_norm.block1")
+    e = claims.constant_evidence(c, {"learnable_leaky_relu": dict(enumerate(
+        diffs_with(0.99, 0.002, 5)))})
+    (lab,) = claims.label_all([e])
+    assert (lab.label, lab.why) == (claims.NOT_TESTED, claims.CEILING)
+    assert lab.detail == ("b", pytest.approx(0.98), 1.0)
+
+
+def test_the_holm_family_takes_every_kind_of_claim_together():
+    rng = np.random.default_rng(3)
+    pair_d = rng.normal(0.02, 0.02, 6)
+    ln, noln = ({"gelu": dict(enumerate(rng.normal(0.6, 0.05, 6)))},
+                {"gelu": dict(enumerate(rng.normal(0.7, 0.05, 6)))})
+    slopes = rng.normal(0.008, 0.003, 6)
+    labels = claims.label_all([
+        evidence(claim(effect=0.01, metric="score"), pair_d),
+        claims.change_evidence(change(), {False: noln, True: ln}),
+        claims.constant_evidence(versus(), _slopes(slopes))])
+    raw = [sps.ttest_1samp(pair_d, 0.0).pvalue,
+           sps.ttest_rel([noln["gelu"][s] for s in range(6)],
+                         [ln["gelu"][s] for s in range(6)]).pvalue,
+           sps.ttest_1samp(slopes, 0.01).pvalue]
+    _, adjusted, _, _ = multipletests(raw, method="holm")
+    assert [lab.p_holm for lab in labels] == pytest.approx(list(adjusted), rel=1e-9)
+    assert all(lab.power == pytest.approx(TTestPower().power(
+        effect_size=lab.claim.smallest_effect / np.std(d, ddof=1), nobs=6, alpha=0.05 / 3,
+        alternative="two-sided"), abs=1e-6) for lab, d in zip(labels, (
+            pair_d, [noln["gelu"][s] - ln["gelu"][s] for s in range(6)], slopes)))
+
+
+def test_a_magnitude_cannot_fall_further_below_its_start_than_zero():
+    """|slope| >= 0: from a start of 0.004 a fall of 0.005 cannot show."""
+    c = versus(effect=0.005, constant=0.004)
+    (lab,) = claims.label_all([claims.constant_evidence(c, _slopes(
+        diffs_with(0.001, 0.0005, 6)))])
+    assert (lab.label, lab.why, lab.detail) == (claims.NOT_TESTED, claims.FLOOR,
+                                                ("b", 0.004, 0.0))

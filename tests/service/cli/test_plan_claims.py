@@ -52,3 +52,42 @@ def test_the_dry_run_plan_names_the_declared_claims():
               if line.strip().startswith("claims")]
     assert "3 declared (gated-beat-plain, geglu-beats-relu, swiglu-beats-relu)" in row
     assert f"kg plan --config {path}" in row
+
+
+def test_revivals_change_and_constant_claims_are_planned_like_the_others(tmp_path):
+    """Issue 32 §1, §4: GELU's overload (a level change) and the learnable
+    slope (against its start) get their seeds before a run; from a pilot,
+    the sd of their own per-seed numbers (statsmodels' TTestPower)."""
+    import math
+
+    import numpy as np
+    from statsmodels.stats.power import TTestPower
+
+    from kg_service.analysis.numbers import claim_data
+    from kg_service.config.loading import load_config
+    from kg_service.sweep import claims as sweep_claims
+
+    path = REPO / "configs" / "revival.yaml"
+    result = plan("--config", str(path), "--tracking-uri", f"sqlite:///{tmp_path / 'n.db'}")
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: line for line in result.output.splitlines()
+            if line.startswith(("gelu-entropy-overload", "leaky-slope-falls"))}
+    assert "gelu at the other level − at the reference level True" in rows[
+        "gelu-entropy-overload"]
+    assert "learnable_leaky_relu − 0.01 at level False" in rows["leaky-slope-falls"]
+    assert all("if sd = effect" in row and "0.0125" in row for row in rows.values())
+    entropy = {True: [0.60, 0.66, 0.58], False: [0.95, 0.97, 0.99]}
+    slopes = [0.004, 0.009, 0.002]
+    by_level = {lv: {"entropy_norm.block1": {"gelu": dict(enumerate(v))},
+                     "leaky_slope_abs.block1": {"learnable_leaky_relu": dict(enumerate(slopes))}}
+                for lv, v in entropy.items()}
+    claims = claim_data.declared(load_config(path))
+    plans = {p.claim.name: p for p in sweep_claims.plans_from(
+        claims, sweep_claims.Pilot(by_level, "constructed"), 0.8)}
+    for name, diffs, effect in (
+            ("gelu-entropy-overload", np.subtract(entropy[False], entropy[True]), 0.02),
+            ("leaky-slope-falls", np.subtract(slopes, 0.01), 0.005)):
+        sd = float(np.std(diffs, ddof=1))
+        assert plans[name].sd == sd and plans[name].pilot_seeds == 3
+        solved = TTestPower().solve_power(effect_size=effect / sd, alpha=0.05 / 4, power=0.8)
+        assert abs(plans[name].needed - math.ceil(solved)) <= 1

@@ -5,6 +5,9 @@ import textwrap
 
 import pytest
 
+from click.testing import CliRunner
+
+from kg_service.cli import train as train_cli
 from kg_service.config.loading import load_config
 from kg_service.errors import ServiceError
 
@@ -129,3 +132,64 @@ def test_an_interaction_without_a_study_factor_is_refused(tmp_path):
     message = problem(tmp_path, GOOD.replace("pair: [gelu, relu]",
                                              "interaction: [gelu, relu]\n  reference: true"))
     assert "without a `study_factor:`" in message, message
+
+
+KINDS = """\
+- {name: overload, change: gelu, reference: true, metric: entropy_norm.block1,
+   direction: greater, smallest_effect: 0.02}
+- {name: slope, activation: relu, versus: 0.01, level: false,
+   metric: leaky_slope_abs.block1, direction: less, smallest_effect: 0.005}
+"""
+
+
+def test_a_level_change_and_a_constant_load_with_their_sides(tmp_path):
+    config = load(tmp_path, KINDS, STUDY)
+    change, constant = config.claims
+    assert (change.change, change.reference, change.sides()) == ("gelu", True,
+                                                                  (("gelu",), ("gelu",)))
+    assert (constant.activation, constant.versus, constant.level) == ("relu", 0.01, False)
+    assert constant.sides() == (("relu",), ())
+
+
+@pytest.mark.parametrize("edit,words", [
+    (("change: gelu", "chnage: gelu"), ["claims[0]", "line 8", 'Did you mean "change"']),
+    (("change: gelu", "change: gleu"), ["claims[0].change", "line 8", 'Did you mean "gelu"']),
+    (("versus: 0.01", "versu: 0.01"), ["claims[1]", "line 10", 'Did you mean "versus"']),
+    (("versus: 0.01", "versus: small"), ["claims[1].versus", "line 10"]),
+    (("change: gelu, reference: true", "change: gelu"), ["claims[0]", "without `reference:`"]),
+    (("activation: relu, versus: 0.01", "versus: 0.01"), ["claims[1]", "line 10",
+                                                         "activation: NAME"]),
+    (("activation: relu, versus: 0.01", "activation: relu, pair: [relu, gelu]"),
+     ["claims[1].activation", "belongs to `versus:`"]),
+    (("change: gelu, reference: true", "change: gelu, reference: true, level: false"),
+     ["claims[0].level", "spans the factor's levels"]),
+])
+def test_a_bad_change_or_constant_is_one_clear_problem_exit_2(tmp_path, edit, words):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(STUDY + textwrap.indent(KINDS.replace(*edit), "  "), encoding="utf-8")
+    result = CliRunner().invoke(train_cli.main, ["--config", str(path), "--dry-run"],
+                                prog_name="kg-train")
+    assert result.exit_code == 2, result.output
+    assert all(w in result.output for w in words), result.output
+
+
+def test_every_sweep_of_make_results_loads_with_its_claims():
+    """docs/make_results.sh's sweeps, each its config with its `--set`s: the
+    slope sweep trains one activation, so it declares no claims (the
+    config's compare activations it does not train; issue 32 §4)."""
+    import pathlib
+    import re
+    import shlex
+
+    repo = pathlib.Path(__file__).resolve().parents[3]
+    script = (repo / "docs" / "make_results.sh").read_text().replace("\\\n", " ")
+    tuning = re.search(r"^LM_TUNING='(.*)'$", script, re.M).group(1)
+    loaded = {}
+    for line in re.findall(r"^\s*train (\S+ .*)$", script, re.M):
+        name, *args = shlex.split(line.split("#")[0].replace('"$LM_TUNING"', repr(tuning)))
+        config = args[args.index("--config") + 1]
+        sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+        loaded[name] = load_config(repo / config, sets)
+    assert {"revival-layernorm", "revival-no-layernorm", "revival-slope-long"} <= set(loaded)
+    assert loaded["revival-slope-long"].claims == ()
+    assert len(loaded["revival-no-layernorm"].claims) == 4

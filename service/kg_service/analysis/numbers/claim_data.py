@@ -25,7 +25,8 @@ def declared(config):
             smallest_effect=c.smallest_effect,
             alpha=c.alpha if c.alpha is not None else config.analysis.alpha,
             plus=plus, minus=minus, interaction=c.interaction is not None,
-            reference=c.reference, level=c.level))
+            reference=c.reference, level=c.level, change=c.change is not None,
+            versus=c.versus))
     return tuple(out)
 
 
@@ -54,21 +55,22 @@ def results_tables(results, metrics):
 
 def evidence(claim, by_level):
     """One claim's `claims.Evidence` from the tables of every level."""
-    if claim.interaction:
-        return rule.interaction_evidence(
-            claim, {lv: t.get(claim.metric, {}) for lv, t in by_level.items()})
+    if claim.interaction or claim.change:
+        across = rule.interaction_evidence if claim.interaction else rule.change_evidence
+        return across(claim, {lv: t.get(claim.metric, {}) for lv, t in by_level.items()})
+    one_sweep = rule.pair_evidence if claim.versus is None else rule.constant_evidence
     if claim.level is not None:
         if claim.level not in by_level:
             return rule.Evidence(claim, missing=(
                 f"no sweep at level {claim.level!r} (the study's levels: "
                 f"{', '.join(repr(v) for v in by_level) or 'none'})"))
-        return rule.pair_evidence(claim, by_level[claim.level].get(claim.metric, {}))
+        return one_sweep(claim, by_level[claim.level].get(claim.metric, {}))
     if len(by_level) != 1:
         return rule.Evidence(claim, missing=(
             f"{len(by_level)} sweeps at levels {', '.join(repr(v) for v in by_level)}; "
             "the claim names no `level:` to be tested at"))
     (tables,) = by_level.values()
-    return rule.pair_evidence(claim, tables.get(claim.metric, {}))
+    return one_sweep(claim, tables.get(claim.metric, {}))
 
 
 def label_levels(claims, by_level, power=0.8):
@@ -84,9 +86,9 @@ SEQUENTIAL = ("a sequential sweep: its claims are decided by its looks, not by a
 
 
 def label_sweep(config, results):
-    """A lone sweep's claims labelled from its members: a pair or contrast
-    from its own numbers, an interaction "not tested" (it needs the
-    study's other sweeps: `kg report --study`), every claim of a
+    """A lone sweep's claims labelled from its members: a pair, contrast or
+    constant from its own numbers, an interaction or a level change "not
+    tested" (it needs the study's other sweeps: `kg report --study`), every claim of a
     sequential sweep "not tested" here (`SEQUENTIAL`). () without claims."""
     claims = declared(config)
     if not claims:

@@ -11,7 +11,12 @@ alpha. Each claim is one signed number per seed:
 - an interaction [a, b] with a reference level r of the study's factor:
   (a - b at the other level) - (a - b at r), per seed that both levels'
   sweeps ran. Its sign comes from the declared reference, never from
-  which sweep started first (issue 30 §4).
+  which sweep started first (issue 30 §4);
+- a level change of one activation a with a reference level r: a at the
+  other level - a at r, per seed both levels' sweeps ran (signed by r,
+  as the interaction);
+- a value against a constant c: a - c per seed (a one-sample t-test,
+  which is the paired test's on these numbers).
 
 `label_all` labels the claims of one paper: Holm over the claims for
 both the superiority test and the TOST at +-smallest_effect (Lakens 2017),
@@ -59,8 +64,11 @@ OPPOSITE, EQUIVALENT = "opposite", "equivalent"
 class Claim:
     """A declared claim as numbers: a - b where a = mean(`plus`), b =
     mean(`minus`); `reference` (an interaction's reference level) and
-    `level` (the factor level whose sweep a pair or contrast is tested in)
-    are None where they do not apply; `interaction` says which kind."""
+    `level` (the factor level whose sweep a pair, contrast or constant
+    claim is tested in) are None where they do not apply. The kind:
+    `interaction`, `change` (a = b = one activation, at the other level
+    and at the reference), `versus` (the constant b; `minus` is ()), else
+    a pair or contrast."""
 
     name: str
     metric: str
@@ -72,6 +80,8 @@ class Claim:
     interaction: bool = False
     reference: object = None
     level: object = None
+    change: bool = False
+    versus: Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,27 +175,62 @@ def pair_evidence(claim, table, bounds=None):
                     sides=(_mean(list(a.values())), _mean(list(b.values()))), bounds=bounds)
 
 
-def interaction_evidence(claim, by_level, bounds=None):
-    """An interaction's `Evidence` from {level: {activation: {seed: value}}}
-    of the claim's metric, one table per level of the study's factor: per
-    seed, (a - b at the other level) - (a - b at `claim.reference`). The
-    levels' order in `by_level` does not matter."""
-    bounds = bounds or stats.Metric.of(claim.metric).bounds
+def _across_levels(claim, by_level, kind, value):
+    """`Evidence` of (per-seed number at the other level) - (at
+    `claim.reference`), over the seeds both levels ran, whatever the levels'
+    order in {level: {activation: {seed: value}}}; `value(a, b)` makes a
+    seed's number from the sides' means. `sides`: the numbers' means at
+    the other level and at the reference."""
+    bounds = stats.Metric.of(claim.metric).bounds
     others = [level for level in by_level if level != claim.reference]
     if claim.reference not in by_level or len(others) != 1:
         return Evidence(claim, bounds=bounds, missing=(
-            f"an interaction needs one sweep at the reference level {claim.reference!r} "
+            f"{kind} needs one sweep at the reference level {claim.reference!r} "
             f"and one at another level; the study has levels "
             f"{', '.join(repr(v) for v in by_level) or 'none'}"))
-    gaps = {}
+    numbers = []
     for level in (claim.reference, others[0]):
         sides, missing = _per_seed(by_level[level], claim.plus, claim.minus)
         if sides is None:
             return Evidence(claim, bounds=bounds, missing=f"{missing} at level {level!r}")
-        gaps[level] = {s: sides[0][s] - sides[1][s] for s in sides[0]}
-    seeds = tuple(sorted(set(gaps[claim.reference]) & set(gaps[others[0]])))
-    return Evidence(claim, diffs=tuple(gaps[others[0]][s] - gaps[claim.reference][s]
-                                       for s in seeds), seeds=seeds, bounds=bounds)
+        numbers.append({s: value(sides[0][s], sides[1][s]) for s in sides[0]})
+    ref, other = numbers
+    seeds = tuple(sorted(set(ref) & set(other)))
+    return Evidence(claim, diffs=tuple(other[s] - ref[s] for s in seeds), seeds=seeds,
+                    sides=(_mean([other[s] for s in seeds]), _mean([ref[s] for s in seeds])),
+                    bounds=bounds)
+
+
+def interaction_evidence(claim, by_level):
+    """An interaction's `Evidence` from {level: {activation: {seed: value}}}
+    of the claim's metric, one table per level of the study's factor: per
+    seed, (a - b at the other level) - (a - b at `claim.reference`). The
+    levels' order in `by_level` does not matter; no ceiling or floor
+    applies to a difference of gaps (`sides` is ())."""
+    e = _across_levels(claim, by_level, "an interaction", lambda a, b: a - b)
+    return dataclasses.replace(e, sides=())
+
+
+def change_evidence(claim, by_level):
+    """A level change's `Evidence`: per seed, a at the other level - a at
+    `claim.reference` (a = `claim.plus`, which is also `claim.minus`),
+    whatever the levels' order; `sides`: (a's mean at the other level, at
+    the reference), for the ceiling/floor check."""
+    return _across_levels(claim, by_level, "a level change", lambda a, b: a)
+
+
+def constant_evidence(claim, table, bounds=None):
+    """A constant claim's `Evidence` from one sweep's {activation: {seed:
+    value}}: per seed, a - `claim.versus`; `sides`: (a's mean, the
+    constant)."""
+    bounds = bounds or stats.Metric.of(claim.metric).bounds
+    sides, missing = _per_seed(table, claim.plus, ())
+    if sides is None:
+        return Evidence(claim, bounds=bounds, missing=missing)
+    a = sides[0]
+    seeds = tuple(a)
+    return Evidence(claim, diffs=tuple(a[s] - claim.versus for s in seeds), seeds=seeds,
+                    sides=(_mean(list(a.values())), float(claim.versus)), bounds=bounds)
 
 
 def bound_hit(claim, sides, bounds):

@@ -50,6 +50,7 @@ _RANGES = {
     "loss": (0.0, math.inf),
     "perplexity": (1.0, math.inf),
     "entropy_norm": (0.0, 1.0),  # attention entropy / log t, per block: "entropy_norm.block0"
+    "leaky_slope_abs": (0.0, math.inf),  # |learnable slope|, per block
 }
 
 

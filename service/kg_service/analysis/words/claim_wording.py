@@ -23,6 +23,12 @@ def compares(claim):
     def side(names):
         return names[0] if len(names) == 1 else f"mean({', '.join(names)})"
 
+    if claim.change:
+        return (f"{side(claim.plus)} at the other level − at the reference level "
+                f"{claim.reference!r}")
+    if claim.versus is not None:
+        return (f"{side(claim.plus)} − {claim.versus:g}"
+                + (f" at level {claim.level!r}" if claim.level is not None else ""))
     gap = f"{side(claim.plus)} − {side(claim.minus)}"
     if claim.interaction:
         return (f"({gap}) at the other level − ({gap}) at the reference level "
@@ -56,8 +62,7 @@ def why(lab):
         return f"not tested: the test could not run ({lab.detail[0]})"
     if lab.why in (rule.CEILING, rule.FLOOR):
         side, mean, bound = lab.detail
-        names = c.minus if side == "b" else c.plus
-        return (f"not tested: {', '.join(names)}'s mean {mean:.4g} is within the smallest "
+        return (f"not tested: {_side_name(c, side)} {mean:.4g} is within the smallest "
                 f"effect {c.smallest_effect:g} of the metric's {lab.why} {bound:g}, so the "
                 "claimed effect cannot show")
     if lab.why == rule.UNDERPOWERED:
@@ -76,6 +81,16 @@ def why(lab):
                 f"{wording.format_p(lab.p_equivalence_holm)} over the claims)")
     return (f"inconclusive: neither significant ({hp}) nor equivalent within "
             f"±{c.smallest_effect:g}, with power {power_text(lab)} at the smallest effect")
+
+
+def _side_name(claim, side):
+    """What a bound's side (`claims.bound_hit`'s "a" or "b") is, in words."""
+    if claim.versus is not None and side == "b":
+        return "the constant"
+    if claim.change:
+        where = "the reference level" if side == "b" else "the other level"
+        return f"{', '.join(claim.plus)}'s mean at {where}"
+    return f"{', '.join(claim.minus if side == 'b' else claim.plus)}'s mean"
 
 
 def claim_rows(labels):
@@ -98,8 +113,8 @@ def caption(labels):
             f"ceiling or floor, or power < {labels[0].target:g} at the smallest effect with "
             "the seeds run), else inconclusive. The interval is the deciding one (at Holm's "
             "level for the claim; TOST's where equivalence decides). Power: the paired "
-            f"t-test's at the smallest effect, the observed per-seed sd, alpha / "
-            f"{len(labels)}.")
+            "(against a constant: one-sample) t-test's at the smallest effect, the observed "
+            f"per-seed sd, alpha / {len(labels)}.")
 
 
 def claim_lines(labels):

@@ -52,4 +52,5 @@ def logged_metrics(model):
     return (("test_perplexity", "test_bits_per_byte", "val_perplexity", "val_bits_per_byte")
             + tuple(f"entropy_norm.block{i}" for i in blocks)
             + tuple(f"entropy_norm_quarter{k}" for k in range(1, 5))
-            + tuple(f"leaky_slope.block{i}" for i in blocks))
+            + tuple(f"leaky_slope.block{i}" for i in blocks)
+            + tuple(f"leaky_slope_abs.block{i}" for i in blocks))
