@@ -46,7 +46,9 @@ def _seed_rows(config, n_act):
     return [
         ("seeds", f"{first} seeds, then +{schedule.step} until decided, at most {most} "
                   f"(sequential: {len(looks)} looks at {shown} seeds, "
-                  f"{_SPENDING[schedule.spending]})"),
+                  f"{_SPENDING[schedule.spending]}"
+                  + (f"; stops for futility when the smallest effect {schedule.smallest_effect:g} "
+                     "is out of reach" if schedule.futility else "") + ")"),
         ("members", f"{n_act} activations x {first}..{most} seeds = {n_act * first}.."
                     f"{n_act * most} training runs"),
     ]
@@ -118,6 +120,15 @@ def _analysis_text(analysis):
     for c in analysis.contrasts:
         text += f"; contrast {c.name}: mean({', '.join(c.plus)}) − mean({', '.join(c.minus)})"
     return text
+
+
+def _claims_text(config):
+    """The declared claims, and where their seeds are planned."""
+    names = ", ".join(c.name for c in config.claims)
+    where = f"kg plan --config {config.source}" if config.source else "kg plan --config FILE"
+    return (f"{len(config.claims)} declared ({names}); each labelled reproduced / "
+            "contradicted / not tested / inconclusive after the run, Holm over them; "
+            f"the seeds each needs: {where}")
 
 
 def describe_plan(config, environ=None):
@@ -219,6 +230,7 @@ def _plan(config, rows, environ):
         ("registry", registry),
         ("export", export),
         ("analysis", _analysis_text(config.analysis)),
+        *([("claims", _claims_text(config))] if config.claims else []),
         ("output", config.output_dir),
     ] + ([("tuning", _tuning_text(config))] if config.tuning else []) + (
         [("study", f"{config.study} (one family with its other sweeps: "

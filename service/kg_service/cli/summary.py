@@ -54,11 +54,30 @@ def kg_command():
     return shlex.quote(beside) if os.path.exists(beside) else "kg"
 
 
+def show_page(echo, path, url="", local=False):
+    """The report's page (issue 34 §4): report.html on disk, and where
+    MLflow's UI shows it (a local store's: once `mlflow ui` runs)."""
+    echo(f"Page:       {path.resolve().as_uri()}")
+    if url:
+        echo(f"In MLflow:  {url}" + ("  (once the `mlflow ui` below runs)" if local else ""))
+
+
+def page_target(outcome):
+    """What `kg report --open` opens: the run's page in MLflow's UI where a
+    tracking server serves it, else report.html from disk."""
+    from kg_service.analysis.reports import page  # scipy: loaded by the sweep already
+
+    if outcome.page_url and outcome.tracking_uri.startswith(("http://", "https://")):
+        return outcome.page_url
+    return (outcome.out_dir / page.HTML).resolve().as_uri()
+
+
 def print_sweep(echo, outcome):
     """The summary of a compared sweep: the table, failed members, the
     registered models, and where to look next (report, UI, serving)."""
     # scipy (wording's statistics): loaded by the sweep already.
     from kg_service.analysis.reports import sequential_report
+    from kg_service.analysis.reports import page  # scipy: loaded by the sweep already
     from kg_service.analysis.words import tables  # scipy: loaded by the sweep already
     from kg_service.analysis.words import wording  # scipy: loaded by the sweep already
 
@@ -68,6 +87,13 @@ def print_sweep(echo, outcome):
     echo("")
     echo(tables.format_table(summary))
     echo("")
+    if compared.claims:
+        from kg_service.analysis.words import claim_wording  # scipy: loaded by the sweep already
+
+        echo("Claims (declared in the config; Holm over them):")
+        for line in claim_wording.claim_lines(compared.claims):
+            echo(f"  {line}")
+        echo("")
     if compared.looks is not None:
         for line in sequential_report.sequential_lines(compared.looks):
             echo(line)
@@ -92,6 +118,8 @@ def print_sweep(echo, outcome):
             echo(line)
         echo("")
     echo(f"Report:     {outcome.out_dir / 'report.md'}")
+    show_page(echo, outcome.out_dir / page.HTML, outcome.page_url,
+              local=not uri.startswith(("http://", "https://")))
     # The venv's bin first: `mlflow models serve` needs its uvicorn on PATH.
     bin_dir = os.path.dirname(sys.executable)
     # Telemetry as in this process (off unless the user turned it on): the

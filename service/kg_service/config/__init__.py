@@ -2,6 +2,7 @@
 
 Modules:
     catalog: the named choices, listed once, importing nothing heavy.
+    claims: `claims:`, what a sweep claims, declared before the run.
     derived: what follows from a validated config alone (grid, sizes, names).
     excerpts: values as the user wrote them, cut short, for every message.
     execution: the `execution:` section: engine local or ray, and what a Ray task asks.
@@ -9,6 +10,7 @@ Modules:
     loading: the file, its `--set` overrides, validation.
     problems: pydantic's errors, as the user wrote the values.
     schema: the typed config objects, validated once at the edge.
+    sequential_seeds: `seeds: {start, step, max, ...}` and its checks.
     tuning: the `tuning:` block: each activation's own value of one setting.
     yaml_file: YAML with each key's line, duplicate keys caught.
 """

@@ -41,34 +41,14 @@ from pydantic import Tag
 from pydantic.json_schema import SkipJsonSchema
 
 from kg_service.config import catalog
+from kg_service.config import claims as claims_lib
 from kg_service.config import fields
 from kg_service.config.execution import ExecutionConfig
 from kg_service.config import tuning as tuning_lib
 from kg_service.config.excerpts import quoted
 from kg_service.config.excerpts import show
-
-def _schedule_fits(schedule):
-    if schedule.max < schedule.start:
-        fields.fail(at=("max",), message=(
-            f"{schedule.max} is below seeds.start {schedule.start}; expected "
-            "max >= start (the most seeds the sweep may take, its first batch included)."
-        ))
-    return schedule
-
-
-@dataclasses.dataclass(frozen=True)
-class SequentialSeeds:
-    """`seeds: {start, step, max}`: seeds 0..start-1 first, then `step` more
-    at a time until every comparison is decided (group-sequential, alpha
-    spent by `spending`; kg_service.analysis.numbers.sequential) or `max` seeds
-    are trained."""
-
-    __pydantic_config__ = fields.STRICT
-    start: fields.integer(ge=2, most=fields.MAX_SEEDS) = 4  # the first batch: a t-test needs 2
-    step: fields.integer(ge=1, most=fields.MAX_SEEDS) = 4  # seeds added per look
-    max: fields.integer(ge=2, most=fields.MAX_SEEDS) = 40  # the budget; the last look may add fewer
-    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
-
+from kg_service.config.sequential_seeds import SequentialSeeds
+from kg_service.config.sequential_seeds import schedule_fits
 
 # The form of `seeds`, told apart before validation so that a problem is
 # reported against the form the user wrote (the tags never reach a message).
@@ -81,7 +61,7 @@ def _seeds_form(value):
 
 _SeedsSetting = Annotated[
     Union[
-        Annotated[Annotated[SequentialSeeds, AfterValidator(_schedule_fits)], Tag(SEEDS_FORMS[0])],
+        Annotated[Annotated[SequentialSeeds, AfterValidator(schedule_fits)], Tag(SEEDS_FORMS[0])],
         Annotated[fields.Seeds, Tag(SEEDS_FORMS[1])],
     ],
     Discriminator(_seeds_form),
@@ -90,8 +70,6 @@ _SeedsSetting = Annotated[
         "non-negative integers, or a mapping {start, step, max} of sequential seeds",
     ),
 ]
-
-
 
 @dataclasses.dataclass(frozen=True)
 class CommonData:
@@ -490,6 +468,8 @@ def _compose():
         # (`StudyFactor`): `kg report --study` reads each sweep's level from its
         # config and orients every interaction by it.
         study_factor: Annotated[Optional[StudyFactor], AfterValidator(_factor_valid)] = None
+        # What the sweep claims, declared before the run (config/claims.py, issue 32 §1).
+        claims: Annotated[claims_lib.Claims, AfterValidator(claims_lib.claims_valid)] = ()
         # The YAML file it came from: set by load_config, not a key.
         source: SkipJsonSchema[Annotated[Optional[str], BeforeValidator(fields.not_a_key)]] = None
 

@@ -1,5 +1,5 @@
 """docs/results.md's math: ranks, Spearman's rho, rank probabilities by
-resampling seeds, Welch's test, the attention entropy per layer (the
+resampling seeds, the attention entropy per layer (the
 numbers `page` shows; no words, no store).
 
 `ranks`, `rank_agreement` and `rank_probabilities` are checked against
@@ -105,14 +105,6 @@ def mean_sd(values):
     return float(v.mean()), (float(v.std(ddof=1)) if len(v) > 1 else math.nan)
 
 
-def welch(first, second):
-    """Welch's t-test (second - first): estimate, p (`scipy.stats.ttest_ind`)."""
-    a, b = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
-    if len(a) < 2 or len(b) < 2:
-        return float(b.mean() - a.mean()), math.nan
-    return float(b.mean() - a.mean()), float(_st.ttest_ind(b, a, equal_var=False).pvalue)
-
-
 def layer_entropies(run, activation):
     """[blocks] of [values over seeds]: the final normalised attention
     entropy of each layer (`entropy_norm.block{i}`, tasks/language/entropy.py)."""
@@ -144,53 +136,3 @@ def median_first(table, resamples=RESAMPLES, seed=SEED):
     best = m == m.min(axis=1, keepdims=True)
     shares = best / best.sum(axis=1, keepdims=True)
     return {a: float(p) for a, p in zip(names, shares.mean(axis=0))}
-
-
-# Normalised attention entropy (1 = uniform): two groups whose means both
-# lie at or above this share of the maximum have no room for the claimed
-# difference, so their comparison is not a test of it (issue 30 §6).
-ENTROPY_CEILING = 0.95
-
-
-def entropy_at_ceiling(by_ln, ceiling=ENTROPY_CEILING):
-    """{(claim, layer): (mean, mean)} of the entropy comparisons (as
-    `entropy_tests` pairs them) whose two groups both sit at the ceiling."""
-    ln, noln = by_ln.get(True), by_ln.get(False)
-    if ln is None or noln is None:
-        return {}
-    pairs = {"overload": (layer_entropies(ln, "gelu"), layer_entropies(noln, "gelu")),
-             "relief": (layer_entropies(noln, "gelu"), layer_entropies(noln, "relu"))}
-    out = {}
-    for claim, (first, second) in pairs.items():
-        for i, (a, b) in enumerate(zip(first, second)):
-            means = (float(np.mean(a)), float(np.mean(b)))
-            if min(means) >= ceiling:
-                out[(claim, i)] = means
-    return out
-
-
-def slope_test(finals_by_seed, start):
-    """One-sided one-sample t-test that the final |slope| (each seed's mean
-    over blocks) lies below its start: `(mean, p, n)`; p NaN below 2 seeds
-    or with no spread (as scipy's `ttest_1samp(..., alternative="less")`)."""
-    x = np.asarray(finals_by_seed, dtype=float)
-    if x.size < 2 or not np.ptp(x) > 0:
-        return (float(np.mean(x)) if x.size else math.nan), math.nan, int(x.size)
-    t = (x.mean() - start) / (x.std(ddof=1) / math.sqrt(x.size))
-    return float(x.mean()), float(_st.t.cdf(t, x.size - 1)), int(x.size)
-
-
-def entropy_tests(by_ln):
-    """The paper's two entropy claims, per layer, Welch over seeds:
-    overload (noLN GELU above LN GELU) and relief (noLN ReLU below noLN
-    GELU). [(claim, layer, difference, p)]."""
-    ln, noln = by_ln.get(True), by_ln.get(False)
-    if ln is None or noln is None:
-        return []
-    out = []
-    for i, (a, b) in enumerate(zip(layer_entropies(ln, "gelu"), layer_entropies(noln, "gelu"))):
-        out.append(("overload", i, *welch(a, b)))
-    for i, (a, b) in enumerate(zip(layer_entropies(noln, "gelu"),
-                                   layer_entropies(noln, "relu"))):
-        out.append(("relief", i, *welch(a, b)))
-    return out

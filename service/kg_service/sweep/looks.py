@@ -106,7 +106,8 @@ def held(pre, trained):
 def look(config, pre, trained, counts, schedule):
     """The `SweepLooks` of the looks at `counts`, from `trained`'s members
     (a diverged member is left out, as in the comparison), at the config's
-    `analysis.alpha` and `analysis.margin` for the compared metric."""
+    `analysis.alpha` and `analysis.margin` for the compared metric, with the
+    schedule's futility rule (`seeds.futility`, `seeds.smallest_effect`)."""
     from kg_service.analysis.numbers import sequential  # scipy: after pre-flight's checks
 
     metric = pre.task.compared
@@ -119,6 +120,7 @@ def look(config, pre, trained, counts, schedule):
         values, config.baseline, counts, schedule.max, metric=metric.name,
         higher_is_better=metric.higher_is_better, alpha=config.analysis.alpha,
         spending=schedule.spending, margin=config.analysis.margin_for(metric.name),
+        futility=sequential.Futility(schedule.smallest_effect) if schedule.futility else None,
     )
 
 

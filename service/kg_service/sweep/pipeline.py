@@ -52,6 +52,7 @@ class SweepOutcome:
     out_dir: pathlib.Path
     tracking_uri: str
     seconds: float
+    page_url: str = ""  # report.html in the store's UI (MLflow's), "" without one
 
 
 class NoProgress:
@@ -158,6 +159,8 @@ def train_all(config, pre, sweep_run_id, progress, logged, echo):
 
 def concluded(config, pre, compared, registered, started):
     """The `SweepOutcome` of a sweep compared `started` (monotonic) ago."""
+    from kg_service.analysis.reports import page  # scipy: the compare stage loaded it already
+
     return SweepOutcome(
         config=config,
         compared=compared,
@@ -165,6 +168,7 @@ def concluded(config, pre, compared, registered, started):
         out_dir=pre.out_dir,
         tracking_uri=pre.tracking_uri,
         seconds=time.monotonic() - started,
+        page_url=pre.store.report_page(page.HTML),
     )
 
 

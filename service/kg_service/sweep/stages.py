@@ -43,6 +43,7 @@ class Compared:
     failed: tuple  # MemberResults that diverged, listed, never averaged
     # A sequential sweep's looks (kg_service.analysis.numbers.sequential.SweepLooks).
     looks: Any = None
+    claims: tuple = ()  # the config's claims labelled (analysis.numbers.claims.Label)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,9 +190,19 @@ def compare(config, pre, trained, looks=None):
         power=analysis.power,
         contrasts=analysis.contrasts,
         # A sequential sweep states its looks' decisions only (issue 30 §7).
-        sequential=None if looks is None else {
-            a: test.decision for a, test in looks.comparisons},
+        sequential=None if looks is None else looks.outcomes(),
     )
+    sections, drawn = [], []
+    if looks is not None:
+        from kg_service.analysis.reports import sequential_report  # scipy: as above
+
+        sections.append(sequential_report.looks_section(looks))
+    if pre.tuning is not None:  # the tuning stage's table, curves and choices
+        from kg_service.analysis.reports import tuning  # matplotlib: as above
+
+        section, figure = tuning.tuning_section(pre.tuning, pre.out_dir)
+        sections.append(section)
+        drawn.append(figure)
     report_paths = report.write_report(
         summary,
         ok,
@@ -202,25 +213,25 @@ def compare(config, pre, trained, looks=None):
         figures=pre.task.figures,
         failed=failed,
         resolved=pre.resolved,
-    )
+        sections=sections,
+    ) + drawn
     if looks is not None:
-        from kg_service.analysis.reports import sequential_report  # scipy: as above
-
-        sequential_report.add_looks(report_paths[0], report_paths[1], looks)
-    if pre.tuning is not None:  # the tuning stage's table, curves and choices
-        from kg_service.analysis.reports import tuning  # matplotlib: as above
-
-        report_paths.append(tuning.add_tuning(report_paths[0], report_paths[1], pre.tuning))
+        sequential_report.add_looks_summary(report_paths[1], looks)
+    if pre.tuning is not None:
+        tuning.add_tuning_summary(report_paths[1], pre.tuning)
     champions = {
         s.activation: best_member(summary, ok, s.activation)
         for s in summary.activations
     }
+    from kg_service.analysis.numbers import claim_data  # scipy: as above
+
     return Compared(
         summary=summary,
         report_paths=tuple(report_paths),
         champions=champions,
         failed=failed,
         looks=looks,
+        claims=claim_data.label_sweep(config, ok),
     )
 
 

@@ -28,8 +28,21 @@ from kg_service.tracking import store
 
 log = logging.getLogger("kg-train")
 
+
+def ui_url(tracking_uri, experiment_id, run_id, artifact):
+    """The MLflow UI's page of a run's artifact (issue 34 §4): the tracking
+    server's own UI for an http(s) store (its password hidden), else
+    `mlflow ui`'s default address for a local one."""
+    base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) \
+        else LOCAL_UI
+    return (f"{redact.uri(base)}/#/experiments/{experiment_id}/runs/{run_id}"
+            f"/artifactPath/{artifact}")
+
 METRICS_PER_CALL = 1000  # MLflow's log_batch limit
 PARAMS_PER_CALL = 100  # MLflow's log_batch limit
+REPORT_FOLDER = "report"  # the sweep run's report files, under its artifacts
+# Where `mlflow ui` serves a local store (sqlite, a folder) by default.
+LOCAL_UI = "http://127.0.0.1:5000"
 class NoExperiment(ServiceError):
     """--experiment names no experiment of the store (and `create` is off)."""
 
@@ -351,6 +364,13 @@ class Tracker(store.TrackingStore):
             lambda: self.client.log_dict(run_id, data, artifact_file),
         )
 
+    def report_page(self, name):
+        """The MLflow UI's page of the parent run's artifact report/`name`."""
+        if self.parent_run_id is None:
+            return ""
+        return ui_url(self.tracking_uri, self.experiment_id, self.parent_run_id,
+                      f"{REPORT_FOLDER}/{name}")
+
     def log_summary(self, metrics, tags, artifact_paths):
         """Summary metrics, tags and report files on the parent run."""
         Metric = self.mlflow.entities.Metric
@@ -364,7 +384,7 @@ class Tracker(store.TrackingStore):
             for key, value in store.tag_strings(tags).items():
                 self.client.set_tag(self.parent_run_id, key, value)
             for path in artifact_paths:
-                self.client.log_artifact(self.parent_run_id, str(path), "report")
+                self.client.log_artifact(self.parent_run_id, str(path), REPORT_FOLDER)
 
         self.retried("logging the sweep's summary and report", log)
 

@@ -231,6 +231,12 @@ class TrackingStore(abc.ABC):
     def log_summary(self, metrics, tags, artifact_paths):
         """Summary metrics, tags and report files on the parent run."""
 
+    def report_page(self, name):
+        """Where a person sees the report file `name` ("report.html") that
+        `log_summary` logged on the parent run: the URL of the store's UI,
+        or "" for a store without one."""
+        return ""
+
     # --- The model registry. ---------------------------------------------
 
     @abc.abstractmethod

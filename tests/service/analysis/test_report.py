@@ -99,7 +99,8 @@ def test_write_report_creates_dir_and_returns_every_file_written(written):
     _, out, paths = written
     names = [p.name for p in paths]
     assert names[0] == "report.md"
-    assert set(names) == {"report.md", "summary.json", "learning_curves.png",
+    assert set(names) == {"report.md", "summary.json", "report.html", "comparisons_forest.png",
+                          "learning_curves.png",
                           "test_accuracy_per_seed.png", "decision_boundaries.png",
                           "activation_curves.png"}
     assert sorted(p.name for p in out.iterdir()) == sorted(names)

@@ -280,7 +280,8 @@ def test_the_study_report_writes_tables_json_and_the_profile(tmp_path):
         normalized.update(agg.normalize({sw.name: runs}, higher_is_better=False))
     a = agg.aggregate(normalized, reps=200)
     paths = study_report.write_study_report(s, a, tmp_path / "out")
-    assert {p.name for p in paths} == {"report.md", "summary.json", "performance_profile.png"}
+    assert {p.name for p in paths} == {"report.md", "summary.json", "report.html",
+                                       "forest_test_loss.png", "performance_profile.png"}
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["family_size"] == 4
     assert {i["activation"] for i in summary["interactions"]} == {"relu", "leaky"}

@@ -79,6 +79,13 @@ def test_dry_run_shows_the_batches_and_the_budget(tmp_path):
     assert "2 activations x 4..40 seeds = 8..80 training runs" in result.output
 
 
+def test_dry_run_states_the_futility_rule(tmp_path):
+    path = _write(tmp_path, "seeds: {start: 4, max: 40, futility: true, smallest_effect: 0.005}\n")
+    result = invoke("--config", path, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "stops for futility when the smallest effect 0.005 is out of reach" in result.output
+
+
 def test_smoke_keeps_the_looks_at_two_batches_of_two_seeds(tmp_path):
     path = _write(tmp_path, "seeds: {start: 4, step: 4, max: 40, spending: pocock}\n")
     result = invoke("--config", path, "--smoke", "--dry-run")
@@ -96,6 +103,14 @@ def test_smoke_keeps_the_looks_at_two_batches_of_two_seeds(tmp_path):
         ("seeds: {spending: pocok}\n", 'expected one of "obrien_fleming", "pocock". Did you mean "pocock"?'),
         ("seeds: {step: 2.5}\n", "seeds.step (line 1): got 2.5 (a number); expected an integer."),
         ("seeds: three\n", "or a mapping {start, step, max} of sequential seeds"),
+        # Issue 32 §2: the futility rule and the effect it reads, together.
+        ("seeds: {futility: true}\n", "seeds.futility (line 1): true needs seeds.smallest_effect"),
+        ("seeds: {smallest_effect: 0.01}\n",
+         "seeds.smallest_effect (line 1): 0.01 is read only by the futility rule"),
+        ("seeds: {futility: true, smallest_effect: -0.01}\n",
+         "seeds.smallest_effect (line 1): got -0.01 (a number); expected a value > 0 or null."),
+        ("seeds: {futility: true, smallest_efect: 0.01}\n",
+         'seeds.smallest_efect (line 1): unknown key. Did you mean "smallest_effect"?'),
     ],
 )
 def test_each_sequential_seeds_mistake_exits_2_with_its_message(tmp_path, text, fragment):
@@ -126,7 +141,8 @@ def test_the_mapping_survives_config_json_and_each_look_is_a_sweep_of_n_seeds(tm
     config = load_config(_write(tmp_path, "seeds: {start: 3, step: 2, max: 6}\n"))
     written = _write(tmp_path, json.dumps(config_to_dict(config)), "config.json")
     assert config_to_dict(load_config(written))["seeds"] == {
-        "start": 3, "step": 2, "max": 6, "spending": "obrien_fleming"
+        "start": 3, "step": 2, "max": 6, "spending": "obrien_fleming", "futility": False,
+        "smallest_effect": None,
     }
     assert derived.with_seeds(config, 5).seeds == (0, 1, 2, 3, 4)
     assert derived.seed_budget(config) == 6 and derived.seeds_at_once(config) == 3
@@ -259,3 +275,34 @@ def test_an_interrupted_sequential_sweep_resumes_and_trains_up_to_max(tmp_path, 
         (a, t.decision, t.looks[-1].p_value) for a, t in looks.comparisons
     ]
     assert rebuilt.config.seeds == (0, 1, 2, 3)
+
+
+def test_a_comparison_whose_smallest_effect_is_out_of_reach_stops_for_futility(
+        tmp_path, monkeypatch):
+    """Issue 32 §2: TO_MAX at 4 seeds of at most 40, with a smallest effect
+    of 1e-6 (a ten-thousandth of a point): no difference shown at 4 seeds
+    (+3.75 pp, p 0.18: measured), and so small an effect leaves 0.07 chance
+    of a difference by 40 (conditional power), so the first look stops for
+    futility; the words,
+    summary.json and the run's tags say so, with the repeated CI and the
+    median-unbiased estimate."""
+    monkeypatch.chdir(tmp_path)
+    text = TO_MAX.replace("seq-max", "seq-futile").replace(
+        "seeds: {start: 2, step: 2, max: 4}",
+        "seeds: {start: 4, step: 4, max: 40, futility: true, smallest_effect: 0.000001}")
+    config = load_config(_write(tmp_path, text))
+    lines = []
+    assert kg_train.run(config, quiet=True, echo=lines.append) == 0
+    out = "\n".join(lines)
+    assert "gelu vs relu: stopped for futility at look 1 (4 seeds): the smallest effect of " \
+           "interest ±0.00 pp test accuracy is out of reach" in out, out
+    assert "median-unbiased estimate" in out and "repeated CI" in out
+    assert "Look 2" not in out
+    (parent,), members = _runs(_client(tmp_path), "seq-futile")
+    assert len(members) == 8  # 2 activations x 4 seeds
+    assert parent.data.tags["sequential.gelu"] == "futility"
+    assert parent.data.tags["verdict.gelu"] == "inconclusive"
+    (report,) = list((tmp_path / "kg-output").rglob("report.md"))
+    summary = json.loads((report.parent / "summary.json").read_text())["sequential"]
+    assert summary["comparisons"]["gelu"]["decision"] == "futility"
+    assert summary["futility"]["smallest_effect"] == 1e-6

@@ -36,6 +36,11 @@ training: {{epochs: 1, batch_size: 32}}
 tracking: {{uri: "{uri}"}}
 registry: {{enabled: false}}
 export: {{enabled: false}}
+claims:
+  - {{name: narrowing-hurts-gelu-less, interaction: [gelu, relu], reference: toy-narrow,
+     metric: test_loss, direction: less, smallest_effect: 0.01}}
+  - {{name: gelu-wins-wide, pair: [gelu, relu], level: toy-wide, metric: test_accuracy,
+     direction: greater, smallest_effect: 0.003}}
 """
 
 
@@ -84,8 +89,14 @@ def test_the_study_is_its_two_tagged_sweeps_one_holm_family(reported):
     np.testing.assert_allclose([c["p_holm"] for c in summary["comparisons"]],
                                multipletests(raw, method="holm")[1], rtol=1e-9)
     assert {p.name for p in folder.iterdir()} == {
-        "report.md", "summary.json", "performance_profile.png"}
+        "report.md", "summary.json", "report.html", "forest_test_accuracy.png",
+        "forest_test_loss.png", "performance_profile.png"}
     assert 'Study "toy": 2 sweeps (toy-wide, toy-narrow)' in output
+    # issue 34: the study's page, its verdicts first, its path printed.
+    assert f"Page:       {(folder / 'report.html').resolve().as_uri()}" in output
+    page = (folder / "report.html").read_text()
+    assert page.index("<h2>Verdicts</h2>") < page.index("<h2>Comparisons (one family)</h2>")
+    assert page.count("data:image/png;base64,") == 3  # a forest plot per metric, the profile
 
 
 def test_study_numbers_are_the_member_runs_in_the_store(reported, store):
@@ -105,6 +116,23 @@ def test_study_numbers_are_the_member_runs_in_the_store(reported, store):
     if np.std(diffs["toy-wide"]) + np.std(diffs["toy-narrow"]) > 0:
         ref = st.ttest_ind(diffs["toy-wide"], diffs["toy-narrow"], equal_var=False)
         assert i["p_value"] == pytest.approx(ref.pvalue, rel=1e-9)
+
+
+def test_the_studys_claims_are_labelled_from_the_stored_members(reported, store):
+    """Issue 32 §1: a study's declared claims in its report, each number
+    from the member runs as MLflow holds them; the interaction measured
+    from the declared reference level."""
+    output, _, folder = reported
+    tmp, uri = store
+    ref, other = (member_values(uri, e, "test_loss") for e in ("toy-narrow", "toy-wide"))
+    change = np.mean([(other["gelu"][s] - other["relu"][s]) - (ref["gelu"][s] - ref["relu"][s])
+                      for s in range(3)])
+    text = (folder / "report.md").read_text()
+    row = next(line for line in text.splitlines()
+               if line.startswith("| narrowing-hurts-gelu-less |"))
+    assert [c.strip() for c in row.split("|")[1:-1]][5].startswith(f"{change:+.4g}")
+    assert "| gelu-wins-wide | gelu − relu at level 'toy-wide' |" in text
+    assert "narrowing-hurts-gelu-less: " in output and "gelu-wins-wide: " in output
 
 
 def test_every_activation_is_aggregated_over_both_sweeps(reported):
@@ -173,3 +201,34 @@ def test_a_study_without_a_declared_reference_exits_2_instead_of_guessing():
     mixed = [_stored("ln", True, 0.01), _stored("no-ln", False, -0.05, factor=False)]
     with pytest.raises(ServiceError, match="different `study_factor:`s"):
         sweep_studies.analyse_stored("revival", mixed)
+
+
+def test_the_mixed_model_is_statsmodels_mixedlm_of_the_members_beside_the_iqm(reported, store):
+    """Issue 32 §3: `kg report --study` fits one mixed model of the compared
+    metric across the sweeps (no contrast declared: gelu vs the baseline
+    relu), printed beside the IQM (kept); its estimate is statsmodels'
+    MixedLM of the member runs as MLflow holds them."""
+    import pandas as pd
+    import statsmodels.formula.api as smf
+
+    from kg_service.analysis.numbers import mixed
+
+    output, summary, folder = reported
+    _, uri = store
+    assert "Across tasks (IQM of normalized scores):" in output
+    assert "One model across tasks (linear mixed model):" in output
+    assert "max-t (multivariate t, df 1 = (activations - 1)(tasks - 1))" in output
+    fitted = summary["mixed_model"]
+    (c,) = fitted["contrasts"]
+    assert c["name"] == "gelu-vs-relu" and c["low"] <= c["estimate"] <= c["high"]
+    rows = [(v, a, e, str(s)) for e in ("toy-wide", "toy-narrow")
+            for a, by_seed in member_values(uri, e, "test_accuracy").items()
+            for s, v in by_seed.items()]
+    frame = pd.DataFrame(rows, columns=["value", "activation", "task", "seed"])
+    formula, re_formula, vc = mixed.model_formula()
+    direct = smf.mixedlm(formula, frame, groups="task", re_formula=re_formula,
+                         vc_formula=vc).fit(reml=True)
+    beta = direct.fe_params
+    expected = beta["C(activation)[gelu]"] - beta["C(activation)[relu]"]
+    assert c["estimate"] == pytest.approx(expected, abs=1e-6)
+    assert "## One model across tasks" in (folder / "report.md").read_text()

@@ -271,6 +271,10 @@ def test_stacked_seeds_train_as_each_seed_alone_and_record_every_series():
     assert sum(h[f"entropy_quarter{k}"][-1] for k in range(1, 5)) == pytest.approx(1.0)
     assert sorted(k for k in h if k.startswith("leaky_slope.")) == [
         "leaky_slope.block0", "leaky_slope.block1"]
+    # Its magnitude too, which a claim of "the slope tends to zero" reads
+    # (configs/revival.yaml; issue 32 §4).
+    assert all(h[f"leaky_slope_abs.block{b}"] == [abs(v) for v in h[f"leaky_slope.block{b}"]]
+               for b in (0, 1))
     assert all(v > 0 for v in h["tokens_per_second"])
     assert result.final["test_perplexity"] == pytest.approx(math.exp(result.test_loss))
     assert result.ok

@@ -6,10 +6,16 @@ Modules:
     multiplicity: Holm's step-down over a family: adjusted p, levels
     decisions: the one verdict rule, `decide` (better / worse /
         equivalent / inconclusive)
+    claims: the one claim rule, `label` (reproduced / contradicted /
+        not tested / inconclusive), Holm over a paper's claims, power
+    claim_data: a config's claims as numbers, and the per-seed values
+        each reads (a sweep's members, a study's levels)
     planning: the seeds that would decide a comparison (power)
     resampling: bootstrap interval, P(improvement), ASO, P(best)
     spending: alpha spending and group-sequential boundaries
     sequential: a sequential sweep's looks and when it stops
+    sequential_estimates: after a stop: futility (conditional power),
+        repeated confidence intervals, the median-unbiased estimate
     comparisons: a sweep's members compared by seed: `summarize` -> Summary
     summary: the Summary's types (activations, comparisons, winner)
     curves: the training-loss curves compared
@@ -17,4 +23,6 @@ Modules:
     plain: a Summary as plain data (summary.json's numbers, metrics)
     study: several sweeps as one Holm family, interactions
     aggregate: IQM, probability of improvement, profiles across tasks
+    mixed: one linear mixed model across tasks, contrasts with max-t
+        simultaneous intervals
 """

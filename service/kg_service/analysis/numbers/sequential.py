@@ -43,6 +43,14 @@ look) is the usual TOST at alpha, a (1 - 2 alpha) interval inside +-m.
 A decided comparison stays decided; an undecided one after the last look
 is inconclusive.
 
+With a smallest effect of interest and `futility`, a look before the last
+also stops a comparison for *futility* when the smallest effect is out of
+reach (conditional power, non-binding: the efficacy levels ignore it;
+`kg_service.analysis.numbers.sequential_estimates`). Every comparison ends
+with its repeated confidence interval at the stopping look and its
+median-unbiased estimate under the stagewise ordering, in place of the
+naive mean (biased away from 0 after an early stop for a difference).
+
 Example:
 
 >>> design = plan((4, 8, 12), n_max=12)
@@ -61,6 +69,7 @@ from typing import Optional
 import numpy as np
 from scipy import stats as _st
 
+from kg_service.analysis.numbers import sequential_estimates as estimates
 from kg_service.analysis.numbers.spending import ALPHA
 from kg_service.analysis.numbers.spending import SPENDING
 from kg_service.analysis.numbers.spending import boundaries
@@ -69,6 +78,7 @@ from kg_service.analysis.numbers.spending import t_levels
 # Decisions, as data (wording phrases them). The differences are oriented
 # so that a positive one is better (see the module docstring).
 BETTER, WORSE, EQUIVALENT = "better", "worse", "equivalent"
+FUTILITY = "futility"  # stopped: the smallest effect of interest out of reach
 
 
 # --- A sequential design, and the decision at a look. -----------------------
@@ -179,12 +189,28 @@ class Look:
     p_tost: float  # NaN without a margin
     nominal_alpha: float
     equivalence_alpha: float
-    decision: str  # BETTER, WORSE, EQUIVALENT or ""
+    decision: str  # BETTER, WORSE, EQUIVALENT, FUTILITY or ""
+    sd: float = math.nan  # of the differences
+    # (low, high): the repeated confidence interval at this look, oriented.
+    interval: tuple = (math.nan, math.nan)
+    # With a futility rule: the conditional power at the smallest effect
+    # (the larger direction's); NaN without one.
+    conditional_power: float = math.nan
 
 
-def decide_look(diffs, design, k, margin=None):
+@dataclasses.dataclass(frozen=True)
+class Futility:
+    """A futility rule: stop when the `smallest_effect` (the metric's units,
+    > 0) is out of reach (`sequential_estimates.futile`)."""
+
+    smallest_effect: float
+    floor: float = estimates.CONDITIONAL_POWER_FLOOR
+
+
+def decide_look(diffs, design, k, margin=None, futility=None):
     """The `Look` at design look `k` of the paired differences `diffs` (the
-    finite differences of that look's seeds)."""
+    finite differences of that look's seeds); with a `Futility`, a look
+    before n_max that decides nothing else may stop for futility."""
     d = np.asarray(diffs, dtype=float)
     n = d.size
     mean = float(np.mean(d)) if n else math.nan
@@ -192,10 +218,22 @@ def decide_look(diffs, design, k, margin=None):
     p, p_tost = look_tests(mean, sd, n, margin)
     (decision,) = decisions([mean], [sd], [n], design.nominal_alpha[k],
                             design.equivalence_alpha[k], margin) if n > 1 else [""]
+    cp = math.nan
+    if futility is not None and n > 1:
+        final = estimates.final_boundary(design.fractions[: k + 1], design.alpha,
+                                         design.spending)
+        args = (mean, sd, n, design.n_max, futility.smallest_effect, final,
+                design.nominal_alpha[k])
+        cp = float(estimates.reach(*args)[0])
+        if not decision and estimates.futile(*args, futility.floor):
+            decision = FUTILITY
     return Look(
         index=k, n=n, mean_diff=mean, p_value=float(p), p_tost=float(p_tost),
         nominal_alpha=design.nominal_alpha[k],
-        equivalence_alpha=design.equivalence_alpha[k], decision=decision,
+        equivalence_alpha=design.equivalence_alpha[k], decision=decision, sd=sd,
+        interval=tuple(float(x) for x in estimates.repeated_interval(
+            mean, sd, n, design.nominal_alpha[k])) if n > 1 else (math.nan, math.nan),
+        conditional_power=cp,
     )
 
 
@@ -207,14 +245,36 @@ class Sequential:
     design: Design
     decided_at: Optional[int]  # index of the deciding look; None: undecided
     decision: str  # of the deciding look; "" while undecided
+    # The median-unbiased mean difference (oriented) at the last look
+    # (`sequential_estimates.adjusted_mean`); NaN without looks.
+    adjusted: float = math.nan
 
     @property
     def decided(self):
         return self.decided_at is not None
 
+    @property
+    def interval(self):
+        """The repeated confidence interval at the last look (oriented)."""
+        return self.looks[-1].interval if self.looks else (math.nan, math.nan)
+
+    @property
+    def naive_mean(self):
+        """The last look's plain mean difference (oriented): biased after an
+        early stop; shown, if at all, labelled as naive."""
+        return self.looks[-1].mean_diff if self.looks else math.nan
+
+
+def _ended(looks, design, decided_at, decision):
+    last, k = looks[-1], len(looks) - 1
+    adjusted = estimates.adjusted_mean(
+        last.mean_diff, last.sd, last.n, design.n_max, design.z, design.fractions[: k + 1], k
+    ) if last.n > 1 else math.nan
+    return Sequential(tuple(looks), design, decided_at, decision, float(adjusted))
+
 
 def sequential_test(diffs_by_look, n_max, alpha=ALPHA, spending="obrien_fleming",
-                    margin=None):
+                    margin=None, futility=None):
     """Runs the group-sequential test over the looks so far.
 
     Args:
@@ -229,6 +289,7 @@ def sequential_test(diffs_by_look, n_max, alpha=ALPHA, spending="obrien_fleming"
         spending: a name in `SPENDING`.
         margin: the equivalence margin, in the metric's units; None: no
             equivalence decision.
+        futility: a `Futility`, or None: no futility stop.
 
     Returns:
         A `Sequential`.
@@ -252,11 +313,11 @@ def sequential_test(diffs_by_look, n_max, alpha=ALPHA, spending="obrien_fleming"
     design = plan(tuple(counts), n_max, alpha, spending)
     looks = []
     for k, d in enumerate(kept):
-        look = dataclasses.replace(decide_look(d, design, k, margin), index=at[k])
+        look = dataclasses.replace(decide_look(d, design, k, margin, futility), index=at[k])
         looks.append(look)
         if look.decision:
-            return Sequential(tuple(looks), design, at[k], look.decision)
-    return Sequential(tuple(looks), design, None, "")
+            return _ended(looks, design, at[k], look.decision)
+    return _ended(looks, design, None, "")
 
 
 # --- A sweep's comparisons, look by look. ----------------------------------
@@ -283,15 +344,23 @@ class SweepLooks:
     margin: Optional[float]
     comparisons: tuple  # (activation, Sequential), config order
     design: Design  # the looks as planned (every pair finite): the levels shown
+    futility: Optional[Futility] = None
 
     @property
     def decided(self):
         return all(test.decided for _, test in self.comparisons)
 
+    def outcomes(self):
+        """{activation: better / worse / equivalent / ""}: each comparison's
+        decision as a verdict's outcome; a futility stop is "" (inconclusive:
+        the smallest effect was out of reach, which shows no equivalence)."""
+        return {a: "" if test.decision == FUTILITY else test.decision
+                for a, test in self.comparisons}
+
 
 def compare_looks(values, baseline, counts, n_max, *, metric="test_accuracy",
                   higher_is_better=True, alpha=ALPHA, spending="obrien_fleming",
-                  margin=None):
+                  margin=None, futility=None):
     """Every activation against `baseline` through the looks at `counts`.
 
     Args:
@@ -304,7 +373,7 @@ def compare_looks(values, baseline, counts, n_max, *, metric="test_accuracy",
         metric, higher_is_better: the compared metric and its direction
             (the differences are oriented so that positive is better).
         alpha: the family's two-sided error (`SweepLooks`).
-        spending, margin: as for `sequential_test`.
+        spending, margin, futility: as for `sequential_test`.
 
     Returns:
         A `SweepLooks`.
@@ -322,7 +391,8 @@ def compare_looks(values, baseline, counts, n_max, *, metric="test_accuracy",
         ]
 
     tests = tuple(
-        (a, sequential_test([diffs(a, n) for n in counts], n_max, per, spending, margin))
+        (a, sequential_test([diffs(a, n) for n in counts], n_max, per, spending, margin,
+                            futility))
         for a in others
     )
     return SweepLooks(
@@ -330,6 +400,7 @@ def compare_looks(values, baseline, counts, n_max, *, metric="test_accuracy",
         higher_is_better=higher_is_better, baseline=baseline,
         family_alpha=alpha, alpha=per, spending=spending, margin=margin,
         comparisons=tests, design=plan(tuple(counts), n_max, per, spending),
+        futility=futility,
     )
 
 
@@ -349,6 +420,7 @@ def looks_summary(looks):
         "family_alpha": looks.family_alpha,
         "alpha_per_comparison": looks.alpha,
         "margin": looks.margin,
+        "futility": None if looks.futility is None else dataclasses.asdict(looks.futility),
         "nominal_alpha_per_look": list(looks.design.nominal_alpha),
         "equivalence_alpha_per_look": list(looks.design.equivalence_alpha),
         "decided": looks.decided,
@@ -356,6 +428,10 @@ def looks_summary(looks):
             activation: {
                 "decision": test.decision or "inconclusive",
                 "decided_at_look": None if test.decided_at is None else test.decided_at + 1,
+                # Oriented (positive is better), at the last look.
+                "repeated_ci_oriented": [_number(x) for x in test.interval],
+                "adjusted_mean_diff_oriented": _number(test.adjusted),
+                "naive_mean_diff_oriented": _number(test.naive_mean),
                 "looks": [
                     {"look": look.index + 1, "n": look.n,
                      "mean_diff_oriented": _number(look.mean_diff),

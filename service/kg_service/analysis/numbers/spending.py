@@ -69,13 +69,23 @@ def _simpson(n):
     return w / 3.0
 
 
-class _Paths:
+class Paths:
     """The sub-density of the score S_k = Z_k sqrt(t_k) over the paths that
     crossed no boundary yet, as grid points and their masses (density x
-    Simpson weight x step). Increments of S are independent N(0, dt)."""
+    Simpson weight x step). Increments of S are independent N(0, dt).
 
-    def __init__(self):
+    Under a drift theta (E Z at t = 1; S increments N(theta dt, dt)) the
+    sub-density is this one times the likelihood ratio exp(theta S -
+    theta^2 t / 2) (`kg_service.analysis.numbers.sequential_estimates`
+    reads it so, for any theta, from the one recursion).
+
+    Args:
+        grid: points per look (odd: Simpson's rule).
+    """
+
+    def __init__(self, grid=_GRID):
         self.points, self.masses, self.t = np.zeros(1), np.ones(1), 0.0
+        self.grid = grid
 
     def exit_chance(self, t, c):
         """P(|Z| >= c at information t, no crossing before)."""
@@ -89,11 +99,11 @@ class _Paths:
         """Moves on to information t, keeping the paths with |Z| < c."""
         sd = math.sqrt(t - self.t)
         b = math.sqrt(t) * min(c, _Z_RANGE)
-        points = np.linspace(-b, b, _GRID)
+        points = np.linspace(-b, b, self.grid)
         gaps = (points[:, None] - self.points[None, :]) / sd
         density = np.exp(-0.5 * gaps**2) @ self.masses / (sd * math.sqrt(2 * math.pi))
         self.points = points
-        self.masses = density * _simpson(_GRID) * (points[1] - points[0])
+        self.masses = density * _simpson(self.grid) * (points[1] - points[0])
         self.t = t
 
 
@@ -107,7 +117,7 @@ def crossing_chances(boundaries, fractions):
     >>> round(sum(crossing_chances([1.96] * 5, [0.2, 0.4, 0.6, 0.8, 1.0])), 3)
     0.142
     """
-    paths, out = _Paths(), []
+    paths, out = Paths(), []
     for c, t in zip(boundaries, fractions):
         out.append(paths.exit_chance(t, c) if math.isfinite(c) else 0.0)
         paths.advance(t, c)
@@ -141,7 +151,7 @@ def boundaries(fractions, alpha=ALPHA, spending="obrien_fleming"):
     if spending not in SPENDING:
         raise ValueError(f"spending must be one of {sorted(SPENDING)}, got {spending!r}")
     spent = np.diff(np.concatenate([[0.0], SPENDING[spending](t, alpha)]))
-    paths, out = _Paths(), []
+    paths, out = Paths(), []
     for tk, target in zip(t, spent):
         c = math.inf
         if target > 1e-15:

@@ -11,15 +11,17 @@ from `kg_service.analysis.reports.evaluate` (the only figures that need Keras).
 
 import dataclasses
 import math
-import warnings
 
 import matplotlib
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from kg_service.analysis.reports import evaluate
+from kg_service.analysis.reports.canvas import DPI  # noqa: F401 (the figures' DPI, public here too)
+from kg_service.analysis.reports.canvas import blank_figure
+from kg_service.analysis.reports.canvas import save
+from kg_service.analysis.reports.learning import curve_panels
+from kg_service.analysis.reports.learning import learning_curves
 from kg_service.analysis.words import wording
 
 LEARNING_CURVES = "learning_curves.png"
@@ -28,7 +30,6 @@ ACTIVATION_CURVES = "activation_curves.png"
 ATTENTION_ENTROPY = "attention_entropy.png"
 LEAKY_SLOPES = "leaky_slopes.png"
 
-DPI = 110
 _GRID = 150  # decision-boundary grid points per axis
 
 
@@ -45,7 +46,7 @@ class FigureContext:
 
 
 def _learning_curves_figure(ctx):
-    panels = _curve_panels(ctx.summary, ctx.results)
+    panels = curve_panels(ctx.summary, ctx.results)
     return (LEARNING_CURVES, f"{panels[0][1].capitalize()} and {panels[1][1]} per epoch",
             learning_curves(ctx.summary, ctx.results, ctx.colors, ctx.threshold, panels))
 
@@ -134,79 +135,6 @@ def activation_colors(summary):
     """One tab10 colour per activation, in the summary's order."""
     cmap = matplotlib.colormaps["tab10"]
     return {a.activation: cmap(i % 10) for i, a in enumerate(summary.activations)}
-
-
-def blank_figure(width, height, layout=None):
-    """A matplotlib Figure of `width` x `height` inches at the report's DPI,
-    drawn off-screen (no pyplot state)."""
-    fig = Figure(figsize=(width, height), dpi=DPI, layout=layout)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def save(fig, path):
-    """Saves `fig` (None: nothing to show) and says whether it did."""
-    if fig is None:
-        return False
-    fig.savefig(path, dpi=DPI)
-    return True
-
-
-def _stack(results, key):
-    """[seeds, epochs] array of one history key, NaN-padded to the longest run."""
-    series = [np.asarray(r.history.get(key, []), dtype=float) for r in results]
-    length = max((len(s) for s in series), default=0)
-    out = np.full((len(series), length), np.nan)
-    for i, s in enumerate(series):
-        out[i, : len(s)] = s
-    return out
-
-
-def _curve_panels(summary, results):
-    """The learning curves' two panels, `(history key, label)`, on the task's
-    own metric: a classifier's validation accuracy (against the convergence
-    threshold) and loss; otherwise (a language model, compared by
-    log-perplexity: its next-byte accuracy says little) validation loss and
-    perplexity.
-    """
-    if wording.thresholded(summary):
-        return (("val_accuracy", "validation accuracy"), ("val_loss", "validation loss"))
-    keys = {k for r in results for k in r.history}
-    if "val_perplexity" in keys:
-        return (("val_loss", "validation loss"), ("val_perplexity", "validation perplexity"))
-    return (("val_loss", "validation loss"), ("loss", "training loss"))
-
-
-def learning_curves(summary, results, colors, threshold=None, panels=None):
-    panels = panels or _curve_panels(summary, results)
-    fig = blank_figure(11, 4.2)
-    axes = fig.subplots(1, 2)
-    for ax, (key, label) in zip(axes, panels):
-        for a in summary.activations:
-            members = [r for r in results if r.activation == a.activation]
-            values = _stack(members, key)
-            if values.size == 0:
-                continue
-            epochs = np.arange(1, values.shape[1] + 1)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN epochs
-                mean = np.nanmean(values, axis=0)
-                lo, hi = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
-            c = colors[a.activation]
-            ax.fill_between(epochs, lo, hi, color=c, alpha=0.18, linewidth=0)
-            ax.plot(epochs, mean, color=c, linewidth=1.8,
-                    label=f"{a.activation} (mean of {a.n} seeds)")
-        if key == "val_accuracy" and threshold is not None:
-            ax.axhline(threshold, color="0.4", linestyle="--", linewidth=0.9,
-                       label=f"threshold {threshold:g}")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no epoch 1.2
-        ax.set_xlabel("epoch")
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8, loc="lower right" if panels[0][0] == "val_accuracy" else "best")
-    fig.suptitle("Learning curves: mean over seeds, band = min–max", fontsize=11)
-    fig.tight_layout()
-    return fig
 
 
 def per_seed(summary, results, colors):

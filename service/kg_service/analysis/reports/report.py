@@ -12,13 +12,18 @@ import pathlib
 
 import yaml
 
+from kg_service.analysis.numbers import claim_data
 from kg_service.analysis.numbers import stats
+from kg_service.analysis.words import claim_wording
 from kg_service.analysis.words import tables
+from kg_service.analysis.reports import page
 from kg_service.analysis.reports import variance_report
 from kg_service.analysis.words import verdict_wording
 from kg_service.analysis.words import wording
 from kg_service.analysis.reports.figures import draw_figures
 from kg_service.analysis.reports.figures import FIGURES
+from kg_service.analysis.reports.canvas import save
+from kg_service.analysis.reports import forest
 from kg_service.config import catalog
 from kg_service.config import loading as config_lib
 from kg_service.errors import ServiceError
@@ -39,15 +44,17 @@ def write_report(
     figures=tuple(FIGURES),
     failed=(),
     resolved=None,
+    sections=(),
 ):
-    """Writes report.md, summary.json and the figures into `out_dir`.
+    """Writes report.md, report.html, summary.json and the figures into `out_dir`.
 
     Figures: those named in `figures` (keys of `FIGURES`, the task's
     `figures`), each skipped when it has nothing to show:
     learning_curves.png, <metric>_per_seed.png (e.g.
     test_accuracy_per_seed.png), decision_boundaries.png (a `dataset` with
     2 input features and models on the best-validation seeds), and
-    activation_curves.png.
+    activation_curves.png; and, first, comparisons_forest.png (each
+    comparison's Δ with its deciding interval and the margin).
 
     Args:
         summary: a `comparisons.Summary` of `results`.
@@ -65,29 +72,38 @@ def write_report(
             logged config.json), for the "Full configuration" section;
             default: `config`'s. `kg report` passes the stored one, since
             its own `config` points at the store and output it rebuilds to.
+        sections: `page.Section`s added at the end (a sequential sweep's
+            looks, a tuned sweep's tuning), their figures drawn already.
 
     Returns:
-        The paths written, report.md first.
+        The paths written: report.md, summary.json, report.html, the figures.
     """
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results = list(results)
     threshold = (config.training.convergence_threshold
                  if config is not None and wording.thresholded(summary) else None)
-    figures = draw_figures(figures, out, summary, results, dataset=dataset,
-                           threshold=threshold, member_data=member_data(dataset, config))
+    figures = _forest(summary, out) + draw_figures(
+        figures, out, summary, results, dataset=dataset, threshold=threshold,
+        member_data=member_data(dataset, config))
 
     summary_path = out / SUMMARY
     # Issue 19: McNemar per test example and the training-loss curves.
     data = {**verdict_wording.summary_json(summary),
             **variance_report.summary_entries(summary, results, config)}
     summary_path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
-    report_path = out / REPORT
-    report_path.write_text(
-        render_markdown(summary, results, title=title, dataset=dataset, config=config,
-                        figures=figures, failed=failed, resolved=resolved)
-    )
-    return [report_path, summary_path] + [out / name for name, _ in figures]
+    written = page.write(report_page(summary, results, title=title, dataset=dataset,
+                                     config=config, figures=figures, failed=failed,
+                                     resolved=resolved, sections=sections), out, REPORT)
+    return [written[0], summary_path, written[1]] + [out / name for name, _ in figures]
+
+
+def _forest(summary, out):
+    """The comparisons' forest plot, first of the figures (issue 34 §2)."""
+    fig = forest.forest_plot(forest.sweep_rows(summary), x_label=forest.axis_label(
+        summary.metric.name, summary.metric.higher_is_better), title="Each activation against the baseline: Δ and the "
+        "interval that decides its verdict")
+    return [(forest.FOREST, forest.ALT)] if save(fig, out / forest.FOREST) else []
 
 
 def member_data(dataset, config):
@@ -105,7 +121,7 @@ def member_data(dataset, config):
     return lambda result: member_split(dataset, config, result.seed)
 
 
-# --- Markdown. -----------------------------------------------------------------
+# --- The report model (issue 34 §1: report.md and report.html from one page). ------
 
 
 def render_markdown(
@@ -113,49 +129,66 @@ def render_markdown(
     resolved=None,
 ):
     """The report's Markdown text (pure; `write_report` saves it)."""
-    lines = [f"# {title}", ""]
-    lines += _setup(summary, results, dataset, config, resolved)
-    lines += ["## Results", "", f"Metric: {wording.metric_note(summary)}.", ""]
-    lines += tables.markdown_table(*tables.table_rows(summary))
-    if failed:
-        lines += [
-            "",
-            "Failed members (diverged): counted in the failed column and compared with "
-            "the baseline's failures, left out of the metric's statistics (not averaged "
-            "in):",
-            "",
-        ]
-        lines += tables.markdown_table(
-            ["activation", "seed", "failure", "epoch"],
-            [[m.activation, m.seed, m.failure, m.failed_epoch] for m in failed],
-        )
-    name = config.data.dataset if config is not None else getattr(dataset, "name", None)
-    lines += _task_tables(summary, results, _task_of(name))
-    lines += ["", tables.results_caption(summary), "", "## Verdicts", ""]
-    lines += [f"- {v}" for v in verdict_wording.verdicts(summary)]
-    plans = verdict_wording.plan_lines(summary, undecided_only=False)
-    if plans:
-        lines += ["", f"Seed plan (power {summary.power:g}; each count at alpha divided by "
-                  "the comparisons, Holm's strictest step):", ""]
-        lines += [f"- {line}." for line in plans]
-    failures = verdict_wording.failure_lines(summary)
-    if failures:
-        lines += ["", "Failures (a diverged member is a result):", ""]
-        lines += [f"- {line}." for line in failures]
-    lines += _comparison_details(summary)
-    lines += variance_report.markdown_sections(summary, results, config)
+    return page.markdown(report_page(summary, results, title=title, dataset=dataset,
+                                     config=config, figures=figures, failed=failed,
+                                     resolved=resolved))
+
+
+def report_page(
+    summary, results, *, title, dataset=None, config=None, figures=(), failed=(),
+    resolved=None, sections=(),
+):
+    """The report as a `page.Page`: the setup, results, verdicts (the HTML
+    page's lead), comparisons, figures, per-seed tables and how to read
+    them; `sections` (the looks', the tuning's) at the end."""
+    blocks = [_setup(summary, results, dataset, config, resolved),
+              _results(summary, results, dataset, config, failed),
+              _verdicts(summary), *_comparison_details(summary),
+              *_claims(config, results),
+              *variance_report.sections(summary, results, config)]
     notes = [f"{who}: {n}" if who else n for who, n in wording.all_notes(summary)]
     if notes:
-        lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]
+        blocks += [page.Paragraph("Notes:"), page.Bullets(tuple(notes))]
     if figures:
-        lines += ["", "## Figures", ""]
-        for name, alt in figures:
-            lines += [f"![{alt}]({name})", ""]
-    lines += ["## Per seed", ""]
-    lines += _per_seed_tables(summary, results)
-    lines += ["", "## How to read this", ""]
-    lines += _how_to_read(summary, dataset, config)
-    return "\n".join(lines).rstrip() + "\n"
+        blocks.append(page.Section("Figures", tuple(page.Figure(name, alt)
+                                                    for name, alt in figures)))
+    blocks += [page.Section("Per seed", _per_seed_tables(summary, results)),
+               page.Section("How to read this",
+                            (page.Bullets(tuple(_how_to_read(summary, dataset, config))),)),
+               *sections]
+    return page.Page(title, tuple(blocks))
+
+
+def _results(summary, results, dataset, config, failed):
+    blocks = [page.Paragraph(f"Metric: {wording.metric_note(summary)}."),
+              page.table(*tables.table_rows(summary))]
+    if failed:
+        blocks += [
+            page.Paragraph("Failed members (diverged): counted in the failed column and "
+                           "compared with the baseline's failures, left out of the "
+                           "metric's statistics (not averaged in):"),
+            page.table(["activation", "seed", "failure", "epoch"],
+                       [[m.activation, m.seed, m.failure, m.failed_epoch] for m in failed]),
+        ]
+    name = config.data.dataset if config is not None else getattr(dataset, "name", None)
+    blocks += _task_tables(summary, results, _task_of(name))
+    blocks.append(page.Paragraph(tables.results_caption(summary)))
+    return page.Section("Results", tuple(blocks))
+
+
+def _verdicts(summary):
+    blocks = [page.Bullets(tuple(verdict_wording.verdicts(summary)))]
+    plans = verdict_wording.plan_lines(summary, undecided_only=False)
+    if plans:
+        blocks += [page.Paragraph(
+            f"Seed plan (power {summary.power:g}; each count at alpha divided by the "
+            "comparisons, Holm's strictest step):"),
+            page.Bullets(tuple(f"{line}." for line in plans))]
+    failures = verdict_wording.failure_lines(summary)
+    if failures:
+        blocks += [page.Paragraph("Failures (a diverged member is a result):"),
+                   page.Bullets(tuple(f"{line}." for line in failures))]
+    return page.Section("Verdicts", tuple(blocks), lead=True)
 
 
 def _task_tables(summary, results, task):
@@ -165,7 +198,7 @@ def _task_tables(summary, results, task):
     if not made:
         return []
     caption, header, rows = made
-    return ["", caption, ""] + tables.markdown_table(header, rows)
+    return [page.Paragraph(caption), page.table(header, rows)]
 
 
 def _task_of(name):
@@ -175,7 +208,7 @@ def _task_of(name):
 
 
 def _setup(summary, results, dataset, config, resolved=None):
-    lines = ["## Setup", ""]
+    lines = []
     names = ", ".join(f"{a.activation} (baseline)" if a.activation == summary.baseline
                       else a.activation for a in summary.activations)
     seeds = sorted({r.seed for r in results})
@@ -191,9 +224,10 @@ def _setup(summary, results, dataset, config, resolved=None):
         steps = task is not None and _reads(task, "training.steps_per_epoch",
                                              config_lib.config_to_dict(config))
         lines.append(_training_line(config.training, wording.thresholded(summary), steps))
-        lines += ["", "<details><summary>Full configuration</summary>", ""]
-        lines += _config_block(config, resolved) + ["", "</details>"]
-    return lines + [""]
+    blocks = [page.Bullets(tuple(line.removeprefix("- ") for line in lines))]
+    if config is not None:
+        blocks.append(page.Details("Full configuration", (_config_block(config, resolved),)))
+    return page.Section("Setup", tuple(blocks))
 
 
 def _data_line(config, dataset):
@@ -289,7 +323,7 @@ def _config_block(config, resolved=None):
     cfg = used_config(resolved if resolved is not None else config_lib.config_to_dict(config))
     text = yaml.dump(json.loads(json.dumps(cfg, default=str)), Dumper=_ConfigDumper,
                      sort_keys=False, default_flow_style=False, width=100)
-    return ["```yaml", text.rstrip(), "```"]
+    return page.Code(text.rstrip(), "yaml")
 
 
 def _seed_list(seeds):
@@ -303,27 +337,39 @@ def _comparison_details(summary):
         return []
     note = tables.secondary_note(summary)
     intro = f"Paired comparisons in detail ({note}):" if note else "Paired comparisons in detail:"
-    lines = ["", intro, ""] + tables.markdown_table(*tables.comparison_rows(summary))
-    lines += ["", tables.few_runs_caption(summary)]
+    blocks = [page.Paragraph(intro), page.table(*tables.comparison_rows(summary)),
+              page.Paragraph(tables.few_runs_caption(summary))]
     if summary.contrasts:
-        lines += ["", f"Declared contrasts (analysis.contrasts; mean of each group, paired "
-                  f"by seed; Holm over the {len(summary.contrasts)} contrasts):", ""]
-        lines += tables.markdown_table(*tables.pair_rows(summary, summary.contrasts))
-        lines += [""] + [f"- {line}" for line in verdict_wording.contrast_lines(summary)]
+        blocks += [page.Paragraph(
+            f"Declared contrasts (analysis.contrasts; mean of each group, paired by seed; "
+            f"Holm over the {len(summary.contrasts)} contrasts):"),
+            page.table(*tables.pair_rows(summary, summary.contrasts)),
+            *page.bullets(verdict_wording.contrast_lines(summary))]
     if len(summary.pairs) > 1:
-        lines += ["", f"All pairs (Holm over the {len(summary.pairs)} pairs, so a winner "
-                  "chosen after looking is still tested fairly):", ""]
-        lines += tables.markdown_table(*tables.pair_rows(summary, summary.pairs))
-    return lines
+        blocks += [page.Paragraph(
+            f"All pairs (Holm over the {len(summary.pairs)} pairs, so a winner chosen after "
+            "looking is still tested fairly):"),
+            page.table(*tables.pair_rows(summary, summary.pairs))]
+    return blocks
+
+
+def _claims(config, results):
+    """The claims the config declared, labelled from this sweep's members
+    (an interaction needs the study: `kg report --study`), as a section."""
+    labels = claim_data.label_sweep(config, results) if config is not None else ()
+    if not labels:
+        return []
+    return [page.Section("Claims", (
+        page.Paragraph(claim_wording.caption(labels)),
+        page.table(*claim_wording.claim_rows(labels)),
+        *page.bullets([f"{line}." for line in claim_wording.claim_lines(labels)])), lead=True)]
 
 
 def _per_seed_tables(summary, results):
-    lines = [tables.per_seed_caption(summary), ""]
-    lines += tables.markdown_table(*tables.per_seed_rows(summary, results))
-    lines += ["", "<details><summary>Every member (final-epoch validation metrics)</summary>",
-              ""]
-    lines += tables.markdown_table(*tables.member_rows(summary, results)) + ["", "</details>"]
-    return lines
+    return (page.Paragraph(tables.per_seed_caption(summary)),
+            page.table(*tables.per_seed_rows(summary, results)),
+            page.Details("Every member (final-epoch validation metrics)",
+                         (page.table(*tables.member_rows(summary, results)),)))
 
 
 def _how_to_read(summary, dataset, config=None):
@@ -369,7 +415,7 @@ def _how_to_read(summary, dataset, config=None):
                     "new data set." if split else
                     "; the data split is fixed, so they cover neither another split "
                     "nor another data set."))
-    return lines
+    return [line.removeprefix("- ") for line in lines]
 
 
 _SOURCE_WORDS = {"init": "the initial weights", "order": "the batch order",

@@ -1,4 +1,5 @@
-"""A study's report: the terminal tables, report.md, summary.json, the figure.
+"""A study's report: the terminal tables, report.md and report.html (one
+`page.Page`), summary.json, the forest plots and the performance profile.
 
 Words from `kg_service.analysis.words.wording` (its study block), laid out with
 `kg_service.analysis.words.tables`; the numbers are `study.analyse`'s and
@@ -12,7 +13,10 @@ import math
 import matplotlib
 
 from kg_service.analysis.reports import figures
+from kg_service.analysis.reports import forest
+from kg_service.analysis.reports import page
 from kg_service.analysis.numbers import plain
+from kg_service.analysis.words import claim_wording
 from kg_service.analysis.words import tables
 from kg_service.analysis.words import study_wording
 from kg_service.analysis.words import wording
@@ -110,8 +114,46 @@ def heading(study):
             f"({study.untestable} untestable, counted), alpha {study.alpha:g}.")
 
 
-def terminal_lines(study, aggregate):
-    """What `kg report --study` prints."""
+def mixed_rows(fit):
+    s = wording.shown(fit.metric)
+    header = ["contrast", f"estimate ({s.label})", f"se{s.diff_unit}",
+              f"{fit.confidence:.0%} simultaneous CI", "max-t adjusted p"]
+    rows = [[c.name, s.diff(c.estimate), s.number(c.se), s.interval(c.low, c.high, " to ", True),
+             wording.format_p(c.p_adjusted)] for c in fit.contrasts]
+    return header, rows
+
+
+def _mixed_lines(mixed):
+    """The mixed model's lines for the terminal: the model in a sentence,
+    its table, or why it was not fitted."""
+    if isinstance(mixed, str):
+        return [study_wording.mixed_not_fitted(mixed)]
+    return [study_wording.mixed_model_note(mixed), *tables.text_table(*mixed_rows(mixed)),
+            *[n for n in [study_wording.mixed_warning(mixed)] if n]]
+
+
+def _mixed_blocks(mixed):
+    """The mixed model's section's blocks (the same as `_mixed_lines`)."""
+    if isinstance(mixed, str):
+        return (page.Paragraph(study_wording.mixed_not_fitted(mixed)),)
+    return (page.Paragraph(study_wording.mixed_model_note(mixed)), page.table(*mixed_rows(mixed)),
+            *[page.Paragraph(n) for n in [study_wording.mixed_warning(mixed)] if n])
+
+
+def claims_section(claims):
+    """The declared claims, labelled (issue 32 §1), as a lead section; none
+    without claims."""
+    if not claims:
+        return []
+    return [page.Section("Claims", (
+        page.Paragraph(claim_wording.caption(claims)),
+        page.table(*claim_wording.claim_rows(claims)),
+        *page.bullets([f"{line}." for line in claim_wording.claim_lines(claims)])), lead=True)]
+
+
+def terminal_lines(study, aggregate, mixed=None):
+    """What `kg report --study` prints; `mixed`: the mixed model's
+    `MixedFit`, or why it was not fitted."""
     lines = [heading(study)] + [n for n in [study_wording.failures_note(study)] if n] + [""]
     lines += tables.text_table(*comparison_rows(study), left=(0, 1, 2, 3, 11))
     if study.interactions:
@@ -123,45 +165,75 @@ def terminal_lines(study, aggregate):
         lines += tables.text_table(*aggregate_rows(aggregate), left=(0,))
         lines += [study_wording.improvement_verdict(aggregate, imp)
                   for imp in aggregate.improvements]
+    if mixed is not None:
+        lines += ["", "One model across tasks (linear mixed model):"]
+        lines += _mixed_lines(mixed)
     return lines
 
 
-def markdown(study, aggregate, figure_written):
-    parts = [f"# Study {study.name}", "", heading(study), "",
-             *[n + "\n" for n in [study_wording.failures_note(study)] if n],
-             "## Comparisons (one family)", "",
-             *tables.markdown_table(*comparison_rows(study)), "",
-             f"Δ: mean paired difference from the sweep's baseline, seed by seed; p: paired "
-             f"t-test; study Holm p: Holm over all {study.family_size} comparisons of every "
-             f"sweep and metric, untestable ones counted in m; * marks p < {study.alpha:g}. "
-             f"TOST Holm p: equivalence within ±margin (the sweep's analysis.margin), Holm "
-             f"over the comparisons with a margin. Verdict: better or worse when the study "
-             f"Holm p < {study.alpha:g}, else equivalent when the TOST Holm p is, else "
-             f"inconclusive.",
-             ""]
-    parts += [f"- {study_wording.study_comparison_verdict(study, c)}"
-              for c in study.comparisons]
+def study_page(study, aggregate, drawn=(), claims=(), mixed=None):
+    """The study's report as a `page.Page`: its verdicts first, then the
+    comparisons (with `drawn`'s forest plots), the interactions and the
+    aggregate across tasks (with the performance profile, if drawn), the
+    mixed model. `drawn`: (file name, alt text) of the figures written;
+    `claims`: the declared claims labelled; `mixed`: the mixed model's
+    `MixedFit`, or why it was not fitted."""
+    verdicts = [study_wording.study_comparison_verdict(study, c) for c in study.comparisons]
+    verdicts += [study_wording.interaction_verdict(study, i) for i in study.interactions]
+    verdicts += [study_wording.improvement_verdict(aggregate, imp)
+                 for imp in aggregate.improvements]
+    blocks = [page.Paragraph(heading(study)),
+              *[page.Paragraph(n) for n in [study_wording.failures_note(study)] if n],
+              page.Section("Verdicts", tuple(page.bullets(verdicts)), lead=True),
+              *claims_section(claims)]
+    profile = [page.Figure(name, alt) for name, alt in drawn if name == PERFORMANCE_PROFILE]
+    forests = [page.Figure(name, alt) for name, alt in drawn if name != PERFORMANCE_PROFILE]
+    blocks.append(page.Section("Comparisons (one family)", (
+        page.table(*comparison_rows(study)),
+        page.Paragraph(
+            f"Δ: mean paired difference from the sweep's baseline, seed by seed; p: paired "
+            f"t-test; study Holm p: Holm over all {study.family_size} comparisons of every "
+            f"sweep and metric, untestable ones counted in m; * marks p < {study.alpha:g}. "
+            f"TOST Holm p: equivalence within ±margin (the sweep's analysis.margin), Holm "
+            f"over the comparisons with a margin. Verdict: better or worse when the study "
+            f"Holm p < {study.alpha:g}, else equivalent when the TOST Holm p is, else "
+            f"inconclusive."),
+        *forests)))
     if study.interactions:
-        parts += ["", "## Interactions", "", *tables.markdown_table(*interaction_rows(study)),
-                  "", "The change of an activation's paired gap to the baseline from one "
-                  "sweep to the other, tested with Welch's t on the two sets of paired "
-                  "differences (separate runs, unequal spreads); Holm over the "
-                  "interactions.", ""]
-        parts += [f"- {study_wording.interaction_verdict(study, i)}" for i in study.interactions]
-    parts += ["", "## Across tasks", ""]
+        blocks.append(page.Section("Interactions", (
+            page.table(*interaction_rows(study)),
+            page.Paragraph("The change of an activation's paired gap to the baseline from "
+                           "one sweep to the other, tested with Welch's t on the two sets "
+                           "of paired differences (separate runs, unequal spreads); Holm "
+                           "over the interactions."))))
+    across = [page.Paragraph("No activation ran in two sweeps of the study: nothing to "
+                             "aggregate.")]
     if aggregate.activations:
-        parts += [*tables.markdown_table(*aggregate_rows(aggregate)), "",
-                  study_wording.normalization_note(aggregate, _metrics(study)), ""]
-        parts += [f"- {study_wording.improvement_verdict(aggregate, imp)}"
-                  for imp in aggregate.improvements]
-        if figure_written:
-            parts += ["", f"![performance profile]({PERFORMANCE_PROFILE})"]
-    else:
-        parts += ["No activation ran in two sweeps of the study: nothing to aggregate."]
-    return "\n".join(parts) + "\n"
+        across = [page.table(*aggregate_rows(aggregate)),
+                  page.Paragraph(study_wording.normalization_note(aggregate, _metrics(study))),
+                  *profile]
+    blocks.append(page.Section("Across tasks", tuple(across)))
+    if mixed is not None:
+        blocks.append(page.Section("One model across tasks", _mixed_blocks(mixed)))
+    return page.Page(f"Study {study.name}", tuple(blocks))
 
 
-def summary_dict(study, aggregate):
+def forest_plots(study, out):
+    """One forest plot per compared metric, saved into `out`; returns
+    (file name, alt text) of each."""
+    drawn = []
+    metrics = {c.metric.name: c.metric.higher_is_better for c in study.comparisons}
+    for metric, higher in sorted(metrics.items()):
+        name = f"forest_{metric}.png"
+        fig = forest.forest_plot(
+            forest.study_rows(study, metric), x_label=forest.axis_label(metric, higher),
+            title=f"Study {study.name}: each comparison's Δ and deciding interval")
+        if figures.save(fig, out / name):
+            drawn.append((name, f"{forest.ALT} ({wording.shown(metric).label})"))
+    return drawn
+
+
+def summary_dict(study, aggregate, mixed=None):
     """summary.json: the numbers, and the sentences beside them."""
     def comparison(c):
         return {"sweep": c.sweep, "metric": c.metric.name, "activation": c.activation,
@@ -207,21 +279,25 @@ def summary_dict(study, aggregate):
                               "verdict": study_wording.improvement_verdict(aggregate, imp)}
                              for imp in aggregate.improvements],
         },
+        "mixed_model": (None if mixed is None else {"not_fitted": mixed}
+                        if isinstance(mixed, str) else
+                        {**dataclasses.asdict(mixed), "note": study_wording.mixed_model_note(mixed)}),
     })
 
 
-def write_study_report(study, aggregate, out):
-    """Writes report.md, summary.json and the performance profile into the
-    folder `out` (a `pathlib.Path`, created); returns the paths written."""
+def write_study_report(study, aggregate, out, claims=(), mixed=None):
+    """Writes report.md, report.html, summary.json, the forest plots and the
+    performance profile into the folder `out` (a `pathlib.Path`, created);
+    returns the paths written, report.md first. `claims`: the declared
+    claims labelled; `mixed`: the mixed model's `MixedFit`, or why it was
+    not fitted."""
     out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    figure = out / PERFORMANCE_PROFILE
-    drawn = performance_profile(aggregate, figure)
-    if drawn:
-        paths.append(figure)
-    report = out / "report.md"
-    report.write_text(markdown(study, aggregate, drawn))
+    drawn = forest_plots(study, out)
+    if performance_profile(aggregate, out / PERFORMANCE_PROFILE):
+        drawn.append((PERFORMANCE_PROFILE, "Performance profile: the share of runs above "
+                      "each normalized score, per activation"))
+    md_path, html_path = page.write(study_page(study, aggregate, drawn, claims, mixed), out)
     summary = out / "summary.json"
-    summary.write_text(json.dumps(summary_dict(study, aggregate), indent=2,
+    summary.write_text(json.dumps(summary_dict(study, aggregate, mixed), indent=2,
                                   allow_nan=False) + "\n")
-    return [report, summary, *paths]
+    return [md_path, summary, html_path, *(out / name for name, _ in drawn)]

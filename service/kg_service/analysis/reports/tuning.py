@@ -5,17 +5,21 @@ validation scores of its tuning members), the choice among them
 (`choose`), and the report's tuning section: a table per activation
 (value -> mean validation score ± sd over the tuning seeds), the value
 each got, a figure of the curves, and an entry of summary.json. Pure but
-for `add_tuning`, which writes into a report folder.
+for `tuning_section` (draws the figure) and `add_tuning_summary`.
 """
 
 import dataclasses
 import json
 import math
+import pathlib
 
 import numpy as np
 
-HEADING = "## Tuning"
+from kg_service.analysis.reports import page
+
+HEADING = "Tuning"
 FIGURE = "tuning_curves.png"
+FIGURE_ALT = "Tuning curves: the mean validation score of each value tried, the chosen value starred"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,31 +104,29 @@ def _number(x):
     return "–" if math.isnan(x) else f"{x:.4f}"
 
 
-def tuning_lines(tuning):
-    """report.md's tuning section, as markdown lines (without the heading):
-    each activation's values in increasing order."""
+def tuning_blocks(tuning):
+    """The report's tuning section's text and table (`page` blocks, without
+    the heading): each activation's values in increasing order."""
     better = "highest" if tuning.higher_is_better else "lowest"
-    lines = [
-        f"Before the comparison, each activation's `{tuning.parameter}` was chosen by the "
-        f"{better} mean final {_label(tuning.select_by)} over {tuning.seeds} tuning "
-        f"seed{'s' if tuning.seeds > 1 else ''} per value (their own seeds, none shared "
-        "with the comparison's; the test split plays no part). The comparison above "
-        "trained every activation at its chosen value.",
-        "",
-        f"| activation | {tuning.parameter} | mean {tuning.select_by} ± sd | members | chosen |",
-        "|---|---|---|---|---|",
-    ]
+    rows = []
     for a in tuning.activations:
         for c in sorted(a.candidates, key=lambda c: c.value):  # TPE's trials: by value too
             n = f"{len(c.scores)}" + (f" ({c.failed} diverged)" if c.failed else "")
-            mark = "**chosen**" if c.value == a.chosen else ""
-            lines.append(
-                f"| {a.activation} | {c.value:g} | {_number(c.mean)} ± {_number(c.sd)} "
-                f"| {n} | {mark} |"
-            )
-    lines += ["", "Chosen: " + "; ".join(
-        f"{a.activation} {tuning.parameter} = {a.chosen:g}" for a in tuning.activations) + "."]
-    return lines
+            rows.append([a.activation, f"{c.value:g}", f"{_number(c.mean)} ± {_number(c.sd)}",
+                         n, "**chosen**" if c.value == a.chosen else ""])
+    return [
+        page.Paragraph(
+            f"Before the comparison, each activation's `{tuning.parameter}` was chosen by "
+            f"the {better} mean final {_label(tuning.select_by)} over {tuning.seeds} tuning "
+            f"seed{'s' if tuning.seeds > 1 else ''} per value (their own seeds, none shared "
+            "with the comparison's; the test split plays no part). The comparison above "
+            "trained every activation at its chosen value."),
+        page.table(["activation", tuning.parameter, f"mean {tuning.select_by} ± sd",
+                    "members", "chosen"], rows, left=True),
+        page.Paragraph("Chosen: " + "; ".join(
+            f"{a.activation} {tuning.parameter} = {a.chosen:g}"
+            for a in tuning.activations) + "."),
+    ]
 
 
 def tuning_summary(tuning):
@@ -154,16 +156,23 @@ def tuning_tags(tuning):
             for a in tuning.activations}
 
 
+def _one_value_axis(ax, value):
+    """The x axis of a tuning that tried one value: that value written, not
+    an axis of ticks spanning a rounding error around it (issue 34 §2)."""
+    half = abs(value) or 1.0
+    ax.set_xlim(value - half, value + half)
+    ax.set_xticks([value], [f"one value: {value:g}"])
+
+
 def draw_curves(tuning, path):
     """tuning_curves.png: mean score ± sd against the value, one line per
     activation, the chosen values marked; a log x axis for positive values
-    spanning more than a factor of ten."""
-    import matplotlib  # the report's figures only
+    spanning more than a factor of ten; one value tried: that value named
+    on the axis, no scale drawn around it. Returns the figure."""
+    from kg_service.analysis.reports.canvas import blank_figure  # matplotlib: the figure only
 
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt  # after use("Agg"): no display needed
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = blank_figure(6, 4)
+    ax = fig.subplots()
     values = [c.value for a in tuning.activations for c in a.candidates]
     for a in tuning.activations:
         shown = sorted(a.candidates, key=lambda c: c.value)
@@ -174,28 +183,31 @@ def draw_curves(tuning, path):
         best = [c for c in shown if c.value == a.chosen]
         ax.plot([best[0].value], [best[0].mean], marker="*", markersize=14,
                 color=line[0].get_color(), linestyle="none")
-    if min(values) > 0 and max(values) / min(values) > 10:
+    if len(set(values)) == 1:
+        _one_value_axis(ax, values[0])
+    elif min(values) > 0 and max(values) / min(values) > 10:
         ax.set_xscale("log")
-    ax.set_xlabel(tuning.parameter)
+    ax.set_xlabel(tuning.parameter + (" (one value tried)" if len(set(values)) == 1 else ""))
     ax.set_ylabel(f"mean final {_label(tuning.select_by)} (± sd)")
     ax.set_title("Tuning (★ the value each activation got)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    fig.savefig(path)
+    return fig
 
 
-def add_tuning(report_path, summary_path, tuning):
-    """Appends the tuning section to report.md, its entry to summary.json
-    ("tuning"), and draws the figure beside them; returns the figure's path."""
-    figure = report_path.with_name(FIGURE)
+def tuning_section(tuning, out_dir):
+    """The report's tuning section (a `page.Section`), its figure drawn into
+    `out_dir`; returns (section, the figure's path)."""
+    pathlib.Path(out_dir).mkdir(parents=True, exist_ok=True)
+    figure = pathlib.Path(out_dir) / FIGURE
     draw_curves(tuning, figure)
-    text = report_path.read_text().rstrip("\n")
-    report_path.write_text(
-        text + f"\n\n{HEADING}\n\n" + "\n".join(tuning_lines(tuning))
-        + f"\n\n![tuning curves]({FIGURE})\n"
-    )
+    return (page.Section(HEADING, (*tuning_blocks(tuning), page.Figure(FIGURE, FIGURE_ALT))),
+            figure)
+
+
+def add_tuning_summary(summary_path, tuning):
+    """Adds the tuning's entry to summary.json ("tuning")."""
     data = json.loads(summary_path.read_text())
     data["tuning"] = tuning_summary(tuning)
     summary_path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
-    return figure

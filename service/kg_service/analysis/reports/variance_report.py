@@ -2,8 +2,8 @@
 
 `paired_examples` (McNemar's test per test example, beside the across-seed
 test) and `curves` (the training-loss curves compared, beside the end
-point) compute; this module lays their numbers out as Markdown sections
-and as summary.json entries. Results are passed in; nothing here opens a
+point) compute; this module lays their numbers out as report sections
+(`page` blocks) and as summary.json entries. Results are passed in; nothing here opens a
 store.
 """
 
@@ -11,7 +11,7 @@ import math
 
 from kg_service.analysis.numbers import curves
 from kg_service.analysis.numbers import paired_examples
-from kg_service.analysis.words import tables
+from kg_service.analysis.reports import page
 from kg_service.analysis.numbers.plain import json_ready
 from kg_service.analysis.words.wording import format_p
 
@@ -58,45 +58,49 @@ def compute(summary, results, config=None):
     return examples, curve_summary
 
 
-def markdown_sections(summary, results, config=None):
-    """The report's "Per-example tests" and "Training-loss curves" sections."""
+def sections(summary, results, config=None):
+    """The report's "Per-example tests" and "Training-loss curves" sections
+    (`page.Section`s)."""
     examples, curve_summary = compute(summary, results, config)
-    lines = []
+    out = []
     if examples:
         vary, split_words = _vary_words(config)
-        lines += ["", "## Per-example tests (McNemar, test split)", "",
-                  COVERS_EXAMPLES + " " + COVERS_SEEDS.format(vary=vary,
-                                                              split_words=split_words), ""]
-        lines += tables.markdown_table(*example_rows(examples))
-        lines += ["", "b: test examples the activation gets right and the baseline "
-                  "wrong; c: the reverse (summed over seeds). Pooled p: McNemar on the "
-                  f"summed counts (exact binomial below {paired_examples.EXACT_BELOW} "
-                  "discordant examples, else chi-square with continuity correction), "
-                  "Holm-adjusted over the activations; Fisher p: the seeds' McNemar "
-                  "p-values combined (conservative for discrete p-values)."]
+        blocks = [page.Paragraph(COVERS_EXAMPLES + " " + COVERS_SEEDS.format(
+                      vary=vary, split_words=split_words)),
+                  page.table(*example_rows(examples)),
+                  page.Paragraph(
+                      "b: test examples the activation gets right and the baseline "
+                      "wrong; c: the reverse (summed over seeds). Pooled p: McNemar on the "
+                      f"summed counts (exact binomial below {paired_examples.EXACT_BELOW} "
+                      "discordant examples, else chi-square with continuity correction), "
+                      "Holm-adjusted over the activations; Fisher p: the seeds' McNemar "
+                      "p-values combined (conservative for discrete p-values).")]
         unpaired = {t.activation: t.unpaired for t in examples if t.unpaired}
         if unpaired:
             who = ", ".join(f"{a} {n}" for a, n in unpaired.items())
-            lines += ["", f"Seeds left out (a member without kept test predictions, e.g. "
-                      f"one a resumed sweep read back from the store): {who}."]
+            blocks.append(page.Paragraph(
+                f"Seeds left out (a member without kept test predictions, e.g. "
+                f"one a resumed sweep read back from the store): {who}."))
+        out.append(page.Section("Per-example tests (McNemar, test split)", tuple(blocks)))
     if curve_summary is not None and curve_summary.comparisons:
         source = ("training.loss_threshold" if curve_summary.threshold_from == "config"
                   else "the largest final training loss of the members, reached by all")
-        lines += ["", "## Training-loss curves", "",
-                  "The GELU paper compares training-loss curves, not only end points: "
-                  "per member, the mean training loss over its epochs (the area under "
-                  "its curve per epoch) and the epochs it took to reach a training loss "
-                  f"of {curve_summary.threshold:.4g} ({source}); each compared with the "
-                  "baseline paired over seeds, with the end point's test and verdicts "
-                  "(Holm over the activations; lower is better; no equivalence margin).",
-                  ""]
-        lines += tables.markdown_table(*curve_rows(curve_summary))
+        blocks = [page.Paragraph(
+                      "The GELU paper compares training-loss curves, not only end points: "
+                      "per member, the mean training loss over its epochs (the area under "
+                      "its curve per epoch) and the epochs it took to reach a training loss "
+                      f"of {curve_summary.threshold:.4g} ({source}); each compared with the "
+                      "baseline paired over seeds, with the end point's test and verdicts "
+                      "(Holm over the activations; lower is better; no equivalence margin)."),
+                  page.table(*curve_rows(curve_summary))]
         censored = sum(c.censored for c in curve_summary.comparisons
                        if c.measure == "epochs_to_loss")
         if censored:
-            lines += ["", f"{censored} member(s) never reached the threshold: counted as "
-                      f"{curve_summary.epochs + 1} epochs (one past the end)."]
-    return lines
+            blocks.append(page.Paragraph(
+                f"{censored} member(s) never reached the threshold: counted as "
+                f"{curve_summary.epochs + 1} epochs (one past the end)."))
+        out.append(page.Section("Training-loss curves", tuple(blocks)))
+    return out
 
 
 def example_rows(examples):

@@ -4,5 +4,7 @@ Modules:
     wording: formats, notes, columns: how a number reads
     verdict_wording: a sweep's verdicts in words (each `decisions.decide`'s)
     study_wording: a study's verdicts, interactions and notes in words
+    claim_wording: each claim's label in a row and a sentence; the claims plan
+    sequential_wording: a sequential comparison's futility stop and estimates
     tables: the terminal, Markdown and registry tables
 """

@@ -1,5 +1,6 @@
 """A study's numbers in words (issue 18 §6, §7): its comparisons'
-three-way verdicts, the interactions, the diverged members, the aggregate.
+three-way verdicts, the interactions, the diverged members, the aggregate,
+the mixed model across tasks (issue 32 §3).
 
 The numbers are `kg_service.analysis.numbers.study`'s and `aggregate`'s; the
 formats and outcome words are `kg_service.analysis.words.wording`'s, shared with
@@ -93,3 +94,31 @@ def improvement_verdict(aggregate, imp):
     return (f"P({imp.x} > {imp.y}) = {imp.probability:.2f} "
             f"({aggregate.confidence:.0%} CI {imp.ci_low:.2f} to {imp.ci_high:.2f}) over "
             f"{len(imp.tasks)} tasks")
+
+
+def mixed_model_note(fit):
+    """The mixed model in a sentence: what it fits and how the contrasts'
+    intervals are made simultaneous."""
+    s = shown(fit.metric)
+    return (f"{s.label.capitalize()} of every seed ({fit.observations} runs, {fit.tasks} "
+            "tasks), REML: "
+            f"activation as fixed effect; task as random effect, with an activation-"
+            f"within-task and a seed-within-task variance component (a seed is shared "
+            f"by every activation of its task). Contrasts in the metric's units; "
+            f"{fit.confidence:.0%} intervals simultaneous over the {len(fit.contrasts)} "
+            f"contrast{'s' if len(fit.contrasts) != 1 else ''} by max-t (multivariate t, "
+            f"df {fit.df} = (activations - 1)(tasks - 1)), critical value {fit.critical:.2f}.")
+
+
+def mixed_warning(fit):
+    """A line when the fit did not converge (its numbers are then not to be
+    trusted), or '' ."""
+    if fit.converged:
+        return ""
+    return ("The mixed model did NOT converge: its estimates and intervals are not "
+            "to be trusted (statsmodels: " + "; ".join(fit.warnings)[:300] + ").")
+
+
+def mixed_not_fitted(reason):
+    """'The mixed model was not fitted: ...'."""
+    return f"The mixed model: {reason}."

@@ -179,6 +179,9 @@ def _record_epoch(history, logs, val_loss, val_accuracy, tokens_per_second, scor
         record(f"entropy_norm_quarter{k + 1}", share)
     for block, slope in slopes.items():
         record(f"leaky_slope.block{block}", slope)
+        # Its magnitude: "the slope tends to zero" (Jha & Reagen) is |slope|
+        # falling, which a signed slope through zero would misread.
+        record(f"leaky_slope_abs.block{block}", abs(slope))
 
 
 # --- All seeds of one activation, as one stacked model. ----------------------
@@ -238,8 +241,9 @@ def train_language_model(task, corpus, config, activation, seeds, report):
     "val_bits_per_byte", "tokens_per_second" (the stacked model's: all
     members' training tokens over the epoch's wall time),
     "entropy.block{i}.head{j}", "entropy_quarter{k}" (share of heads),
-    "entropy_norm.block{i}[.head{j}]", "entropy_norm_quarter{k}" (entropy.py) and
-    "leaky_slope.block{i}" (learnable leaky ReLU only); `final` holds
+    "entropy_norm.block{i}[.head{j}]", "entropy_norm_quarter{k}" (entropy.py),
+    "leaky_slope.block{i}" and its magnitude "leaky_slope_abs.block{i}"
+    (learnable leaky ReLU only); `final` holds
     "test_perplexity" and "test_bits_per_byte". `model` is the member's
     plain model, trained and compiled; `train_seconds` the activation's
     wall time over its number of members.
