@@ -84,6 +84,18 @@ def _vary_text(config):
     return text + (f"; fixed for every member: {', '.join(fixed)}" if fixed else "")
 
 
+def _engine_text(execution):
+    """Where members train: here, or as Ray tasks (issue 33)."""
+    if execution.engine == "local":
+        return "local: every member trains in this process"
+    where = execution.address or "$RAY_ADDRESS, else a local Ray started here (as ray.init())"
+    size = (f"{execution.members_per_task} members" if execution.members_per_task
+            else "a stacked group")
+    res = execution.group_resources
+    return (f"ray at {where}: a task per {size}, {res.num_cpus:g} CPU and {res.num_gpus:g} GPU "
+            f"each, retried {execution.max_retries}x if its worker dies")
+
+
 def _distribution_text(device):
     if device.distribution == "none":
         return ""
@@ -213,6 +225,7 @@ def _plan(config, rows, environ):
         ("varies", _vary_text(config)),
         ("device", f"{device.type}, {precision}, XLA {'on' if device.xla else 'off'}"
                    + _distribution_text(device)),
+        ("engine", _engine_text(config.execution)),
         ("tracking", f"{uri} ({origin}), {_retry_text(config.tracking.retry_seconds)}"),
         ("registry", registry),
         ("export", export),

@@ -42,6 +42,7 @@ from kg_service.config.derived import smoke as smoke_sizes
 from kg_service.config.loading import config_to_dict
 from kg_service.config.loading import load_config
 from kg_service.errors import ServiceError
+from kg_service.execution import cluster
 from kg_service.sweep import looks
 from kg_service.sweep import shards
 from kg_service.sweep import tuning
@@ -116,6 +117,18 @@ from kg_service.tracking import client as mlflow_client
     "shard), wait until it ends or its lease goes stale (tracking.lease_seconds "
     "after its last heartbeat) instead of exiting 2.",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    help="Where members train (config: execution.engine): here, or as Ray tasks on a "
+    "cluster, this process keeping the tuning, looks, statistics and registry.",
+)
+@click.option(
+    "--ray-address",
+    metavar="ADDRESS",
+    help="The Ray cluster (config: execution.address): auto, host:port or "
+    "ray://host:10001; default: a local Ray, as ray.init() starts one.",
+)
 @options.QUIET
 @click.option(
     "-v",
@@ -136,6 +149,8 @@ def main(
     shard,
     sweep_id,
     wait,
+    engine,
+    ray_address,
     quiet,
     verbose,
 ):
@@ -149,6 +164,7 @@ def main(
       kg-train --config configs/tiny.yaml --tracking-uri sqlite:///smoke.db
       kg-train --config configs/moons.yaml --set seeds=3 --set training.epochs=20
       kg-train --config configs/moons.yaml --shard 2/4 --tracking-uri http://mlflow:5000
+      kg-train --config configs/moons.yaml --engine ray --ray-address head:6379
     """
     with options.command_errors(ctx, "kg-train"):
         shard = _shard(shard, sweep_id, resume)
@@ -157,12 +173,13 @@ def main(
                 "--wait waits for another process that writes the same sweep: it goes "
                 "with --resume RUN_ID or --shard (a new sweep has no other writer)."
             )
-        config = load_config(config_path, overrides)
+        config = load_config(config_path, overrides + _engine_sets(engine, ray_address))
         config = _apply_flags(config, tracking_uri=tracking_uri, output_dir=output_dir)
         if smoke:
             config = smoke_sizes(config)
         looks.check_supported(config, shard)
         tuning.check_supported(config)
+        cluster.check_supported(config, shard)
         if dry_run:
             options.echo(describe_plan(config))
             if shard is not None:
@@ -276,6 +293,13 @@ def _apply_flags(config, *, tracking_uri, output_dir):
             )
         config = dataclasses.replace(config, output_dir=output_dir)
     return config
+
+
+def _engine_sets(engine, ray_address):
+    """--engine and --ray-address as the `--set`s they stand for, validated
+    with the config (a bad address is refused as the key's would be)."""
+    sets = () if engine is None else (f"execution.engine={engine}",)
+    return sets + (() if ray_address is None else (f"execution.address={ray_address}",))
 
 
 def _config_yaml(config):

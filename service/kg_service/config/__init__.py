@@ -5,6 +5,7 @@ Modules:
     claims: `claims:`, what a sweep claims, declared before the run.
     derived: what follows from a validated config alone (grid, sizes, names).
     excerpts: values as the user wrote them, cut short, for every message.
+    execution: the `execution:` section: engine local or ray, and what a Ray task asks.
     fields: the schema's building blocks: strict value types and checks.
     loading: the file, its `--set` overrides, validation.
     problems: pydantic's errors, as the user wrote the values.

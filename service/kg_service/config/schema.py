@@ -43,6 +43,7 @@ from pydantic.json_schema import SkipJsonSchema
 from kg_service.config import catalog
 from kg_service.config import claims as claims_lib
 from kg_service.config import fields
+from kg_service.config.execution import ExecutionConfig
 from kg_service.config import tuning as tuning_lib
 from kg_service.config.excerpts import quoted
 from kg_service.config.excerpts import show
@@ -449,9 +450,8 @@ def _compose():
         tracking: fields.Section[TrackingConfig] = TrackingConfig()
         registry: Annotated[fields.Section[RegistryConfig], AfterValidator(fields.names_valid)] = RegistryConfig()
         export: fields.Section[ExportConfig] = ExportConfig()
-        device: Annotated[fields.Section[DeviceConfig], AfterValidator(fields.devices_need_mirrored)] = (
-            DeviceConfig()
-        )
+        device: Annotated[fields.Section[DeviceConfig], AfterValidator(fields.devices_need_mirrored)] = DeviceConfig()
+        execution: fields.Section[ExecutionConfig] = ExecutionConfig()  # local, or a Ray cluster (issue 33)
         analysis: Annotated[fields.Section[AnalysisConfig], AfterValidator(_contrasts_valid)] = (
             AnalysisConfig()
         )

@@ -82,6 +82,7 @@ def preflight(config, store=None, resume=None, wait=False, echo=print):
     # down costs a second, not TensorFlow's start-up.
     check_memory(config)
     destinations.check_run(config.output_dir, tracking_uri, config.export.dir, exported)
+    check_cluster(config, tracking_uri)  # an unreachable Ray cluster costs seconds too
     # TensorFlow, MLflow: only once the cheap checks above passed.
     from kg_service.serving import export as export_lib
     from kg_service.tasks import base as tasks  # TensorFlow: after the cheap checks
@@ -96,9 +97,7 @@ def preflight(config, store=None, resume=None, wait=False, echo=print):
     if config.export.enabled:
         export_lib.check_can_export()
     if store is None:
-        store = tracking.Tracker(
-            tracking_uri, config.experiment, config.tracking.retry_seconds
-        )
+        store = tracking.Tracker(tracking_uri, config.experiment, config.tracking.retry_seconds)
     # Logged (params, config.json, the report): never a URI's password.
     resolved = loading.config_to_dict(config)
     resolved["tracking"]["uri"] = redact.uri(resolved["tracking"]["uri"])
@@ -136,6 +135,15 @@ def preflight(config, store=None, resume=None, wait=False, echo=print):
             **study_tags(config, task),
         },
     )
+
+
+def check_cluster(config, tracking_uri):
+    """With `execution.engine: ray`, connects to the cluster (or starts a
+    local Ray) and checks that its nodes can reach the store."""
+    if config.execution.engine == "ray":
+        from kg_service.execution import cluster  # Ray: only for execution.engine ray
+
+        cluster.connect(config.execution, tracking_uri)
 
 
 def study_tags(config, task):

@@ -22,7 +22,7 @@ from kg_service.config.loading import flatten
 
 # Config keys that say where a sweep's outputs go, not what its members
 # are: jobs of one sweep may differ in them (and a resumed sweep too).
-FREE_KEYS = ("output_dir", "tracking.", "export.dir")
+FREE_KEYS = ("output_dir", "tracking.", "export.dir", "execution.")
 
 
 @dataclasses.dataclass(frozen=True)

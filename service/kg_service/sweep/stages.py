@@ -98,18 +98,14 @@ def train(config, pre, sweep_run_id, progress, logged=None, members=None):
 
     if pre.spooled:
         on_trained(list(pre.spooled.values()))
-    results = train_lib.train_sweep(
-        pre.task,
-        pre.dataset,
-        config,
-        progress=progress,
-        done={
-            **{key: result for key, (_, result) in pre.done.items()},
-            **pre.spooled,
-        },
-        on_trained=on_trained,
-        members=members,
-    )
+    done = {**{key: result for key, (_, result) in pre.done.items()}, **pre.spooled}
+    if config.execution.engine == "ray":  # each group a Ray task, which logs its members
+        results = on_cluster(config, pre, sweep_run_id, progress, done, run_ids, logged, members)
+    else:
+        results = train_lib.train_sweep(
+            pre.task, pre.dataset, config, progress=progress, done=done,
+            on_trained=on_trained, members=members,
+        )  # fmt: skip
     progress.close()
     return Trained(
         results=tuple(results),
@@ -117,19 +113,41 @@ def train(config, pre, sweep_run_id, progress, logged=None, members=None):
     )
 
 
+def on_cluster(config, pre, sweep_run_id, progress, done, run_ids, logged, members):
+    """`train`'s members on the Ray cluster (`kg_service.execution`): each
+    task logs its members; their run ids go into `run_ids` (and `logged`)."""
+    from kg_service.execution import groups  # Ray: only for execution.engine ray
+
+    def landed(key, run_id):
+        run_ids[key] = run_id
+        if logged is not None:
+            logged[key] = run_id
+
+    log = groups.member_log(
+        config, pre.tracking_uri, sweep_run_id,
+        {a: {**member_params(pre), **pre.tuned.get(a, {})} for a in config.activations},
+        {**pre.tags, "kg.role": "member"},
+    )  # fmt: skip
+    return groups.train_sweep(pre.task, pre.dataset, config, log, store=pre.store, done=done,
+                              members=members, landed=landed, progress=progress)
+
+
+def member_params(pre):
+    """The sweep's params every member run carries (model and training)."""
+    return {k: v for k, v in pre.params.items() if k.startswith(("model.", "training."))}
+
+
 def track(pre, results, progress, run_ids, logged=None):
     """Logs members as child runs of the sweep's run (FAILED if diverged),
     one at a time: each run id goes into `run_ids` (and `logged`) as it
     lands, so a failure part-way says exactly which are in the store."""
     progress.stage(f"logging {len(results)} runs to {redact.uri(pre.tracking_uri)}")
-    member_params = {
-        k: v for k, v in pre.params.items() if k.startswith(("model.", "training."))
-    }
+    params = member_params(pre)
     for result in results:
         key = (result.activation, result.seed)
         run_ids[key] = pre.store.log_member(
             result,
-            {**member_params, **pre.tuned.get(result.activation, {})},  # its tuned value
+            {**params, **pre.tuned.get(result.activation, {})},  # its tuned value
             {**pre.tags, "kg.role": "member"},
         )
         if logged is not None:

@@ -327,19 +327,32 @@ def _train_candidate(config, pre, activation, index, value, done, kept, progress
         value,
     )
     progress.stage(f"tuning {activation}: {tuning.parameter} = {value:g}")
+    if config.execution.engine == "ray":  # its seeds as Ray tasks, which log them
+        from kg_service.execution import groups  # Ray: only for execution.engine ray
+
+        params, tags = _marks(pre, tuning.parameter, value)
+        log = groups.member_log(sub, pre.tracking_uri, pre.store.parent_run_id, {activation: params},
+                                tags, final={VALUE: value}, keep_model=False)
+        return groups.train_sweep(pre.task, pre.dataset, sub, log, store=pre.store, done=done)
     return train_lib.train_sweep(
         pre.task, pre.dataset, sub, done=done,
         on_trained=lambda new: _log(pre, new, tuning.parameter, value, kept),
     )
 
 
+def _marks(pre, parameter, value):
+    """`(params, tags)` of a tuning member's run trained at `value`."""
+    params = {k: v for k, v in pre.params.items() if k.startswith(("model.", "training."))}
+    return {**params, parameter: value}, {
+        **pre.tags, "kg.role": ROLE, "kg.tuning.parameter": parameter,
+        "kg.tuning.value": f"{value!r}"}
+
+
 def _log(pre, results, parameter, value, kept):
     """Logs tuning members as child runs of the sweep (`kg.role=tuning`),
     one at a time; members not logged when the store fails (or on an
     interrupt) are kept in the spool, as `stages.train` keeps members."""
-    params = {k: v for k, v in pre.params.items() if k.startswith(("model.", "training."))}
-    tags = {**pre.tags, "kg.role": ROLE, "kg.tuning.parameter": parameter,
-            "kg.tuning.value": f"{value!r}"}
+    params, tags = _marks(pre, parameter, value)
     logged = set()
     for result in results:
         result.final = {**result.final, VALUE: value}
@@ -347,7 +360,7 @@ def _log(pre, results, parameter, value, kept):
         result.model = None
     try:
         for result in results:
-            pre.store.log_member(result, {**params, parameter: value}, tags)
+            pre.store.log_member(result, params, tags)
             logged.add(result.seed)
     except (StoreUnavailable, KeyboardInterrupt):
         spool.write(kept, [r for r in results if r.seed not in logged])

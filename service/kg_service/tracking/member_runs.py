@@ -5,6 +5,7 @@ finds a sweep's members, and the `MemberResult` a member's run holds.
 reads a member's test correctness by `MEMBER_TEST_CORRECT`.
 """
 
+import dataclasses
 import os
 import tempfile
 
@@ -76,13 +77,7 @@ def read(client, key, run):
             final[name] = metrics[name]  # a task's own, e.g. test_perplexity
     model_file = test_correct = None
     if tags.get("kg.role") != store.TUNING_ROLE:  # a tuning member keeps its scores only
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = client.download_artifacts(run.info.run_id, "member", tmp)
-            with open(os.path.join(folder, MEMBER_MODEL), "rb") as f:
-                model_file = f.read()
-            kept = os.path.join(folder, MEMBER_TEST_CORRECT)
-            if os.path.exists(kept):  # members logged before it was kept have none
-                test_correct = np.load(kept)
+        model_file, test_correct = member_files(client, run.info.run_id)
     epoch = tags.get("failure.epoch")
     result = StoredMemberResult(
         activation=key[0],
@@ -103,6 +98,27 @@ def read(client, key, run):
     return result
 
 
+def member_files(client, run_id):
+    """`(the .keras file's bytes, the test correctness or None)` of a member's run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = client.download_artifacts(run_id, "member", tmp)
+        with open(os.path.join(folder, MEMBER_MODEL), "rb") as f:
+            model_file = f.read()
+        kept = os.path.join(folder, MEMBER_TEST_CORRECT)
+        # Members logged before it was kept have none.
+        return model_file, (np.load(kept) if os.path.exists(kept) else None)
+
+
+def from_run(result, model_source):
+    """A `StoredMemberResult` with `result`'s numbers whose model comes
+    from `model_source()` (the `.keras` file's bytes, or None) on first
+    use: a member a Ray task trained and logged (`kg_service.execution`)."""
+    numbers = {f.name: getattr(result, f.name) for f in dataclasses.fields(MemberResult)}
+    stored = StoredMemberResult(**{**numbers, "model": None})
+    stored.model_source = model_source
+    return stored
+
+
 class StoredMemberResult(MemberResult):
     """A member read back from the store: its Keras model loads on first use.
 
@@ -114,9 +130,12 @@ class StoredMemberResult(MemberResult):
     """
 
     model_file = None
+    model_source = None  # a callable giving `model_file` when first needed
 
     @property
     def model(self):
+        if self.model_file is None and self.model_source is not None:
+            self.model_file, self.model_source = self.model_source(), None
         if self.model_file is not None:
             self.__dict__["_model"] = _load(self.model_file)
             self.model_file = None
@@ -124,7 +143,7 @@ class StoredMemberResult(MemberResult):
 
     @model.setter
     def model(self, value):
-        self.model_file = None
+        self.model_file = self.model_source = None
         self.__dict__["_model"] = value
 
 

@@ -303,6 +303,13 @@ class Tracker(store.TrackingStore):
             },
         )
 
+    def member_model_file(self, run_id):
+        """The `.keras` file's bytes of a member's run (a Ray task logged it)."""
+        return self.retried(
+            f"reading the model of run {run_id}",
+            lambda: member_runs.member_files(self.client, run_id)[0],
+        )
+
     def member_keys(self, sweep_run_id):
         """As the base's, without loading the members' models."""
         members = member_runs.find(self.client, self.experiment_id, sweep_run_id)
