@@ -5,6 +5,7 @@ Modules:
     cli: the command line, kg and kg-train, a thin shell over the service.
     config: the sweep configuration: schema, loading and the catalog of names.
     errors: the exceptions the service raises for what a user can act on.
+    named_columns: named columns matched to a model's features, for both servers.
     papers: the papers' reruns: docs/results.md from the studies in an MLflow store.
     redact: passwords never printed: a URI's `user:password@` shown masked.
     results: what a trained member hands to statistics, reports and tracking.

@@ -7,7 +7,6 @@ blocks' attention is switched off (output projection zeroed), so their
 output is `x + FFN(norm(x))`, computed by keras-hub's code throughout.
 """
 
-import keras
 import numpy as np
 import pytest
 

@@ -25,11 +25,6 @@ from kg_service.tasks import base as tasks
 PACKAGE = pathlib.Path(tasks.__file__).parents[1]  # service/kg_service
 TASKS = PACKAGE / "tasks"
 PAPER_RERUNS = ("papers/", "analysis/papers.py", "analysis/results_")
-# Not yet: `kg serve DIR` wraps a bare SavedModel in the classifier's pyfunc
-# (`SavedModelModel`, tasks/classification/pyfunc.py) in
-# serving/model_folder.py (split out of serving/server.py, issue 31 §4):
-# which task serves a bare SavedModel is to become a Task field.
-NOT_YET = ("serving/model_folder.py",)
 BUILT_IN = ("moons", "circles", "digits", "python_code")
 WORDS = ("digits",)  # a task name that is also a word of the code
 
@@ -93,7 +88,7 @@ def task_names_in(path, names, modules, folders):
 def outside_tasks():
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE).as_posix()
-        if not relative.startswith(("tasks/",) + PAPER_RERUNS + NOT_YET):
+        if not relative.startswith(("tasks/",) + PAPER_RERUNS):
             yield relative, path
 
 

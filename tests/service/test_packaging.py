@@ -22,7 +22,8 @@ def test_wheel_top_level_packages_are_distinctive(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert top == {"keras_gelu", "keras_gelu_names", "kg_service"}, top
-    for module in ("cli/train.py", "tasks/classification/pyfunc.py", "tasks/language/lm_layers.py"):
+    for module in ("cli/train.py", "tasks/classification/pyfunc.py", "tasks/language/lm_layers.py",
+                   "named_columns.py"):
         assert f"kg_service/{module}" in names, module
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     scripts = zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -108,6 +108,15 @@ def _analysis_text(analysis):
     return text
 
 
+def _claims_text(config):
+    """The declared claims, and where their seeds are planned."""
+    names = ", ".join(c.name for c in config.claims)
+    where = f"kg plan --config {config.source}" if config.source else "kg plan --config FILE"
+    return (f"{len(config.claims)} declared ({names}); each labelled reproduced / "
+            "contradicted / not tested / inconclusive after the run, Holm over them; "
+            f"the seeds each needs: {where}")
+
+
 def describe_plan(config, environ=None):
     """What a run of `config` would do, as the lines `--dry-run` prints."""
     data, model, training = config.data, config.model, config.training
@@ -206,6 +215,7 @@ def _plan(config, rows, environ):
         ("registry", registry),
         ("export", export),
         ("analysis", _analysis_text(config.analysis)),
+        *([("claims", _claims_text(config))] if config.claims else []),
         ("output", config.output_dir),
     ] + ([("tuning", _tuning_text(config))] if config.tuning else []) + (
         [("study", f"{config.study} (one family with its other sweeps: "

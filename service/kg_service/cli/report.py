@@ -125,6 +125,12 @@ def report_study(name, tracking_uri, output_dir=None, echo=options.echo):
     outcome = studies.report_study(name, tracking_uri, output_dir)
     for line in study_report.terminal_lines(outcome.study, outcome.aggregate):
         echo(line)
+    if outcome.claims:
+        from kg_service.analysis.words import claim_wording  # scipy: loaded by the study
+
+        echo("\nClaims (declared in the study's config; Holm over them):")
+        for line in claim_wording.claim_lines(outcome.claims):
+            echo(f"  {line}")
     echo(f"\nStudy report: {outcome.out_dir}")
     return 0
 

@@ -68,6 +68,13 @@ def print_sweep(echo, outcome):
     echo("")
     echo(tables.format_table(summary))
     echo("")
+    if compared.claims:
+        from kg_service.analysis.words import claim_wording  # scipy: loaded by the sweep already
+
+        echo("Claims (declared in the config; Holm over them):")
+        for line in claim_wording.claim_lines(compared.claims):
+            echo(f"  {line}")
+        echo("")
     if compared.looks is not None:
         for line in sequential_report.sequential_lines(compared.looks):
             echo(line)

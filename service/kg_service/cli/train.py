@@ -239,9 +239,9 @@ def _shard(text, sweep_id, resume):
         return None
     if resume is not None:
         raise ServiceError(
-            f"--resume takes a whole sweep's run id; --shard and --sweep-id join "
-            f"a sharded sweep, which resumes by itself when a shard restarts. "
-            f"Use one or the other."
+            "--resume takes a whole sweep's run id; --shard and --sweep-id join "
+            "a sharded sweep, which resumes by itself when a shard restarts. "
+            "Use one or the other."
         )
     return sharding.parse(text) if text is not None else shards.Shard(1, 1, "--sweep-id")
 

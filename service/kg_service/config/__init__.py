@@ -2,6 +2,7 @@
 
 Modules:
     catalog: the named choices, listed once, importing nothing heavy.
+    claims: `claims:`, what a sweep claims, declared before the run.
     derived: what follows from a validated config alone (grid, sizes, names).
     excerpts: values as the user wrote them, cut short, for every message.
     fields: the schema's building blocks: strict value types and checks.

@@ -60,6 +60,9 @@ class TaskFacts:
             many bytes its data and evaluation take.
         smoke: `(DataConfig, ModelConfig) -> (DataConfig, ModelConfig)`,
             its own keys at smoke sizes.
+        metrics: `ModelConfig -> (name, ...)`, the final per-member
+            metrics it logs beyond every task's (`config.claims.COMMON_METRICS`),
+            which a claim may name.
     """
 
     name: str
@@ -72,6 +75,7 @@ class TaskFacts:
     parameters: Optional[Callable] = None
     data_bytes: Optional[Callable] = None
     smoke: Optional[Callable] = None
+    metrics: Optional[Callable] = None
 
 
 _TASKS = {}

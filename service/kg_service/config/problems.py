@@ -38,7 +38,8 @@ def setting_schema(path):
     schema = node = json_schema()
     for part in path:
         if isinstance(part, int):
-            node = without_null(list_form(node))[0]["items"]  # an optional list's item
+            node = without_null(list_form(node))[0]  # an optional list's item
+            node = node["items"] if "items" in node else node["prefixItems"][part]  # a pair's
         else:
             node = mapping_form(node)["properties"][part]
         # An optional section (`tuning:`, null by default) is its section.
@@ -164,7 +165,10 @@ class Problems:
         for part in path:
             if isinstance(node, Mapping) and part in node.lines:
                 line = node.lines[part]
-            node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                node = node[part]  # a list's item: its own keys have lines
+            else:
+                node = node.get(part) if isinstance(node, dict) else None
         return f"line {line}" if line else None
 
     def add(self, path, message):

@@ -41,6 +41,7 @@ from pydantic import Tag
 from pydantic.json_schema import SkipJsonSchema
 
 from kg_service.config import catalog
+from kg_service.config import claims as claims_lib
 from kg_service.config import fields
 from kg_service.config import tuning as tuning_lib
 from kg_service.config.excerpts import quoted
@@ -89,8 +90,6 @@ _SeedsSetting = Annotated[
         "non-negative integers, or a mapping {start, step, max} of sequential seeds",
     ),
 ]
-
-
 
 @dataclasses.dataclass(frozen=True)
 class CommonData:
@@ -490,6 +489,8 @@ def _compose():
         # (`StudyFactor`): `kg report --study` reads each sweep's level from its
         # config and orients every interaction by it.
         study_factor: Annotated[Optional[StudyFactor], AfterValidator(_factor_valid)] = None
+        # What the sweep claims, declared before the run (config/claims.py, issue 32 §1).
+        claims: Annotated[claims_lib.Claims, AfterValidator(claims_lib.claims_valid)] = ()
         # The YAML file it came from: set by load_config, not a key.
         source: SkipJsonSchema[Annotated[Optional[str], BeforeValidator(fields.not_a_key)]] = None
 

@@ -5,6 +5,7 @@ Modules:
     maths: the page's own numbers: ranks, Spearman's rho, entropies
     sections: the GELU and GLU sections, and the words every section shares
     revival: the "ReLU's Revival" section
+    claims: each paper's claims table, from its config's claims only
     page: the whole page from stored runs (`render`)
     runner: `kg results`'s work: fill a store, read its runs through
         `kg_service.tracking`, write the page

@@ -13,12 +13,14 @@ By concern: `maths` (the numbers: ranks, rho, resampling, Welch,
 entropies; checked against scipy and plain numpy in
 tests/service/papers/test_page.py), `sections` (the
 GELU and GLU sections and the words they share), `revival` (the
-Revival section and its verdicts); this module: what a stored sweep is,
+Revival section), `claims` (each paper's claims table: the page's only
+labels, from the claims its config declared); this module: what a stored sweep is,
 the page's studies and the page around the sections.
 """
 
 import dataclasses
 
+from kg_service.papers.claims import claims_lines
 from kg_service.papers.revival import revival_section
 from kg_service.papers.sections import runs_line
 from kg_service.papers.sections import digits_section
@@ -131,6 +133,7 @@ def render(found, analysed, *, command, commit, when, slope_runs=()):
             continue
         lines += [runs_line(runs) + ".", "", *setup_lines(runs), ""]
         section = {"digits": digits_section, "glu-variants": glu_section}.get(tag)
+        lines += claims_lines(tag, runs) + [""]
         if section is not None:
             lines += section(runs, analysed[tag])
         else:

@@ -1,6 +1,7 @@
 """docs/results.md's "ReLU's Revival" section: perplexity, attention
-entropy per layer (normalised by log t), the learnable slope, and the
-verdicts on the paper's claims.
+entropy per layer (normalised by log t), the learnable slope, described;
+the paper's claims are labelled from the config's `claims:` only
+(`papers.claims`).
 """
 
 import math
@@ -43,7 +44,8 @@ def revival_section(runs, study, slope_runs=()):
     lines += ["", "### Attention entropy per layer, normalised by log t", ""] + \
         entropy_lines(by_ln)
     lines += ["", "### The learnable leaky ReLU's slope", ""] + slope_lines(runs, slope_runs)
-    lines += ["", "**Verdict.**"] + revival_verdicts(by_ln, study, slope_runs)
+    lines += ["", "**Described, not claimed** (numbers without a label; the labels are the "
+              "claims table's):"] + revival_checks(by_ln, slope_runs)
     return lines
 
 
@@ -109,104 +111,57 @@ def slope_lines(runs, slope_runs):
     return lines
 
 
-def slope_verdict(runs, slope_runs, alpha=0.05):
-    """The paper's claim that the slope moves towards 0 without LayerNorm, by
-    a one-sided t-test of each seed's final |slope| (mean over blocks)
-    against its start (issue 30 §6: a test, not a cut-off): "reproduced"
-    when it rejects, "inconclusive" when it does not, "not tested" (and
-    why) when it cannot be run."""
+def slope_text(runs, slope_runs):
+    """The learnable slope after the longest normalization-free run, and a
+    one-sided t-test of each seed's final |slope| (mean over blocks) below
+    its start. Described, not labelled: the paper's "towards 0" is not a
+    declared claim (a claim compares activations or levels, not a value
+    against a constant), so the page gives the numbers only."""
     noln = [r for r in list(runs) + list(slope_runs) if not r.layer_norm]
     if not noln:
-        return "not tested: no normalization-free run with the learnable slope"
+        return "no normalization-free run with the learnable slope"
     longest = max(noln, key=lambda r: r.config["training"]["epochs"])
     per_block = [longest.values(f"leaky_slope.block{b}").get("learnable_leaky_relu", {})
                  for b in (0, 1)]
     seeds = sorted(set().union(*per_block))
     finals = [float(np.mean([abs(v[s]) for v in per_block if s in v])) for s in seeds]
     if not finals:
-        return "not tested: no slope logged"
+        return "no slope logged"
     start = published.REVIVAL_INITIAL_SLOPE
     m, p, n = slope_test(finals, start)
     after = (f"after {longest.config['training']['epochs']} epochs without LayerNorm the "
              f"mean |slope| is {m:.4f} (start {start}; the paper: towards 0)")
     if math.isnan(p):
-        return (f"not tested: {after}, from {n} seed{'s' if n != 1 else ''} without a "
-                "spread, and a one-sided t-test needs 2 with one")
-    word = "reproduced" if p < alpha else "inconclusive"
-    return (f"{word}: {after}; one-sided t-test of each seed's final |slope| below the "
-            f"start, p {fmt_p(p)} over {n} seeds")
+        return (f"{after}, from {n} seed{'s' if n != 1 else ''} without a spread: no "
+                "one-sided t-test can run")
+    return (f"{after}; one-sided t-test of each seed's final |slope| below the start, "
+            f"p {fmt_p(p)} over {n} seeds")
 
 
-def claim_word(tests, negative=False, alpha=0.05):
-    """A per-layer claim over [(difference, Welch p)]: "reproduced" (the
-    claimed sign, significant, in every layer), "in direction only" (the
-    sign in every layer), else "not reproduced"."""
-    if not tests:
-        return "not tested"
-    signs = all((d < 0) if negative else (d > 0) for d, _ in tests)
-    if signs and all(p < alpha for _, p in tests):
-        return "reproduced"
-    return "in direction only, not significant" if signs else "not reproduced"
+def entropy_text(tests, at_ceiling):
+    """The overload and relief differences per layer, with the layers at the
+    ceiling named (issue 30 §6): numbers, no label (the declared relief
+    claim's label is in the claims table)."""
+    detail = "; ".join(f"{k} layer {i}: {d:+.3f} (Welch p {fmt_p(p)})" for k, i, d, p in tests)
+    ceiling = ", ".join(f"{c} layer {i} {a:.3f} and {b:.3f}"
+                        for (c, i), (a, b) in at_ceiling.items())
+    return (detail + (f"; at or above the ceiling {ENTROPY_CEILING} of the maximum, where no "
+                      f"difference can show: {ceiling}" if ceiling else ""))
 
 
-def _ln_words(level):
-    return "LayerNorm" if level else "no LayerNorm"
-
-
-def interaction_text(study):
-    """ReLU's test-loss interaction in the direction the study declared
-    (issue 30 §4): from the reference level to the other, whichever sweep
-    started first. The paper's claim (removing LayerNorm hurts GELU more
-    than ReLU) is a negative move from LayerNorm to none."""
-    inter = [i for i in study.interactions if i.activation == "relu"
-             and i.metric.name == "test_loss"]
-    if not inter or study.factor != "model.layer_norm":
-        return "no interaction test over model.layer_norm"
-    i = inter[0]
-    return (f"the ReLU − GELU gap moves {i.test.estimate:+.4f} nats/byte from "
-            f"{_ln_words(i.first_level)} (the declared reference) to "
-            f"{_ln_words(i.second_level)} (the paper: negative from LayerNorm to none; "
-            f"study Holm p {fmt_p(i.p_holm)}, "
-            f"{'significant' if i.significant else 'not significant'})")
-
-
-def entropy_words(tests, at_ceiling):
-    """Each entropy claim's word; "not tested" with the numbers where a
-    layer's two groups both sit at the ceiling (issue 30 §6): no difference
-    can appear there, so its test says nothing about the claim."""
-    words = {}
-    for claim in ("overload", "relief"):
-        ceiling = {i: m for (c, i), m in at_ceiling.items() if c == claim}
-        if ceiling:
-            where = ", ".join(f"layer {i} {a:.3f} and {b:.3f}" for i, (a, b) in ceiling.items())
-            words[claim] = (f"not tested: at the ceiling ({where} of the maximum, both at "
-                            f"or above {ENTROPY_CEILING}: no room for the claimed difference)")
-        else:
-            words[claim] = claim_word([(d, p) for k, _, d, p in tests if k == claim],
-                                      negative=(claim == "relief"))
-    return words
-
-
-def revival_verdicts(by_ln, study, slope_runs=()):
+def revival_checks(by_ln, slope_runs=()):
+    """What the page describes beside the declared claims, without a label."""
     lines = []
     ln, noln = by_ln.get(True), by_ln.get(False)
     if ln is not None and noln is not None:
         hurt = [a for a in ln.members if a in noln.members
                 and np.mean(list(noln.values("test_loss")[a].values()))
                 > np.mean(list(ln.values("test_loss")[a].values()))]
-        lines.append(f"- Perplexity: removing LayerNorm raises the test loss of "
-                     f"{len(hurt)} of {len(ln.members)} activations; {interaction_text(study)}.")
-        tests = entropy_tests(by_ln)
-        words = entropy_words(tests, entropy_at_ceiling(by_ln))
-        whole = ("not tested" if any(w.startswith("not tested") for w in words.values())
-                 else "reproduced" if set(words.values()) == {"reproduced"}
-                 else "not reproduced" if words["relief"] != "reproduced" else "partly")
-        detail = "; ".join(f"{k} layer {i}: {d:+.3f} (Welch p {fmt_p(p)})" for k, i, d, p in tests)
-        lines.append(f"- Entropy: **{whole}** (overload: {words['overload']}; ReLU's relief: "
-                     f"{words['relief']}). The paper's claim: without LayerNorm GELU's "
-                     "attention entropy rises (overload: noLN GELU − LN GELU > 0) and ReLU "
-                     f"relieves it (relief: noLN ReLU − noLN GELU < 0). Ours, per layer: "
-                     f"{detail}.")
+        lines.append(f"- Perplexity: removing LayerNorm raises the mean test loss of "
+                     f"{len(hurt)} of {len(ln.members)} activations.")
+        lines.append("- Entropy (overload: noLN GELU − LN GELU; relief: noLN ReLU − noLN "
+                     "GELU), per layer: "
+                     + entropy_text(entropy_tests(by_ln), entropy_at_ceiling(by_ln)) + ".")
     runs = [r for r in (ln, noln) if r is not None]
-    lines.append(f"- Learnable slope: **{slope_verdict(runs, slope_runs)}**.")
+    lines.append(f"- Learnable slope: {slope_text(runs, slope_runs)}.")
     return lines

@@ -18,13 +18,12 @@ value is named by its line and column.
 Pure: decoded JSON or text in, rows or `BadRequest` out.
 """
 
-import collections
 import csv
-import difflib
 import io
 
 import numpy as np
 
+from kg_service import named_columns
 from kg_service.serving.request_checks import EXAMPLE
 from kg_service.serving.request_checks import BadRequest
 
@@ -90,7 +89,8 @@ def _split(data, names):
 
 
 def order(given, names, where):
-    """For each of the model's `names`, its place in `given`.
+    """For each of the model's `names`, its place in `given`
+    (`named_columns.order`, the rule the served pyfunc applies too).
 
     Raises:
         BadRequest: `given` holds a name twice, lacks one of `names` or
@@ -102,26 +102,10 @@ def order(given, names, where):
             f"cannot be matched to its inputs; send rows in its order, {EXAMPLE}"
             f" (or CSV rows without a header)."
         )
-    expected = f"this model's features are {', '.join(repr(n) for n in names)}"
-    repeated = sorted(n for n, count in collections.Counter(given).items() if count > 1)
-    if repeated:
-        raise BadRequest(f"{where}: {_listed(repeated)} named twice; {expected}.")
-    unknown = [n for n in given if n not in names]
-    if unknown:
-        hints = [
-            f"{n!r} (did you mean {close[0]!r}?)" if close else repr(n)
-            for n in unknown
-            for close in [difflib.get_close_matches(str(n), names, n=1)]
-        ]
-        raise BadRequest(f"{where}: unknown {', '.join(hints)}; {expected}.")
-    missing = [n for n in names if n not in given]
-    if missing:
-        raise BadRequest(f"{where}: {_listed(missing)} missing; {expected}.")
-    return [given.index(n) for n in names]
-
-
-def _listed(names):
-    return ", ".join(repr(n) for n in names)
+    try:
+        return named_columns.order(given, names)
+    except named_columns.Mismatch as error:
+        raise BadRequest(f"{where}: {error}") from None
 
 
 def _records_example(names):
@@ -156,7 +140,7 @@ def csv_matrix(text, features, names):
         first = next(lines, None)
         if first is None:
             raise BadRequest(_no_rows(features, names))
-        header = None if all(_number(v) is not None for v in first[1]) else first[1]
+        header = None if all(named_columns.number(v) is not None for v in first[1]) else first[1]
         if len(first[1]) != features:
             raise BadRequest(_width(len(first[1]), features, names, header is not None))
         index = list(range(features)) if header is None else order(header, names, "the CSV header")
@@ -186,7 +170,7 @@ def _numbers(rows, features, index, header):
     matrix = np.empty((len(rows), features), dtype="float64")
     for i, (line, row) in enumerate(rows):
         for j, k in enumerate(index):
-            value = _number(row[k])
+            value = named_columns.number(row[k])
             if value is None:
                 column = repr(header[k]) if header else str(k)
                 raise BadRequest(
@@ -195,18 +179,6 @@ def _numbers(rows, features, index, header):
                 )
             matrix[i, j] = value
     return matrix
-
-
-def _number(text):
-    """`text` as a float, or None: what a JSON or CSV number may be (no
-    Python-only spellings such as '1_000')."""
-    text = text.strip()
-    if not text or "_" in text:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
 
 
 def _shown(value):

@@ -27,6 +27,7 @@ from kg_service.config import derived as config_lib
 from kg_service.errors import ServiceError
 from kg_service.errors import sentence
 from kg_service.serving import saved_model_proto
+from kg_service.tasks import base as tasks
 from kg_service.tracking import client as mlflow_client
 from kg_service.tracking import versions
 
@@ -175,10 +176,9 @@ def first_line(text):
 
 def _wrap_saved_model(saved_model, target):
     """Saves a pyfunc model at `target` that serves `saved_model`."""
-    # First: importing it sets TensorFlow's C++ log level (no "failed call
-    # to cuInit" ERROR line on a machine without a GPU) before TF loads.
-    from kg_service.tasks.classification import pyfunc as mlflow_model  # noqa: F401
-
+    # First: finding the task's file imports its pyfunc, which sets
+    # TensorFlow's C++ log level before TF loads (`Serving.saved_model`).
+    code = tasks.saved_model_code()
     mlflow = import_mlflow()
     # The signature from saved_model.pb, not tf.saved_model.load: TensorFlow's
     # import and the model's load cost this process ~7 CPU s, and the
@@ -210,11 +210,9 @@ def _wrap_saved_model(saved_model, target):
         warnings.filterwarnings("ignore", message=".*input example was not provided")
         # Models from code, as kg-train registers: a pickled PythonModel
         # object makes MLflow warn that unpickling may run arbitrary code.
-        code = pathlib.Path(target).parent / "saved_model_code.py"
-        code.write_text(SAVED_MODEL_CODE)
         mlflow.pyfunc.save_model(
             str(target),
-            python_model=str(code),
+            python_model=code,
             artifacts={"saved_model": str(saved_model)},
             signature=signature,
             # Explicit, as for the registered models: left to MLflow, it
@@ -255,11 +253,3 @@ def _matrix_signature(saved_model, signature):
         )
     return next(iter(inputs.values())), next(iter(outputs.values()))
 
-
-SAVED_MODEL_CODE = """\
-import mlflow
-
-from kg_service.tasks.classification.pyfunc import SavedModelModel
-
-mlflow.models.set_model(SavedModelModel())
-"""

@@ -1,6 +1,7 @@
 """One sweep end to end: the pipeline stages, shards, the spool, data-parallel training.
 
 Modules:
+    claims: `kg plan --config`: a config's claims planned from a stored pilot.
     looks: a sequential sweep: seeds in batches, a look after each.
     pipeline: the whole sweep, `run`, as the sequence of its stages.
     preflight: everything that can fail on the user's side, checked first.

@@ -31,8 +31,6 @@ import time
 from typing import Any
 
 from kg_service.config import derived
-from kg_service.errors import StoreUnavailable
-from kg_service.errors import SweepInterrupted
 from kg_service.sweep import looks as looks_lib
 from kg_service.sweep import resume as resume_lib
 from kg_service.sweep import roles
@@ -132,7 +130,7 @@ def run(config, *, claimant, progress=None, echo=print, store=None, resume=None,
             compared, registered = stages.conclude(config, pre, trained, progress, looks)
             progress.close()
     except BaseException as error:
-        said = stopped(config, sweep_run_id, len(logged), error)
+        said = resume_lib.stopped(config, sweep_run_id, len(logged), error)
         if said is None:
             raise  # a bug: its traceback
         progress.close()
@@ -158,19 +156,6 @@ def train_all(config, pre, sweep_run_id, progress, logged, echo):
     return config, pre, trained, looks
 
 
-def stopped(config, sweep_run_id, held, error):
-    """The `ServiceError` to raise for a sweep that `error` stopped with
-    `held` members logged: an interrupt, a store that stayed down, a full
-    disk (each saying what is kept and how to resume); None for a bug."""
-    if isinstance(error, KeyboardInterrupt):
-        return interrupted(config, sweep_run_id, held)
-    if isinstance(error, StoreUnavailable):
-        return store_failed(config, sweep_run_id, held, error)
-    if isinstance(error, Exception):
-        return resume_lib.disk_full(config, sweep_run_id, held, error)
-    return None
-
-
 def concluded(config, pre, compared, registered, started):
     """The `SweepOutcome` of a sweep compared `started` (monotonic) ago."""
     return SweepOutcome(
@@ -180,30 +165,6 @@ def concluded(config, pre, compared, registered, started):
         out_dir=pre.out_dir,
         tracking_uri=pre.tracking_uri,
         seconds=time.monotonic() - started,
-    )
-
-
-def interrupted(config, sweep_run_id, held):
-    """The `SweepInterrupted` of a sweep stopped with `held` members logged."""
-    if sweep_run_id is None:
-        return SweepInterrupted(None)
-    return SweepInterrupted(
-        sweep_run_id,
-        kept=resume_lib.kept(config, sweep_run_id, held, "KILLED"),
-        resume=resume_lib.resume_hint(config, sweep_run_id),
-    )
-
-
-def store_failed(config, sweep_run_id, held, error):
-    """`error` (a `StoreUnavailable`) with what the sweep kept."""
-    if sweep_run_id is None:
-        return StoreUnavailable(str(error), in_sweep=True)
-    return StoreUnavailable(
-        str(error),
-        sweep_run_id,
-        kept=resume_lib.kept(config, sweep_run_id, held, "RUNNING"),
-        resume=resume_lib.resume_hint(config, sweep_run_id),
-        in_sweep=True,
     )
 
 

@@ -76,10 +76,12 @@ def preflight(config, store=None, resume=None, wait=False, echo=print):
     # Absolute: MLflow caches stores by URI, so a relative sqlite path
     # would keep pointing at the first working directory's file.
     tracking_uri = absolute_uri(derived.resolve_tracking_uri(config))
+    names = {a: derived.registered_model_name(config, a) for a in config.activations}
+    exported = names.values() if config.registry.enabled and config.export.enabled else ()
     # First, before the heavy imports: a wrong path or a server that is
     # down costs a second, not TensorFlow's start-up.
     check_memory(config)
-    destinations.check_run(config, tracking_uri)
+    destinations.check_run(config.output_dir, tracking_uri, config.export.dir, exported)
     # TensorFlow, MLflow: only once the cheap checks above passed.
     from kg_service.serving import export as export_lib
     from kg_service.tasks import base as tasks  # TensorFlow: after the cheap checks
@@ -87,9 +89,8 @@ def preflight(config, store=None, resume=None, wait=False, echo=print):
     from kg_service.training import loop as train_lib  # TensorFlow: after the cheap checks
     from kg_service.tracking import mlflow_store as tracking  # MLflow: after the cheap checks
 
-    names = {a: derived.registered_model_name(config, a) for a in config.activations}
-    device = device_lib.describe_device(config.device)
     task = tasks.get(config.data.dataset)
+    device = device_lib.describe_device(config.device)
     dataset = task.load(config.data)
     train_lib.check_distribution(task, dataset, config)
     if config.export.enabled:

@@ -8,6 +8,7 @@ raise typed errors with data (`ResumeRefused`, `SweepMismatch`,
 """
 
 import errno
+import functools
 import os
 import socket
 import uuid
@@ -20,6 +21,8 @@ from kg_service.errors import RegisteredAlready
 from kg_service.errors import ResumeHint
 from kg_service.errors import ResumeRefused
 from kg_service.errors import ServiceError
+from kg_service.errors import StoreUnavailable
+from kg_service.errors import SweepInterrupted
 from kg_service.errors import SweepMismatch
 from kg_service.sweep import shards
 from kg_service.sweep import spool
@@ -196,19 +199,27 @@ def full_disk_reason(error):
     return None
 
 
-def disk_full(config, sweep_run_id, held, error):
-    """A `DiskFull` for `error` if a disk filled, with what the sweep kept
-    and how to resume it; None for any other error."""
-    reason = full_disk_reason(error)
-    if reason is None:
+def stopped(config, sweep_run_id, held, error):
+    """The `ServiceError` to raise for a sweep that `error` stopped with
+    `held` members logged: an interrupt (`SweepInterrupted`), a store that
+    stayed down (`StoreUnavailable`), a full disk (`DiskFull`), each with
+    what the sweep kept and how to resume it; None for any other error (a
+    bug: its traceback)."""
+    if isinstance(error, KeyboardInterrupt):
+        state, make = "KILLED", SweepInterrupted
+    elif isinstance(error, StoreUnavailable):
+        state, make = "RUNNING", functools.partial(StoreUnavailable, str(error), in_sweep=True)
+    elif isinstance(error, Exception) and full_disk_reason(error) is not None:
+        message = (
+            f"a disk is full: {full_disk_reason(error)} (export.dir {config.export.dir}, "
+            f"output_dir {config.output_dir}). No SavedModel was left half-written."
+        )
+        state, make = "FAILED", functools.partial(DiskFull, message)
+    else:
         return None
-    message = (
-        f"a disk is full: {reason} (export.dir {config.export.dir}, output_dir "
-        f"{config.output_dir}). No SavedModel was left half-written."
-    )
     if sweep_run_id is None:
-        return DiskFull(message)
-    return DiskFull(
-        message, sweep_run_id, kept=kept(config, sweep_run_id, held, "FAILED"),
+        return make(None)
+    return make(
+        sweep_run_id, kept=kept(config, sweep_run_id, held, state),
         resume=resume_hint(config, sweep_run_id),
     )  # fmt: skip

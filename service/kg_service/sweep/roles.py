@@ -59,7 +59,7 @@ def run_worker(config, role):
     from kg_service.training import device as device_lib  # TensorFlow: after the cheap checks
     from kg_service.training import loop as train_lib  # TensorFlow: after the cheap checks
 
-    device_lib.describe_device(config.device)
     task = tasks.get(config.data.dataset)
+    device_lib.describe_device(config.device)
     results = train_lib.train_sweep(task, task.load(config.data), config)
     return WorkerOutcome(role=role, members=len(results))

@@ -43,6 +43,7 @@ class Compared:
     failed: tuple  # MemberResults that diverged, listed, never averaged
     # A sequential sweep's looks (kg_service.analysis.numbers.sequential.SweepLooks).
     looks: Any = None
+    claims: tuple = ()  # the config's claims labelled (analysis.numbers.claims.Label)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,12 +198,15 @@ def compare(config, pre, trained, looks=None):
         s.activation: best_member(summary, ok, s.activation)
         for s in summary.activations
     }
+    from kg_service.analysis.numbers import claim_data  # scipy: as above
+
     return Compared(
         summary=summary,
         report_paths=tuple(report_paths),
         champions=champions,
         failed=failed,
         looks=looks,
+        claims=claim_data.label_sweep(config, ok),
     )
 
 
@@ -262,7 +266,8 @@ def export(config, pre, compared, progress, sweep_run_id=""):
 def register(config, pre, compared, tracked, exported, progress):
     """Registers each champion, moves the alias, promotes its export."""
     # TensorFlow, MLflow, scipy: after pre-flight's cheap checks.
-    from kg_service.analysis.words import wording
+    from kg_service.analysis.words import verdict_wording
+    from kg_service.analysis.words import wording  # scipy: after pre-flight's cheap checks
     from kg_service.serving import export as export_lib  # TensorFlow: only when registering
     from kg_service.tracking import model_logging  # MLflow: only when registering
 
@@ -291,8 +296,9 @@ def register(config, pre, compared, tracked, exported, progress):
                 "git_commit": pre.tags["git_commit"],
                 "sweep_run_id": tracked.sweep_run_id,
             },
-            description=registry_description(
-                compared.summary, activation, member, config, pre.dataset
+            description=verdict_wording.model_description(
+                compared.summary, activation, member, len(config.seeds),
+                config.data.dataset, pre.dataset,
             ),
             pip_requirements=model_logging.pip_requirements(),
             metadata=pre.dataset.metadata(),
@@ -325,24 +331,6 @@ def best_member(summary, results, activation):
         if result.activation == activation and result.seed == seed:
             return result
     raise AssertionError(f"no result for {activation} seed {seed}")
-
-
-def registry_description(summary, activation, member, config, dataset):
-    """The model version's description: what it takes, returns and scored."""
-    # scipy: after pre-flight's checks.
-    from kg_service.analysis.words import verdict_wording
-    from kg_service.analysis.words import wording  # scipy: after pre-flight's checks
-
-    selected_by = wording.shown(summary.select_by.name).label
-    metric = summary.metric.name
-    return (
-        f"Input: {dataset.describe_inputs()} "
-        f"Output: {dataset.describe_outputs()} "
-        f"Best of {len(config.seeds)} seeds (by final {selected_by}, "
-        f"seed {member.seed}) of a kg-train sweep on {config.data.dataset}: "
-        f"{wording.shown(metric).label} {getattr(member, metric):.4f}. "
-        f"{verdict_wording.comparison_sentence(summary, activation)}"
-    )
 
 
 def conclude(config, pre, trained, progress, looks=None):

@@ -9,10 +9,12 @@ profile across the sweeps as tasks), and writes the study's report.
 import dataclasses
 import datetime
 import json
+import math
 import pathlib
 import tempfile
 
 from kg_service.analysis.numbers import aggregate as aggregate_lib
+from kg_service.analysis.numbers import claim_data
 from kg_service.analysis.numbers import stats
 from kg_service.analysis.numbers import study as study_lib
 from kg_service.analysis.reports import study_report
@@ -28,6 +30,7 @@ class StudyOutcome:
     aggregate: aggregate_lib.Aggregate
     out_dir: pathlib.Path
     paths: tuple
+    claims: tuple = ()  # the study's declared claims labelled (claims.Label)
 
 
 def sweep_names(stored):
@@ -40,13 +43,33 @@ def sweep_names(stored):
             for s in stored]
 
 
-def analysis_config(ran):
-    """The `analysis:` section of a sweep's config.json (`ran`), validated as
-    kg-train validated it; a sweep from before the section: the defaults."""
+def sweep_config(ran):
+    """A sweep's config.json (`ran`) as the `Config` kg-train validated."""
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp, "config.json")
         path.write_text(json.dumps(ran))
-        return loading.load_config(path).analysis
+        return loading.load_config(path)
+
+
+def analysis_config(ran):
+    """The `analysis:` section of a sweep's config.json (`ran`), validated as
+    kg-train validated it; a sweep from before the section: the defaults."""
+    return sweep_config(ran).analysis
+
+
+def declared_claims(name, configs):
+    """The `Config` whose claims a study's sweeps (their `Config`s) declare:
+    one set of claims for the whole study, like its factor.
+
+    Raises:
+        ServiceError: sweeps of one study declaring different claims.
+    """
+    declared = {repr(c.claims) for c in configs}
+    if len(declared) > 1:
+        raise ServiceError(
+            f"study {name!r}: its sweeps declare different `claims:`; expected one set of "
+            "claims for the whole study (declared before its first sweep ran).")
+    return configs[0] if configs else None
 
 
 def declared_factor(name, stored):
@@ -68,13 +91,62 @@ def declared_factor(name, stored):
     return factor["setting"], factor["reference"]
 
 
-def _level(config, setting):
+def level_of(config, setting):
+    """A sweep config's (dict or `Config`) level of the study factor's
+    `setting`; None without a factor or where the config has no such key."""
     if setting is None:
         return None
     try:
         return schema.setting_value(config, setting)
     except KeyError:
         return None
+
+
+def members_tables(members):
+    """{metric: {activation: {seed: value}}} of `SweepRuns.members`
+    ({activation: {seed: {metric: value}}}), finite values only."""
+    out = {}
+    for activation, seeds in members.items():
+        for seed, metrics in seeds.items():
+            for metric, value in metrics.items():
+                if isinstance(value, (int, float)) and math.isfinite(value):
+                    out.setdefault(metric, {}).setdefault(activation, {})[seed] = float(value)
+    return out
+
+
+def stored_levels(tracking_uri, stored, setting):
+    """{level: {metric: {activation: {seed: value}}}} of a study's stored
+    sweeps, every metric their members logged (`claim_data`'s `by_level`),
+    and {level: "experiment (run id)"}; of two sweeps at one level, the
+    newer (`stored` is oldest first)."""
+    by_level, names = {}, {}
+    for s in stored:
+        level = level_of(s.config, setting)
+        by_level[level] = members_tables(studies.read_sweep_runs(tracking_uri, s.run_id).members)
+        names[level] = f"{s.experiment} ({s.run_id[:8]})"
+    return by_level, names
+
+
+def label_claims(name, sweeps):
+    """The claims a study's sweeps declare, labelled, Holm over them (issue
+    32 §1); () without any. `sweeps`: (config.json as a dict, members as
+    `SweepRuns.members`) per sweep, oldest first (a level's newest wins)."""
+    configs = [sweep_config(ran) for ran, _ in sweeps]
+    config = declared_claims(name, configs)
+    claims = claim_data.declared(config) if config is not None else ()
+    if not claims:
+        return ()
+    setting = config.study_factor.setting if config.study_factor else None
+    by_level = {level_of(c, setting): members_tables(members)
+                for c, (_, members) in zip(configs, sweeps)}
+    return claim_data.label_levels(claims, by_level, config.analysis.power)
+
+
+def study_claims(name, tracking_uri, stored):
+    """`label_claims` of a study's stored sweeps, every metric their
+    members logged read from the store."""
+    return label_claims(name, [(s.config, studies.read_sweep_runs(tracking_uri, s.run_id).members)
+                               for s in stored])
 
 
 def analyse_stored(name, stored, confidence=0.95):
@@ -101,7 +173,7 @@ def study_sweeps(stored):
             name=name, baseline=s.baseline, metrics=metrics, values=s.values,
             failed=s.failed,
             margins={m.name: margin_for(analysis, m.name, s.metric) for m in metrics},
-            level=_level(s.config, setting),
+            level=level_of(s.config, setting),
         ))
     return out
 
@@ -145,5 +217,7 @@ def report_study(name, tracking_uri, output_dir=None, confidence=0.95,
     out = pathlib.Path(
         output_dir or f"kg-output/study-{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     )
-    paths = study_report.write_study_report(study, aggregate, out)
-    return StudyOutcome(study=study, aggregate=aggregate, out_dir=out, paths=tuple(paths))
+    claims = study_claims(name, tracking_uri, stored)
+    paths = study_report.write_study_report(study, aggregate, out, claims)
+    return StudyOutcome(study=study, aggregate=aggregate, out_dir=out, paths=tuple(paths),
+                        claims=claims)

@@ -185,7 +185,8 @@ def _claim(config, store, run_id, mine):
     first to claim it, else the one claimed first (module docstring)."""
     index = config.activations.index(mine.activation)
     artifact = f"tuning/choice-{index}-{uuid.uuid4().hex[:12]}.json"
-    store.log_dict(run_id, _as_dict(mine), artifact)  # before the claim names it
+    data = _as_dict(mine)
+    store.log_dict(run_id, data, artifact)  # before the claim names it
     if store.claim(run_id, CHOICE.format(index=index), artifact):
         return mine
     return _claimed(config, store, run_id, mine.activation)

@@ -49,11 +49,15 @@ class Serving(NamedTuple):
         python_model: The pyfunc model file ("models from code").
         signature: `(mlflow, keras model) -> mlflow ModelSignature`.
         code_paths: Files beside keras_gelu its model needs to load.
+        saved_model: Optional `() -> file`: the pyfunc model file ("models
+            from code") that serves a bare SavedModel folder of its kind
+            (`kg serve DIR`, `saved_model_code`).
     """
 
     python_model: str
     signature: Callable
     code_paths: tuple = ()
+    saved_model: Optional[Callable] = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -171,6 +175,23 @@ def load_layers():
     for task in _TASKS.values():
         if task.layers is not None:
             task.layers()
+
+
+def saved_model_code():
+    """The pyfunc model file that serves a bare SavedModel folder (`kg
+    serve DIR`): the first registered task's that declares one
+    (`Serving.saved_model`).
+
+    Raises:
+        ServiceError: if no registered task serves a SavedModel folder.
+    """
+    for task in _TASKS.values():
+        if task.serving is not None and task.serving.saved_model is not None:
+            return task.serving.saved_model()
+    raise ServiceError(
+        "no registered task serves a bare SavedModel folder; serve its "
+        "registered model (models:/NAME@ALIAS) instead."
+    )
 
 
 def load_dataset(data_cfg):

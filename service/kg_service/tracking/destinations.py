@@ -19,7 +19,6 @@ import urllib.parse
 import urllib.request
 
 from kg_service import redact
-from kg_service.config import derived as config_lib
 from kg_service.errors import ServiceError
 
 # Seconds to wait for a tracking server's first answer (the pre-flight and
@@ -79,24 +78,22 @@ def check_writable_dir(path, setting):
         )
 
 
-def check_run(config, tracking_uri):
-    """Checks every folder a run of `config` writes to, then its store.
+def check_run(output_dir, tracking_uri, export_dir=None, exported=()):
+    """Checks every folder a run writes to, then its store.
 
-    The report goes under `output_dir`; with registry and export on, each
-    model's SavedModels go under `<export.dir>/<model name>/`; the store
-    is checked by `check_store`.
+    The report goes under `output_dir`; with registry and export on, the
+    SavedModels of each model named in `exported` go under
+    `<export_dir>/<model name>/`; the store is checked by `check_store`.
 
     Raises:
         ServiceError: naming the setting, the path and what is in the way.
     """
-    check_writable_dir(config.output_dir, "output_dir (or --output-dir)")
-    if config.registry.enabled and config.export.enabled:
-        for activation in config.activations:
-            name = config_lib.registered_model_name(config, activation)
-            check_writable_dir(
-                pathlib.Path(config.export.dir) / name,
-                f"export.dir's folder for {name!r}",
-            )
+    check_writable_dir(output_dir, "output_dir (or --output-dir)")
+    for name in exported:
+        check_writable_dir(
+            pathlib.Path(export_dir) / name,
+            f"export.dir's folder for {name!r}",
+        )
     check_store(tracking_uri)
 
 

@@ -392,13 +392,11 @@ class Tracker(store.TrackingStore):
         Returns:
             The new model version (an int, as a string per MLflow).
         """
-        python_model, make_signature, code_paths = serving
-
         def log_model():
             return model_logging.log_pyfunc(
                 self.mlflow, run_id, model,
-                python_model=python_model, make_signature=make_signature,
-                code_paths=code_paths, pip_requirements=pip_requirements,
+                python_model=serving.python_model, make_signature=serving.signature,
+                code_paths=serving.code_paths, pip_requirements=pip_requirements,
                 metadata=metadata, extra_artifacts=extra_artifacts,
                 keras_file=self._member_model_file(run_id),
             )

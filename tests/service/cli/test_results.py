@@ -10,6 +10,7 @@ against the sweep run's tags. Bad input (no store, no study of the page, a
 bad PATH) exits 2 with one paragraph.
 """
 
+import math
 import re
 
 import numpy as np
@@ -34,6 +35,9 @@ tracking: {{uri: "{uri}"}}
 registry: {{enabled: false}}
 export: {{enabled: false}}
 tuning: {{parameter: training.learning_rate, values: [0.05], seeds: 1}}
+claims:
+  - {{name: geglu-beats-relu, pair: [geglu, relu], metric: test_loss, direction: less,
+     smallest_effect: 0.01}}
 """
 
 
@@ -84,6 +88,49 @@ def test_the_page_is_rendered_from_the_store_with_computed_ranks(store):
     assert f"chosen: {chosen}; each seed varies init, order, split" in page
     tuning = client.search_runs([exp.experiment_id], "tags.`kg.role` = 'tuning'")
     assert len(tuning) == 3 and all(int(r.data.tags["seed"]) >= 2**31 for r in tuning)
+
+
+def _per_seed_gap(uri):
+    """geglu - relu test loss per seed, as MLflow's own client reads the members."""
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    exp = client.get_experiment_by_name("toy-glu")
+    loss = {}
+    for run in client.search_runs([exp.experiment_id], "tags.`kg.role` = 'member'"):
+        t = run.data.tags
+        loss[(t["activation"], int(t["seed"]))] = run.data.metrics["test_loss"]
+    return np.array([loss[("geglu", s)] - loss[("relu", s)] for s in (0, 1)])
+
+
+def test_the_pages_claims_table_is_the_declared_claim_labelled_from_the_store(store):
+    """Issue 32 §1, §4: the page's labels come from the config's claims."""
+    tmp, uri = store
+    assert kg_results(str(tmp / "claims.md"), "--tracking-uri", uri).exit_code == 0
+    page = (tmp / "claims.md").read_text()
+    row = next(line for line in page.splitlines() if line.startswith("| geglu-beats-relu |"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[4] in ("reproduced", "contradicted", "not tested", "inconclusive")
+    assert cells[5].startswith(f"{_per_seed_gap(uri).mean():+.4g}") and cells[7] == "2"
+
+
+def test_kg_plan_config_takes_the_per_seed_sd_from_the_studys_stored_sweeps(store):
+    """Issue 32 §1: seeds for 80 % power at the smallest effect, the sd read
+    from the study's sweeps in the store (statsmodels' TTestPower)."""
+    from statsmodels.stats.power import TTestPower
+
+    tmp, uri = store
+    result = CliRunner().invoke(kg, ["plan", "--config", str(tmp / "toy.yaml")],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "Per-seed sd: per-seed sd from the finished sweeps of study 'glu-variants'" \
+        in result.output
+    sd = float(np.std(_per_seed_gap(uri), ddof=1))
+    row = next(line for line in result.output.splitlines() if line.startswith("geglu-beats"))
+    assert f"{sd:.4g} (2 seeds)" in row
+    solved = TTestPower().solve_power(effect_size=0.01 / sd, alpha=0.05, power=0.8)
+    needed = int(row.split("(2 seeds)")[1].split()[0])
+    assert abs(needed - math.ceil(solved)) <= 1
 
 
 def test_no_store_exits_2_without_creating_one(tmp_path):

@@ -6,6 +6,7 @@ computation, and the page's verdicts on runs whose answer is known. No
 store, no training (the page from a real store:
 tests/service/cli/test_results.py)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -15,6 +16,7 @@ from scipy import stats as st
 from kg_service.papers import published
 from kg_service.analysis.numbers import resampling
 from kg_service.papers import maths as rmath
+from kg_service.papers import claims as rclaims
 from kg_service.papers import page as rp
 from kg_service.papers import revival as rrev
 from kg_service.papers import sections as rsec
@@ -159,31 +161,55 @@ def _study(runs, reference=True):
         reference=reference, factor="model.layer_norm")
 
 
+REVIVAL_CLAIMS = [
+    {"name": "layernorm-hurts-gelu-more", "interaction": ["relu", "gelu"], "reference": True,
+     "metric": "test_loss", "direction": "less", "smallest_effect": 0.01},
+    {"name": "relu-relieves-entropy", "pair": ["relu", "gelu"], "level": False,
+     "metric": "entropy_norm.block1", "direction": "less", "smallest_effect": 0.02},
+]
+
+
+def _claimed(run, reference=True, declared=REVIVAL_CLAIMS):
+    """`run` with a config that declares the Revival claims (issue 32 §4)."""
+    claims = [dict(c, reference=reference) if "interaction" in c else c for c in declared]
+    config = {"activations": ["gelu", "relu", "learnable_leaky_relu"], "baseline": "gelu",
+              "study": "revival", "data": {"dataset": "python_code"},
+              "model": {"layer_norm": run.layer_norm},
+              "training": {"epochs": run.config["training"]["epochs"], "learning_rate": 0.003},
+              "study_factor": {"setting": "model.layer_norm", "reference": True},
+              "claims": claims}
+    return dataclasses.replace(run, config=config)
+
+
+def _labels(runs, reference=True):
+    return {lab.claim.name: lab for lab in rclaims.study_labels(
+        "revival", [_claimed(r, reference) for r in runs])}
+
+
 @pytest.mark.parametrize("reference", [True, False])
 def test_the_revival_interaction_has_one_sign_whichever_half_started_first(reference):
     """Issue 30 §4: the no-LayerNorm half starting first (as on the old
-    page) must not flip "the ReLU - GELU gap moves X"."""
+    page) must not flip the interaction's sign: it is measured from the
+    reference level the claim declares."""
     ln = _run("revival-layernorm", True, 0.6, 0.6, relu_gap=0.01)
     no = _run("revival-no-layernorm", False, 0.6, 0.6, relu_gap=-0.05)
     gap = {r.layer_norm: np.array([r.members["relu"][s]["test_loss"]
                                    - r.members["gelu"][s]["test_loss"] for s in range(3)])
            for r in (ln, no)}
     move = gap[not reference].mean() - gap[reference].mean()  # other level - reference
-    texts = {rrev.interaction_text(_study(order, reference)) for order in ([ln, no], [no, ln])}
-    assert len(texts) == 1, texts
-    (text,) = texts
-    words = ("LayerNorm (the declared reference) to no LayerNorm" if reference
-             else "no LayerNorm (the declared reference) to LayerNorm")
-    assert f"moves {move:+.4f} nats/byte from {words}" in text, text
+    estimates = [_labels(order, reference)["layernorm-hurts-gelu-more"].estimate
+                 for order in ([ln, no], [no, ln])]
+    assert estimates == [pytest.approx(move)] * 2
 
 
-def test_entropy_claim_is_reproduced_only_when_the_numbers_say_so():
+def test_the_relief_claim_is_labelled_from_its_numbers_only():
     runs = [_run("ln", True, 0.60, 0.60), _run("noln", False, 0.90, 0.70)]
-    lines = rrev.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs))
-    assert "Entropy: **reproduced**" in "\n".join(lines)
+    relief = _labels(runs)["relu-relieves-entropy"]
+    assert relief.estimate == pytest.approx(-0.20) and relief.seeds == 3
+    # Constant per-seed differences: no spread, no t-test can run.
+    assert (relief.label, relief.why) == ("not tested", "no test")
     same = [_run("ln", True, 0.80, 0.80), _run("noln", False, 0.80, 0.81)]
-    lines = rrev.revival_verdicts({r.layer_norm: r for r in same}, _study(same))
-    assert "Entropy: **not reproduced**" in "\n".join(lines)
+    assert _labels(same)["relu-relieves-entropy"].label == "not tested"
 
 
 def _sloped(run, slopes):
@@ -194,50 +220,48 @@ def _sloped(run, slopes):
     return run
 
 
-def test_slope_verdict_is_a_one_sided_t_test_on_the_longest_normalisation_free_run():
+def test_the_slope_is_described_by_a_one_sided_t_test_without_a_label():
     """Issue 30 §6: a test of |slope| below its start (scipy's one-sample t),
-    not a cut-off; constant slopes (no spread) are "not tested"."""
+    not a cut-off; issue 32: no label outside the declared claims."""
     runs = [_run("ln", True, 0.6, 0.6), _run("noln", False, 0.6, 0.6)]
     slopes = [(0.002, -0.003), (0.004, 0.001), (-0.001, 0.002)]
     long = _sloped(_run("long", False, 0.6, 0.6, epochs=24), slopes)
     finals = [np.mean(np.abs(s)) for s in slopes]
     ref = st.ttest_1samp(finals, published.REVIVAL_INITIAL_SLOPE, alternative="less")
-    text = rrev.slope_verdict(runs, [long])
-    assert text.startswith("reproduced") and f"p {rsec.fmt_p(ref.pvalue)} over 3 seeds" in text
-    near = _sloped(_run("near", False, 0.6, 0.6, epochs=24),
-                   [(0.012, 0.009), (0.004, 0.011), (0.010, 0.013)])
-    assert rrev.slope_verdict(runs, [near]).startswith("inconclusive")
-    # Every seed's slope the same: the old cut-off said "reproduced"; no test can run.
+    text = rrev.slope_text(runs, [long])
+    assert f"p {rsec.fmt_p(ref.pvalue)} over 3 seeds" in text
+    assert not any(w in text for w in ("reproduced", "inconclusive", "not tested"))
     flat = _run("flat", False, 0.6, 0.6, slope=0.001, epochs=24)
-    assert rrev.slope_verdict(runs, [flat]).startswith("not tested")
-    assert rrev.slope_verdict([runs[0]], []).startswith("not tested")
+    assert "no one-sided t-test can run" in rrev.slope_text(runs, [flat])
 
 
-def test_entropy_at_its_ceiling_is_not_tested_and_says_the_numbers():
+def test_entropy_at_its_ceiling_leaves_the_relief_claim_not_tested_with_the_numbers():
     """Issue 30 §6: no-LayerNorm entropies at 0.98-0.99 of the maximum leave
-    no room for ReLU's relief: "not tested", never "not reproduced"."""
+    no room for ReLU's relief: "not tested", never "contradicted"."""
     runs = [_run("ln", True, 0.60, 0.60), _run("noln", False, 0.985, 0.99)]
-    text = "\n".join(rrev.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs)))
-    assert "Entropy: **not tested**" in text
-    assert "ReLU's relief: not tested: at the ceiling (layer 0 0.986 and 0.991" in text
-    assert "overload: reproduced" in text  # LN GELU at 0.60 leaves room: a real test
+    for r in runs:  # a spread per seed, so that the test itself could run
+        for s, m in r.members["relu"].items():
+            m["entropy_norm.block1"] += 0.002 * (s - 1) ** 2
+    relief = _labels(runs)["relu-relieves-entropy"]
+    assert (relief.label, relief.why) == ("not tested", "ceiling")
+    side, mean, bound = relief.detail
+    assert side == "a" and mean > 1 - 0.02 and bound == 1.0
+    text = "\n".join(rrev.revival_checks({r.layer_norm: r for r in runs}))
+    assert "at or above the ceiling 0.95" in text and "reproduced" not in text
 
 
-def test_welch_is_scipys_unequal_variance_test():
-    a, b = [0.61, 0.63, 0.60, 0.64], [0.70, 0.75, 0.69]
-    d, p = rmath.welch(a, b)
-    assert d == pytest.approx(np.mean(b) - np.mean(a))
-    assert p == pytest.approx(st.ttest_ind(b, a, equal_var=False).pvalue)
-
-
-def test_overload_without_relief_is_not_the_papers_claim():
-    assert rrev.claim_word([(0.15, 1e-4), (0.2, 1e-3)]) == "reproduced"
-    assert rrev.claim_word([(-0.0001, 0.3), (-0.04, 0.31)], negative=True) == (
-        "in direction only, not significant")
-    assert rrev.claim_word([(0.01, 0.3)], negative=True) == "not reproduced"
-    runs = [_run("ln", True, 0.60, 0.60), _run("noln", False, 0.90, 0.90)]
-    text = "\n".join(rrev.revival_verdicts({r.layer_norm: r for r in runs}, _study(runs)))
-    assert "Entropy: **not reproduced** (overload: reproduced; ReLU's relief: not" in text
+def test_the_page_writes_each_papers_claims_table_from_the_claims_only():
+    runs = [_claimed(_run("ln", True, 0.60, 0.60, relu_gap=0.01)),
+            _claimed(_run("noln", False, 0.985, 0.99, relu_gap=-0.05))]
+    page = rp.render({"revival": runs}, {"revival": _study(runs)}, command="kg results x",
+                     commit="abc", when="now")
+    table = page[page.index("**Claims**"):]
+    assert "| layernorm-hurts-gelu-more |" in table and "| relu-relieves-entropy |" in table
+    assert "**Verdict.**" not in page and "not reproduced" not in page
+    lone = [_claimed(_run("ln", True, 0.6, 0.6), declared=[])]
+    bare = rp.render({"revival": lone}, {"revival": _study(lone)}, command="c", commit="c",
+                     when="w")
+    assert "declares none (`claims:`)" in bare
 
 
 def test_each_sweep_says_what_it_tuned_and_what_its_seeds_varied():

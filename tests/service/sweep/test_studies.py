@@ -36,6 +36,11 @@ training: {{epochs: 1, batch_size: 32}}
 tracking: {{uri: "{uri}"}}
 registry: {{enabled: false}}
 export: {{enabled: false}}
+claims:
+  - {{name: narrowing-hurts-gelu-less, interaction: [gelu, relu], reference: toy-narrow,
+     metric: test_loss, direction: less, smallest_effect: 0.01}}
+  - {{name: gelu-wins-wide, pair: [gelu, relu], level: toy-wide, metric: test_accuracy,
+     direction: greater, smallest_effect: 0.003}}
 """
 
 
@@ -105,6 +110,23 @@ def test_study_numbers_are_the_member_runs_in_the_store(reported, store):
     if np.std(diffs["toy-wide"]) + np.std(diffs["toy-narrow"]) > 0:
         ref = st.ttest_ind(diffs["toy-wide"], diffs["toy-narrow"], equal_var=False)
         assert i["p_value"] == pytest.approx(ref.pvalue, rel=1e-9)
+
+
+def test_the_studys_claims_are_labelled_from_the_stored_members(reported, store):
+    """Issue 32 §1: a study's declared claims in its report, each number
+    from the member runs as MLflow holds them; the interaction measured
+    from the declared reference level."""
+    output, _, folder = reported
+    tmp, uri = store
+    ref, other = (member_values(uri, e, "test_loss") for e in ("toy-narrow", "toy-wide"))
+    change = np.mean([(other["gelu"][s] - other["relu"][s]) - (ref["gelu"][s] - ref["relu"][s])
+                      for s in range(3)])
+    text = (folder / "report.md").read_text()
+    row = next(line for line in text.splitlines()
+               if line.startswith("| narrowing-hurts-gelu-less |"))
+    assert [c.strip() for c in row.split("|")[1:-1]][5].startswith(f"{change:+.4g}")
+    assert "| gelu-wins-wide | gelu − relu at level 'toy-wide' |" in text
+    assert "narrowing-hurts-gelu-less: " in output and "gelu-wins-wide: " in output
 
 
 def test_every_activation_is_aggregated_over_both_sweeps(reported):

@@ -6,6 +6,10 @@ Modules:
     multiplicity: Holm's step-down over a family: adjusted p, levels
     decisions: the one verdict rule, `decide` (better / worse /
         equivalent / inconclusive)
+    claims: the one claim rule, `label` (reproduced / contradicted /
+        not tested / inconclusive), Holm over a paper's claims, power
+    claim_data: a config's claims as numbers, and the per-seed values
+        each reads (a sweep's members, a study's levels)
     planning: the seeds that would decide a comparison (power)
     resampling: bootstrap interval, P(improvement), ASO, P(best)
     spending: alpha spending and group-sequential boundaries

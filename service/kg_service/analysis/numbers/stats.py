@@ -49,6 +49,7 @@ _RANGES = {
     "accuracy": (0.0, 1.0),
     "loss": (0.0, math.inf),
     "perplexity": (1.0, math.inf),
+    "entropy_norm": (0.0, 1.0),  # attention entropy / log t, per block: "entropy_norm.block0"
 }
 
 
@@ -74,7 +75,8 @@ class Metric:
         >>> Metric.of("test_loss", higher_is_better=False).bounds
         (0.0, inf)
         """
-        bounds = _RANGES.get(cls(name).short, (-math.inf, math.inf))
+        short = cls(name).short
+        bounds = _RANGES.get(short, _RANGES.get(short.split(".")[0], (-math.inf, math.inf)))
         return cls(name, higher_is_better, bounds)
 
     @property

@@ -12,7 +12,9 @@ import pathlib
 
 import yaml
 
+from kg_service.analysis.numbers import claim_data
 from kg_service.analysis.numbers import stats
+from kg_service.analysis.words import claim_wording
 from kg_service.analysis.words import tables
 from kg_service.analysis.reports import variance_report
 from kg_service.analysis.words import verdict_wording
@@ -143,6 +145,7 @@ def render_markdown(
         lines += ["", "Failures (a diverged member is a result):", ""]
         lines += [f"- {line}." for line in failures]
     lines += _comparison_details(summary)
+    lines += _claims(config, results)
     lines += variance_report.markdown_sections(summary, results, config)
     notes = [f"{who}: {n}" if who else n for who, n in wording.all_notes(summary)]
     if notes:
@@ -315,6 +318,17 @@ def _comparison_details(summary):
                   "chosen after looking is still tested fairly):", ""]
         lines += tables.markdown_table(*tables.pair_rows(summary, summary.pairs))
     return lines
+
+
+def _claims(config, results):
+    """The claims the config declared, labelled from this sweep's members
+    (an interaction needs the study: `kg report --study`)."""
+    labels = claim_data.label_sweep(config, results) if config is not None else ()
+    if not labels:
+        return []
+    return (["", "## Claims", "", claim_wording.caption(labels), ""]
+            + tables.markdown_table(*claim_wording.claim_rows(labels))
+            + [""] + [f"- {line}." for line in claim_wording.claim_lines(labels)])
 
 
 def _per_seed_tables(summary, results):

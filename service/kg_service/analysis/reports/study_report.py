@@ -13,6 +13,7 @@ import matplotlib
 
 from kg_service.analysis.reports import figures
 from kg_service.analysis.numbers import plain
+from kg_service.analysis.words import claim_wording
 from kg_service.analysis.words import tables
 from kg_service.analysis.words import study_wording
 from kg_service.analysis.words import wording
@@ -126,9 +127,19 @@ def terminal_lines(study, aggregate):
     return lines
 
 
-def markdown(study, aggregate, figure_written):
+def claims_part(claims):
+    """The study's declared claims, labelled (issue 32 §1); [] without any."""
+    if not claims:
+        return []
+    return (["## Claims", "", claim_wording.caption(claims), "",
+             *tables.markdown_table(*claim_wording.claim_rows(claims)), ""]
+            + [f"- {line}." for line in claim_wording.claim_lines(claims)] + [""])
+
+
+def markdown(study, aggregate, figure_written, claims=()):
     parts = [f"# Study {study.name}", "", heading(study), "",
              *[n + "\n" for n in [study_wording.failures_note(study)] if n],
+             *claims_part(claims),
              "## Comparisons (one family)", "",
              *tables.markdown_table(*comparison_rows(study)), "",
              f"Δ: mean paired difference from the sweep's baseline, seed by seed; p: paired "
@@ -210,7 +221,7 @@ def summary_dict(study, aggregate):
     })
 
 
-def write_study_report(study, aggregate, out):
+def write_study_report(study, aggregate, out, claims=()):
     """Writes report.md, summary.json and the performance profile into the
     folder `out` (a `pathlib.Path`, created); returns the paths written."""
     out.mkdir(parents=True, exist_ok=True)
@@ -220,7 +231,7 @@ def write_study_report(study, aggregate, out):
     if drawn:
         paths.append(figure)
     report = out / "report.md"
-    report.write_text(markdown(study, aggregate, drawn))
+    report.write_text(markdown(study, aggregate, drawn, claims))
     summary = out / "summary.json"
     summary.write_text(json.dumps(summary_dict(study, aggregate), indent=2,
                                   allow_nan=False) + "\n")

@@ -344,8 +344,8 @@ def format_table(summary):
     out += [f"- {v}" for v in verdict_wording.verdicts(summary)]
     out += [f"- {line}" for line in verdict_wording.contrast_lines(summary)]
     out.append(f"Metric: {wording.metric_note(summary)}.")
-    foot = (f"epochs to thr: median epoch val accuracy first reached the threshold "
-            f"(seeds that reached it / seeds). " if threshold else "") + f"* p < {summary.alpha:g}"
+    foot = ("epochs to thr: median epoch val accuracy first reached the threshold "
+            "(seeds that reached it / seeds). " if threshold else "") + f"* p < {summary.alpha:g}"
     if summary.holm:
         foot += f", Holm-adjusted over {len(summary.comparisons)} comparisons"
     out.append(foot + ".")

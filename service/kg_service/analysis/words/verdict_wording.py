@@ -323,3 +323,18 @@ def summary_json(summary):
             "failures": list(failure_lines(summary)),
             "contrast_verdicts": list(contrast_lines(summary)),
             "pair_verdicts": list(pair_lines(summary)), **d}
+
+
+def model_description(summary, activation, member, seeds, dataset_name, dataset):
+    """A registered model version's description: what it takes, returns
+    and scored, the best of `seeds` seeds of a sweep on `dataset_name`."""
+    selected_by = wording.shown(summary.select_by.name).label
+    metric = summary.metric.name
+    return (
+        f"Input: {dataset.describe_inputs()} "
+        f"Output: {dataset.describe_outputs()} "
+        f"Best of {seeds} seeds (by final {selected_by}, "
+        f"seed {member.seed}) of a kg-train sweep on {dataset_name}: "
+        f"{wording.shown(metric).label} {getattr(member, metric):.4f}. "
+        f"{comparison_sentence(summary, activation)}"
+    )

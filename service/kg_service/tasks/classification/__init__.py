@@ -15,6 +15,7 @@ Modules:
     models: the network, and its member-stacked twin.
     pyfunc: the served model ("models from code").
     report: its lines in the sweep report.
+    saved_model_code: the served model of a bare SavedModel folder (kg serve DIR).
     serving: what a registered classifier is: pyfunc file, signature, code.
     settings: its own `data:` keys (samples, noise).
     sizes: its memory estimate and smoke sizes.

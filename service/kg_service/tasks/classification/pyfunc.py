@@ -6,8 +6,9 @@ with the model's own copy of `keras_gelu` (logged as a code path) first on
 process nothing imports keras_gelu, so its registered layers and functions
 are unknown and the `.keras` file does not load (safe_mode stays on here).
 
-This file must stay importable with only keras, numpy and mlflow: no
-`service` imports.
+This file must stay importable with only keras, numpy, mlflow and
+`named_columns` (the column-name rule kg serve shares, carried as a code
+path too): no other `service` imports.
 """
 
 import os
@@ -26,7 +27,6 @@ os.environ.setdefault(
     "TF_CPP_MIN_LOG_LEVEL", "2" if _nvidia_driver_present() else "3"
 )
 
-import difflib  # noqa: E402
 import gc  # noqa: E402
 import re  # noqa: E402
 import threading  # noqa: E402
@@ -35,6 +35,11 @@ import mlflow.pyfunc  # noqa: E402
 import numpy as np  # noqa: E402
 from mlflow.exceptions import MlflowException  # noqa: E402
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE  # noqa: E402
+
+try:  # the served model's copy of it (an MLflow code path, see serving.py)
+    import named_columns  # noqa: E402
+except ImportError:  # imported from the installed service (kg serve, the tests)
+    from kg_service import named_columns  # noqa: E402
 
 # The largest batch one compiled call takes; bigger inputs run in chunks.
 # Batches are padded to a power of two rows up to it, so at most 13 shapes
@@ -198,7 +203,8 @@ def in_model_order(model_input, names):
 
 
 def order(given, names):
-    """For each of the model's `names`, its place in `given`.
+    """For each of the model's `names`, its place in `given`
+    (`named_columns.order`: the rule kg serve applies too).
 
     Raises:
         MlflowException: `given` holds a name twice, lacks one of `names`
@@ -206,30 +212,14 @@ def order(given, names):
     """
     if names is None:
         raise _bad_input(
-            f"named columns ({_listed(given)}) cannot be matched to this model's "
+            f"named columns ({named_columns.listed(given)}) cannot be matched to this model's "
             f'features: it declares no feature names; send rows in its order, '
             f'e.g. {{"inputs": [[...], ...]}}.'
         )
-    expected = f"this model's features are {_listed(names)}"
-    repeated = sorted({str(n) for n in given if given.count(n) > 1})
-    if repeated:
-        raise _bad_input(f"{', '.join(map(repr, repeated))} named twice; {expected}.")
-    unknown = [n for n in given if n not in names]
-    if unknown:
-        hints = [
-            f"{n!r} (did you mean {close[0]!r}?)" if close else repr(n)
-            for n in unknown
-            for close in [difflib.get_close_matches(str(n), names, n=1)]
-        ]
-        raise _bad_input(f"unknown column {', '.join(hints)}; {expected}.")
-    missing = [n for n in names if n not in given]
-    if missing:
-        raise _bad_input(f"{_listed(missing)} missing; {expected}.")
-    return [given.index(n) for n in names]
-
-
-def _listed(names):
-    return ", ".join(repr(n) for n in names)
+    try:
+        return named_columns.order(given, names, unknown="unknown column")
+    except named_columns.Mismatch as error:
+        raise _bad_input(str(error)) from None
 
 
 def _header_row(given):
@@ -240,25 +230,15 @@ def _header_row(given):
     for name in given:
         if not isinstance(name, str):
             return None
-        value = _number(name)
+        value = named_columns.number(name)
         if value is None:
             repeated = re.fullmatch(r"(.+)\.\d+", name)
             if repeated is None or repeated.group(1) not in seen:
                 return None
-            value = _number(repeated.group(1))
+            value = named_columns.number(repeated.group(1))
         seen.add(name)
         values.append(value)
     return values
-
-
-def _number(text):
-    """`text` as a float, or None (no Python-only spellings, '1_000')."""
-    if "_" in text:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
 
 
 def checked_output(output):

@@ -9,7 +9,10 @@ import pathlib
 
 import numpy as np
 
+from kg_service import named_columns
 from kg_service.tasks.base import Serving
+
+HERE = pathlib.Path(__file__).parent
 
 
 def signature(mlflow, model):
@@ -35,8 +38,22 @@ def signature(mlflow, model):
     )
 
 
+def saved_model():
+    """The pyfunc model file that serves a bare SavedModel folder of a
+    classifier (`kg serve exports/NAME/VERSION`: `SavedModelModel`)."""
+    # Imported first, when a SavedModel is wrapped: it sets TensorFlow's C++
+    # log level (no "failed call to cuInit" ERROR line on a machine without
+    # a GPU) before TensorFlow loads, and it imports MLflow.
+    from kg_service.tasks.classification import pyfunc  # noqa: F401 -- see above
+
+    return str(HERE / "saved_model_code.py")
+
+
 SERVING = Serving(
-    python_model=str(pathlib.Path(__file__).with_name("pyfunc.py")),
+    python_model=str(HERE / "pyfunc.py"),
     signature=signature,
-    code_paths=(),
+    # The pyfunc's column-name rule, one file shared with kg serve: the
+    # served model imports it from its own copy.
+    code_paths=(named_columns.__file__,),
+    saved_model=saved_model,
 )

@@ -95,6 +95,7 @@ PYTHON_CODE = Task(
     data_settings=settings.CorpusData,
     model_settings=settings.TransformerModel,
     check_model=settings.heads_divide,
+    metrics=settings.logged_metrics,
     parameters=sizes.parameters,
     data_bytes=sizes.data_bytes,
     smoke=sizes.smoke,

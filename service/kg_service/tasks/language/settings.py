@@ -43,3 +43,13 @@ def heads_divide(model):
             "expected a head count that divides it (each head gets d_model / "
             "heads dimensions)."
         ))
+
+
+def logged_metrics(model):
+    """`Task.metrics`: the final metrics a member logs beyond every task's
+    (train.py's `record` and `language_metrics`), which a claim may name."""
+    blocks = range(len(model.hidden_units))
+    return (("test_perplexity", "test_bits_per_byte", "val_perplexity", "val_bits_per_byte")
+            + tuple(f"entropy_norm.block{i}" for i in blocks)
+            + tuple(f"entropy_norm_quarter{k}" for k in range(1, 5))
+            + tuple(f"leaky_slope.block{i}" for i in blocks))
