@@ -1,9 +1,15 @@
 """Fixtures shared by the keras_gelu tests (helpers live in references.py)."""
 
 import os
+import sys
 
 # Quiet TensorFlow's C++ logging before any backend import.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# This process imports keras before keras_gelu (nothing imported it yet):
+# the import order the fresh load process (fresh_loads.py) does not take,
+# checked by test_serialization.py's reload in this process (issue 16).
+KERAS_FIRST = not any(m.split(".")[0] == "keras_gelu" for m in sys.modules)
 
 import keras  # noqa: E402
 import pytest  # noqa: E402

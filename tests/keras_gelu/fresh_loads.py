@@ -1,22 +1,23 @@
-"""Saved .keras files loaded in fresh processes, one per other backend.
+"""Saved .keras files loaded in a fresh process of the next backend.
 
 test_serialization.py saves its models once and hands the folder to
-`load_everywhere`: one fresh interpreter for each of the two other
-backends loads every file and writes back the outputs. The suite's own
-backend reloads the files in its own process (bit for bit): a fresh
-interpreter costs an import of Keras and a backend (5-7 CPU s here), and
-every backend's fresh load is still checked, by the other two suites
-(issue 17). The other checks that need a fresh interpreter ride in these:
-
-- the first of the two (in the cycle tensorflow -> jax -> torch after the
-  suite's own) imports the name table, keras_gelu_names, first, with
-  nothing imported (kg-train validates configs against it without paying
-  for Keras, issue 16), then imports keras_gelu before keras;
-- the second imports keras before keras_gelu;
-
-so every suite loads its files after either import order (issue 16: a
-lazy package face broke the keras_gelu-first one), and over the three
-suites every backend loads after either order.
+`load_everywhere`: one fresh interpreter, of the backend that follows
+the suite's own in the cycle tensorflow -> jax -> torch -> tensorflow,
+loads every file and writes back the outputs. The suite's own backend
+reloads the files in its own process (bit for bit). A fresh interpreter
+costs an import of Keras and a backend (5-8 CPU s here), so there is one
+per suite, not one per other backend (issue 30 §25): over the three
+suites every backend loads in a fresh process once and every backend's
+files load under another backend once (a .keras file holds no backend:
+its weights are arrays, its config JSON). The other checks that need a
+fresh interpreter ride in it: it imports the name table,
+keras_gelu_names, first, with nothing imported (kg-train validates
+configs against it without paying for Keras, issue 16), then keras_gelu
+before keras. The other import order, keras before keras_gelu, is the
+suite's own process's (tests/keras_gelu/conftest.py imports keras before
+anything imports keras_gelu, and records that it did), which reloads
+every file; so every backend loads its files after either order (issue
+16: a lazy package face broke the keras_gelu-first one).
 """
 
 import json
@@ -34,17 +35,14 @@ FILES = ("functional", "sequential", "subclassed")
 LOADER = """
 import json, os, sys
 
-directory, first = sys.argv[1], sys.argv[2]
-facts = {"first": first}
-if first == "keras_gelu":
-    import keras_gelu_names as table
-    facts["imported_with_the_table"] = sorted(
-        m for m in sys.modules if m.split(".")[0] in ("keras", "keras_gelu")
-    )
-    facts["table_names"] = table.names()
-    import keras_gelu, keras
-else:
-    import keras, keras_gelu
+directory = sys.argv[1]
+facts = {"first": "keras_gelu"}
+import keras_gelu_names as table
+facts["imported_with_the_table"] = sorted(
+    m for m in sys.modules if m.split(".")[0] in ("keras", "keras_gelu")
+)
+facts["table_names"] = table.names()
+import keras_gelu, keras
 facts["names"] = keras_gelu.names()
 
 import numpy as np
@@ -99,43 +97,32 @@ def subprocess_env(backend):
 def others(own_backend, backends):
     """The backends other than `own_backend`, in the cycle that follows
     it: (jax, torch) for tensorflow, (torch, tensorflow) for jax,
-    (tensorflow, jax) for torch. The first imports keras_gelu first."""
+    (tensorflow, jax) for torch. The first loads the files fresh."""
     start = backends.index(own_backend)
     return [backends[(start + i) % len(backends)] for i in range(1, len(backends))]
 
 
 def load_everywhere(directory, backends, own_backend):
     """Loads FILES (and inputs.npy) from `directory` in one fresh process
-    per backend of `backends` other than `own_backend`, all at once (most
-    of their time is imports).
+    of the backend after `own_backend` (`others(...)[0]`), which imports
+    the name table alone, then keras_gelu, then keras.
 
     Returns {backend: ({file: outputs}, facts)}, or the process's last
-    output where it failed. The first of `others(...)` imports keras_gelu
-    first, after loading the name table alone; the second keras first.
+    output where it failed.
     """
-    order = others(own_backend, list(backends))
-    processes = {
-        backend: subprocess.Popen(
-            [
-                sys.executable, "-c", LOADER, str(directory),
-                "keras_gelu" if backend == order[0] else "keras",
-            ],
-            env=subprocess_env(backend),
-            cwd=str(directory),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for backend in order
-    }
-    loaded = {}
-    for backend, process in processes.items():
-        output, _ = process.communicate(timeout=600)
-        if process.returncode != 0:
-            loaded[backend] = output[-3000:]
-            continue
-        with np.load(os.path.join(directory, f"loaded_{backend}.npz")) as data:
-            outputs = {k: data[k] for k in data.files}
-        with open(os.path.join(directory, f"loaded_{backend}.json")) as f:
-            loaded[backend] = (outputs, json.load(f))
-    return loaded
+    backend = others(own_backend, list(backends))[0]
+    process = subprocess.Popen(
+        [sys.executable, "-c", LOADER, str(directory)],
+        env=subprocess_env(backend),
+        cwd=str(directory),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    output, _ = process.communicate(timeout=600)
+    if process.returncode != 0:
+        return {backend: output[-3000:]}
+    with np.load(os.path.join(directory, f"loaded_{backend}.npz")) as data:
+        outputs = {k: data[k] for k in data.files}
+    with open(os.path.join(directory, f"loaded_{backend}.json")) as f:
+        return {backend: (outputs, json.load(f))}

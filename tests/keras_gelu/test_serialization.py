@@ -3,11 +3,11 @@
 The .keras checks are batched: one functional model holding every public
 function and layer, one Sequential and one subclassed model are saved
 once; the current backend reloads all three in this process and must
-reproduce the outputs bit for bit, one fresh process for each of the two
-other backends loads them to ~1e-6. Those processes also check that the
-name table's file loads alone without Keras, and both import orders of
-keras and keras_gelu (fresh_loads.py). Every backend's fresh-process load
-is checked by the other two backends' suites.
+reproduce the outputs bit for bit, one fresh process of the next backend
+in the cycle loads them to ~1e-6. That process also checks that the name
+table's file loads alone without Keras, and the keras_gelu-first import
+order; this process is the keras-first one (fresh_loads.py). Every
+backend's fresh-process load is checked by the previous backend's suite.
 """
 
 import inspect
@@ -19,6 +19,7 @@ import pytest
 from keras import ops
 
 import keras_gelu
+from tests.keras_gelu import conftest
 from tests.keras_gelu import custom_models
 from tests.keras_gelu import fresh_loads
 from tests.keras_gelu import layer_harness
@@ -358,19 +359,19 @@ def test_keras_file_reloads_bit_identical_on_its_own_backend(saved, name):
 
 
 def test_over_the_three_suites_every_backend_loads_fresh_after_either_import_order():
-    # What moving this backend's own load into this process rests on: each
-    # suite starts a fresh process for both other backends, and over the
-    # three suites every backend loads in a fresh process once after
-    # importing keras_gelu first (with the name table alone before it)
-    # and once after importing keras first.
-    roles = [fresh_loads.others(own, list(BACKENDS)) for own in BACKENDS]
-    for own, (first, second) in zip(BACKENDS, roles):
-        assert sorted([own, first, second]) == sorted(BACKENDS)
-    assert sorted(first for first, _ in roles) == sorted(BACKENDS)
-    assert sorted(second for _, second in roles) == sorted(BACKENDS)
+    # What moving this backend's own load into this process, and one fresh
+    # process per suite, rest on: each suite starts a fresh process of the
+    # next backend in the cycle, so over the three suites every backend
+    # loads in a fresh process once (keras_gelu imported first, the name
+    # table alone before it) and every backend's files load under another
+    # backend once; the keras-first order is each suite's own process's.
+    fresh = [fresh_loads.others(own, list(BACKENDS))[0] for own in BACKENDS]
+    assert sorted(fresh) == sorted(BACKENDS)
+    assert all(loader != saver for saver, loader in zip(BACKENDS, fresh))
+    assert conftest.KERAS_FIRST
 
 
-@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != ref.BACKEND])
+@pytest.mark.parametrize("backend", fresh_loads.others(ref.BACKEND, list(BACKENDS))[:1])
 @pytest.mark.parametrize("name", MODELS)
 def test_keras_file_loads_under_other_backend_with_same_outputs(
     saved, name, backend
@@ -404,19 +405,23 @@ def test_name_table_file_loads_alone_without_keras(saved):
 
 
 @pytest.mark.parametrize("first", ["keras_gelu", "keras"])
-def test_saved_model_loads_after_import_keras_gelu_in_either_order(saved, first):
-    # Issue 16: a lazy package face broke the keras_gelu-first order. Of
-    # the two fresh processes the first imports keras_gelu first, the
-    # second keras first; every file loaded with the outputs above (the
+def test_saved_model_loads_after_import_keras_gelu_in_either_order(saved, tmp_path, first):
+    # Issue 16: a lazy package face broke the keras_gelu-first order. The
+    # fresh process imports keras_gelu first; this process imported keras
+    # first (conftest.py). Every file loaded with the outputs above (the
     # tests above), here the Sequential's first layers by name.
-    others = fresh_loads.others(ref.BACKEND, list(BACKENDS))
-    backends = [b for b in others if _loaded(saved, b, facts=True)["first"] == first]
-    assert backends == ([others[0]] if first == "keras_gelu" else [others[1]])
     model = build_sequential()
     names = [model.layers[0].activation.__name__, type(model.layers[1]).__name__]
     assert names == ["gelu_tanh", "GEGLU"]
-    for backend in backends:
+    if first == "keras_gelu":
+        backend = fresh_loads.others(ref.BACKEND, list(BACKENDS))[0]
+        assert _loaded(saved, backend, facts=True)["first"] == "keras_gelu"
         assert _loaded(saved, backend, facts=True)["sequential_layers"] == names
+    else:
+        assert conftest.KERAS_FIRST
+        model.save(str(tmp_path / "sequential.keras"))
+        loaded = keras.saving.load_model(str(tmp_path / "sequential.keras"))
+        assert [loaded.layers[0].activation.__name__, type(loaded.layers[1]).__name__] == names
 
 
 # --- SavedModel export (TensorFlow). ------------------------------------------

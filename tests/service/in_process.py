@@ -8,8 +8,8 @@ import logging
 import os
 
 
-def invoke(command, *args, prog_name):
-    """`prog_name ARGS` in this process; the root logger the command
+def invoke(command, *args, prog_name, input=None):
+    """`prog_name ARGS` in this process, `input` (text) its stdin; the root logger the command
     configures and the environment variables it sets are put back
     afterwards, so that later tests of this worker meet neither."""
     from click.testing import CliRunner
@@ -18,7 +18,7 @@ def invoke(command, *args, prog_name):
     handlers, level = root.handlers[:], root.level
     environ = dict(os.environ)
     try:
-        return CliRunner().invoke(command, [str(a) for a in args], prog_name=prog_name)
+        return CliRunner().invoke(command, [str(a) for a in args], prog_name=prog_name, input=input)
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
