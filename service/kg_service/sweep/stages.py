@@ -203,6 +203,11 @@ def compare(config, pre, trained, looks=None):
         section, figure = tuning.tuning_section(pre.tuning, pre.out_dir)
         sections.append(section)
         drawn.append(figure)
+    from kg_service.analysis.numbers import claim_data  # scipy: as above
+
+    # A sequential sweep's claims from its looks (issue 32 §2): `config` is
+    # already at the seeds it used, which alone would give the fixed label.
+    labels = claim_data.label_sweep(config, ok, looks)
     report_paths = report.write_report(
         summary,
         ok,
@@ -214,6 +219,7 @@ def compare(config, pre, trained, looks=None):
         failed=failed,
         resolved=pre.resolved,
         sections=sections,
+        claims=labels,
     ) + drawn
     if looks is not None:
         sequential_report.add_looks_summary(report_paths[1], looks)
@@ -223,15 +229,13 @@ def compare(config, pre, trained, looks=None):
         s.activation: best_member(summary, ok, s.activation)
         for s in summary.activations
     }
-    from kg_service.analysis.numbers import claim_data  # scipy: as above
-
     return Compared(
         summary=summary,
         report_paths=tuple(report_paths),
         champions=champions,
         failed=failed,
         looks=looks,
-        claims=claim_data.label_sweep(config, ok),
+        claims=labels,
     )
 
 
