@@ -159,10 +159,7 @@ def compare(config, pre, trained, looks=None):
     each activation's champion (by the task's selection metric). Writes
     nothing to the tracking store (`record` does). A sequential sweep's
     `looks` go into the report and summary.json too."""
-    # scipy, matplotlib: after pre-flight's cheap checks.
-    from kg_service.analysis.numbers import comparisons
     from kg_service.analysis.reports import report  # matplotlib: after pre-flight's checks
-    from kg_service.analysis.numbers import stats  # scipy: after pre-flight's checks
 
     ok = [r for r in trained.results if r.ok]
     failed = tuple(r for r in trained.results if not r.ok)
@@ -173,25 +170,7 @@ def compare(config, pre, trained, looks=None):
             f"FAILED runs. Lower training.learning_rate, or set another "
             f"baseline."
         )
-    # Every member, the diverged ones included: they count as failures of
-    # their activation (issue 18), and only the others enter the metric's
-    # statistics.
-    analysis = config.analysis
-    summary = comparisons.summarize(
-        trained.results,
-        config.baseline,
-        metric=pre.task.compared.name,
-        higher_is_better=pre.task.compared.higher_is_better,
-        select_by=stats.Metric.of(
-            pre.task.selects.name, pre.task.selects.higher_is_better
-        ),
-        confidence=1.0 - analysis.alpha,
-        margin=analysis.margin_for(pre.task.compared.name),
-        power=analysis.power,
-        contrasts=analysis.contrasts,
-        # A sequential sweep states its looks' decisions only (issue 30 §7).
-        sequential=None if looks is None else looks.outcomes(),
-    )
+    summary = summarize(config, pre, trained, looks)
     sections, drawn = [], []
     if looks is not None:
         from kg_service.analysis.reports import sequential_report  # scipy: as above
@@ -206,7 +185,7 @@ def compare(config, pre, trained, looks=None):
     from kg_service.analysis.numbers import claim_data  # scipy: as above
 
     # A sequential sweep's claims from its looks (issue 32 §2): `config` is
-    # already at the seeds it used, which alone would give the fixed label.
+    # at the seeds it used, which alone would give the fixed-design label.
     labels = claim_data.label_sweep(config, ok, looks)
     report_paths = report.write_report(
         summary,
@@ -236,6 +215,34 @@ def compare(config, pre, trained, looks=None):
         failed=failed,
         looks=looks,
         claims=labels,
+    )
+
+
+def summarize(config, pre, trained, looks=None):
+    """The `comparisons.Summary` of a sweep's members on the task's metric.
+
+    Every member, the diverged ones included: they count as failures of
+    their activation (issue 18), and only the others enter the metric's
+    statistics."""
+    # scipy: after pre-flight's cheap checks.
+    from kg_service.analysis.numbers import comparisons
+    from kg_service.analysis.numbers import stats  # scipy: after pre-flight's checks
+
+    analysis = config.analysis
+    return comparisons.summarize(
+        trained.results,
+        config.baseline,
+        metric=pre.task.compared.name,
+        higher_is_better=pre.task.compared.higher_is_better,
+        select_by=stats.Metric.of(
+            pre.task.selects.name, pre.task.selects.higher_is_better
+        ),
+        confidence=1.0 - analysis.alpha,
+        margin=analysis.margin_for(pre.task.compared.name),
+        power=analysis.power,
+        contrasts=analysis.contrasts,
+        # A sequential sweep states its looks' decisions only (issue 30 §7).
+        sequential=None if looks is None else looks.outcomes(),
     )
 
 
