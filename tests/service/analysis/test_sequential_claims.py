@@ -130,3 +130,23 @@ def test_a_sequential_sweeps_report_says_its_claims_are_sequential():
     part = md[md.index("## Claims"):]
     assert "- gelu-wins: not tested: power" in part and "sequential" in part
     assert "reproduced" not in part.split("\n- ")[1]
+
+
+@pytest.mark.parametrize("seeds", [{"start": 2, "step": 2, "max": 8}, 4])
+def test_a_study_of_sequential_sweeps_gives_its_claims_no_fixed_design_label(seeds):
+    """The study's claims pool its sweeps' seeds; over a sequential sweep's
+    seeds the fixed design claims too much, so they are not tested there
+    (each sweep's own report labels them from its looks)."""
+    from kg_service.sweep import studies
+
+    ran = {"activations": ["relu", "gelu"], "seeds": seeds, "claims": [
+        {"name": "gelu-wins", "pair": ["gelu", "relu"], "metric": "test_accuracy",
+         "direction": "greater", "smallest_effect": 0.003}]}
+    accs = {"relu": [0.90, 0.91, 0.92, 0.90], "gelu": [0.93, 0.95, 0.95, 0.94]}
+    members = {a: {s: {"test_accuracy": v} for s, v in enumerate(vs)} for a, vs in accs.items()}
+    (lab,) = studies.label_claims("s", [(ran, members)])
+    if isinstance(seeds, int):
+        assert lab.label == claims.REPRODUCED
+    else:
+        assert (lab.label, lab.why) == (claims.NOT_TESTED, claims.NO_TEST)
+        assert "sequential" in lab.detail[0]

@@ -74,8 +74,20 @@ def evidence(claim, by_level):
     return one_sweep(claim, tables.get(claim.metric, {}))
 
 
-def label_levels(claims, by_level, power=0.8):
-    """Every claim labelled, Holm over them (`claims.label_all`)."""
+# A study's claims pool its sweeps' seeds: no sequential test runs across
+# sweeps that stopped at their own looks (issue 32 §2 runs a claim at one
+# sweep's looks), and the fixed design would claim too much over them.
+STUDY_SEQUENTIAL = ("a study of sequential sweeps: no test across their looks; each "
+                    "sweep's own report labels its claims from its looks")
+
+
+def label_levels(claims, by_level, power=0.8, sequential=False):
+    """Every claim labelled, Holm over them (`claims.label_all`); with
+    `sequential` (a study of which a sweep ran sequential seeds) every
+    claim "not tested" (`STUDY_SEQUENTIAL`), never the fixed design's."""
+    if sequential:
+        return rule.label_all([rule.Evidence(c, missing=STUDY_SEQUENTIAL) for c in claims],
+                              power)
     return rule.label_all([evidence(c, by_level) for c in claims], power)
 
 
