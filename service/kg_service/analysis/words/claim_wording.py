@@ -101,17 +101,17 @@ def _why(lab):
                 else "no seed count within reach gives it")
         return (f"not tested: power {power_text(lab)} < {lab.target:g} at the smallest "
                 f"effect {c.smallest_effect:g} with the seeds run; {need}, ran {ran}")
-    hp = ("by the sequential test" if lab.sequential
-          else f"Holm p {wording.format_p(lab.p_holm)} over the claims")
+    # A sequential claim's test and level follow in `sequential_text`.
+    hp = "" if lab.sequential else f" (Holm p {wording.format_p(lab.p_holm)} over the claims)"
     if lab.label == rule.REPRODUCED:
-        return f"reproduced: significant in the claimed direction ({hp})"
+        return f"reproduced: significant in the claimed direction{hp}"
     if lab.why == rule.OPPOSITE:
-        return f"contradicted: significant in the opposite direction ({hp})"
+        return f"contradicted: significant in the opposite direction{hp}"
     if lab.why == rule.EQUIVALENT:
-        by = ("the repeated interval or TOST at the look's level" if lab.sequential else
-              f"TOST, Holm p {wording.format_p(lab.p_equivalence_holm)} over the claims")
-        return f"contradicted: equivalent within ±{c.smallest_effect:g} ({by})"
-    return (f"inconclusive: neither significant ({hp}) nor equivalent within "
+        by = (" at its look's level" if lab.sequential else
+              f" (TOST, Holm p {wording.format_p(lab.p_equivalence_holm)} over the claims)")
+        return f"contradicted: equivalent within ±{c.smallest_effect:g}{by}"
+    return (f"inconclusive: neither significant{hp} nor equivalent within "
             f"±{c.smallest_effect:g}, with power {power_text(lab)} at the smallest effect")
 
 
