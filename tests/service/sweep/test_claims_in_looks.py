@@ -5,17 +5,14 @@ replays the looks into the same stage) all read `Compared.claims`.
 
 No training: fixed members, the moons task's metrics, no figures."""
 
-import types
-
-from kg_service import tasks as _registered  # noqa: F401 -- registers moons
 from kg_service.analysis.numbers import claims
 from kg_service.analysis.numbers import sequential
 from kg_service.config.claims import ClaimConfig
 from kg_service.config.schema import Config
 from kg_service.config.schema import ExportConfig
 from kg_service.sweep import stages
-from kg_service.tasks import base as tasks
 from tests.service.analysis.members import sweep
+from tests.service.sweep import stage_fakes
 
 
 def test_a_sequential_sweeps_compare_stage_labels_its_claims_from_its_looks(tmp_path):
@@ -25,16 +22,11 @@ def test_a_sequential_sweeps_compare_stage_labels_its_claims_from_its_looks(tmp_
                         ClaimConfig(name="gelu-wins", pair=("gelu", "relu"),
                                     metric="test_accuracy", direction="greater",
                                     smallest_effect=0.003),))
-    moons = tasks.get("moons")
-    task = types.SimpleNamespace(compared=moons.compared, selects=moons.selects, figures=())
-    pre = types.SimpleNamespace(task=task, out_dir=tmp_path, dataset=None, resolved=None,
-                                tuning=None)
-    trained = stages.Trained(results=tuple(results),
-                             tracked=stages.Tracked(sweep_run_id="r", run_ids={}))
     values = {(r.activation, r.seed): r.test_accuracy for r in results}
     looks = sequential.compare_looks(values, "relu", (4,), 40)
 
-    compared = stages.compare(config, pre, trained, looks)
+    compared = stages.compare(config, stage_fakes.pre(tmp_path),
+                              stage_fakes.trained(results), looks)
 
     (lab,) = compared.claims
     assert lab.sequential and lab.label == claims.NOT_TESTED  # fixed Holm: reproduced
