@@ -159,10 +159,7 @@ def compare(config, pre, trained, looks=None):
     each activation's champion (by the task's selection metric). Writes
     nothing to the tracking store (`record` does). A sequential sweep's
     `looks` go into the report and summary.json too."""
-    # scipy, matplotlib: after pre-flight's cheap checks.
-    from kg_service.analysis.numbers import comparisons
     from kg_service.analysis.reports import report  # matplotlib: after pre-flight's checks
-    from kg_service.analysis.numbers import stats  # scipy: after pre-flight's checks
 
     ok = [r for r in trained.results if r.ok]
     failed = tuple(r for r in trained.results if not r.ok)
@@ -173,11 +170,66 @@ def compare(config, pre, trained, looks=None):
             f"FAILED runs. Lower training.learning_rate, or set another "
             f"baseline."
         )
-    # Every member, the diverged ones included: they count as failures of
-    # their activation (issue 18), and only the others enter the metric's
-    # statistics.
+    summary = summarize(config, pre, trained, looks)
+    sections, drawn = [], []
+    if looks is not None:
+        from kg_service.analysis.reports import sequential_report  # scipy: as above
+
+        sections.append(sequential_report.looks_section(looks))
+    if pre.tuning is not None:  # the tuning stage's table, curves and choices
+        from kg_service.analysis.reports import tuning  # matplotlib: as above
+
+        section, figure = tuning.tuning_section(pre.tuning, pre.out_dir)
+        sections.append(section)
+        drawn.append(figure)
+    from kg_service.analysis.numbers import claim_data  # scipy: as above
+
+    # A sequential sweep's claims from its looks (issue 32 §2): `config` is
+    # at the seeds it used, which alone would give the fixed-design label.
+    labels = claim_data.label_sweep(config, ok, looks)
+    report_paths = report.write_report(
+        summary,
+        ok,
+        pre.out_dir,
+        title=f"{config.experiment}: {', '.join(config.activations)}",
+        dataset=pre.dataset,
+        config=config,
+        figures=pre.task.figures,
+        failed=failed,
+        resolved=pre.resolved,
+        sections=sections,
+        claims=labels,
+    ) + drawn
+    if looks is not None:
+        sequential_report.add_looks_summary(report_paths[1], looks)
+    if pre.tuning is not None:
+        tuning.add_tuning_summary(report_paths[1], pre.tuning)
+    champions = {
+        s.activation: best_member(summary, ok, s.activation)
+        for s in summary.activations
+    }
+    return Compared(
+        summary=summary,
+        report_paths=tuple(report_paths),
+        champions=champions,
+        failed=failed,
+        looks=looks,
+        claims=labels,
+    )
+
+
+def summarize(config, pre, trained, looks=None):
+    """The `comparisons.Summary` of a sweep's members on the task's metric.
+
+    Every member, the diverged ones included: they count as failures of
+    their activation (issue 18), and only the others enter the metric's
+    statistics."""
+    # scipy: after pre-flight's cheap checks.
+    from kg_service.analysis.numbers import comparisons
+    from kg_service.analysis.numbers import stats  # scipy: after pre-flight's checks
+
     analysis = config.analysis
-    summary = comparisons.summarize(
+    return comparisons.summarize(
         trained.results,
         config.baseline,
         metric=pre.task.compared.name,
@@ -191,47 +243,6 @@ def compare(config, pre, trained, looks=None):
         contrasts=analysis.contrasts,
         # A sequential sweep states its looks' decisions only (issue 30 §7).
         sequential=None if looks is None else looks.outcomes(),
-    )
-    sections, drawn = [], []
-    if looks is not None:
-        from kg_service.analysis.reports import sequential_report  # scipy: as above
-
-        sections.append(sequential_report.looks_section(looks))
-    if pre.tuning is not None:  # the tuning stage's table, curves and choices
-        from kg_service.analysis.reports import tuning  # matplotlib: as above
-
-        section, figure = tuning.tuning_section(pre.tuning, pre.out_dir)
-        sections.append(section)
-        drawn.append(figure)
-    report_paths = report.write_report(
-        summary,
-        ok,
-        pre.out_dir,
-        title=f"{config.experiment}: {', '.join(config.activations)}",
-        dataset=pre.dataset,
-        config=config,
-        figures=pre.task.figures,
-        failed=failed,
-        resolved=pre.resolved,
-        sections=sections,
-    ) + drawn
-    if looks is not None:
-        sequential_report.add_looks_summary(report_paths[1], looks)
-    if pre.tuning is not None:
-        tuning.add_tuning_summary(report_paths[1], pre.tuning)
-    champions = {
-        s.activation: best_member(summary, ok, s.activation)
-        for s in summary.activations
-    }
-    from kg_service.analysis.numbers import claim_data  # scipy: as above
-
-    return Compared(
-        summary=summary,
-        report_paths=tuple(report_paths),
-        champions=champions,
-        failed=failed,
-        looks=looks,
-        claims=claim_data.label_sweep(config, ok),
     )
 
 

@@ -21,6 +21,7 @@ from kg_service.analysis.numbers import mixed as mixed_lib
 from kg_service.analysis.numbers import stats
 from kg_service.analysis.numbers import study as study_lib
 from kg_service.analysis.reports import study_report
+from kg_service.config import derived
 from kg_service.config import loading
 from kg_service.config import schema
 from kg_service.errors import ServiceError
@@ -144,7 +145,9 @@ def label_claims(name, sweeps):
     setting = config.study_factor.setting if config.study_factor else None
     by_level = {level_of(c, setting): members_tables(members)
                 for c, (_, members) in zip(configs, sweeps)}
-    return claim_data.label_levels(claims, by_level, config.analysis.power)
+    # A sequential sweep's seeds never take the fixed design (issue 32 §2).
+    sequential = any(derived.sequential(c) for c in configs)
+    return claim_data.label_levels(claims, by_level, config.analysis.power, sequential)
 
 
 def study_claims(name, tracking_uri, stored):

@@ -7,18 +7,16 @@ moons task's metrics; the report it writes is read back.
 """
 
 import math
-import types
 
 from scipy import stats as st
 
-from kg_service import tasks as _registered  # noqa: F401 -- registers moons
 from kg_service.config.schema import AnalysisConfig
 from kg_service.config.schema import Config
 from kg_service.config.schema import ExportConfig
 from kg_service.results import MemberResult
 from kg_service.sweep import stages
-from kg_service.tasks import base as tasks
 from tests.service.analysis.members import member
+from tests.service.sweep import stage_fakes
 
 
 def _diverged(activation, seed):
@@ -36,15 +34,8 @@ def test_compare_counts_diverged_members_and_pairs_only_the_rest(tmp_path):
     config = Config(activations=("relu", "gelu"), seeds=tuple(range(6)),
                     export=ExportConfig(enabled=False),
                     analysis=AnalysisConfig(margin=0.004))
-    moons = tasks.get("moons")
-    # The task's metrics; no figures (drawing them is seconds, and not the point).
-    task = types.SimpleNamespace(compared=moons.compared, selects=moons.selects, figures=())
-    pre = types.SimpleNamespace(task=task, out_dir=tmp_path, dataset=None, resolved=None,
-                                tuning=None)
-    trained = stages.Trained(results=tuple(results),
-                             tracked=stages.Tracked(sweep_run_id="r", run_ids={}))
-
-    compared = stages.compare(config, pre, trained)
+    compared = stages.compare(config, stage_fakes.pre(tmp_path),
+                              stage_fakes.trained(results))
 
     s = compared.summary
     assert [m.seed for m in compared.failed] == [4, 5]

@@ -16,6 +16,8 @@ Modules:
     sequential: a sequential sweep's looks and when it stops
     sequential_estimates: after a stop: futility (conditional power),
         repeated confidence intervals, the median-unbiased estimate
+    sequential_claims: a sequential sweep's claims, each its own
+        group-sequential test at the sweep's looks, labelled by `label`
     comparisons: a sweep's members compared by seed: `summarize` -> Summary
     summary: the Summary's types (activations, comparisons, winner)
     curves: the training-loss curves compared

@@ -11,6 +11,7 @@ a study without a factor) to {metric: {activation: {seed: value}}}.
 import math
 
 from kg_service.analysis.numbers import claims as rule
+from kg_service.analysis.numbers import sequential_claims
 from kg_service.config import schema
 
 
@@ -73,32 +74,56 @@ def evidence(claim, by_level):
     return one_sweep(claim, tables.get(claim.metric, {}))
 
 
-def label_levels(claims, by_level, power=0.8):
-    """Every claim labelled, Holm over them (`claims.label_all`)."""
+# A study's claims pool its sweeps' seeds: no sequential test runs across
+# sweeps that stopped at their own looks (issue 32 §2 runs a claim at one
+# sweep's looks), and the fixed design would claim too much over them.
+STUDY_SEQUENTIAL = ("a study of sequential sweeps: no test across their looks; each "
+                    "sweep's own report labels its claims from its looks")
+
+
+def label_levels(claims, by_level, power=0.8, sequential=False):
+    """Every claim labelled, Holm over them (`claims.label_all`); with
+    `sequential` (a study of which a sweep ran sequential seeds) every
+    claim "not tested" (`STUDY_SEQUENTIAL`), never the fixed design's."""
+    if sequential:
+        return rule.label_all([rule.Evidence(c, missing=STUDY_SEQUENTIAL) for c in claims],
+                              power)
     return rule.label_all([evidence(c, by_level) for c in claims], power)
 
 
 # A sequential sweep stopped at a look: a fixed-design test over its seeds
 # says better/worse too often and its means are biased (issue 30 §7). Its
-# claims take the looks' decision through `claims.label` (issue 32 §2).
+# claims take their own sequential tests at its looks (issue 32 §2,
+# `sequential_claims`); without the looks, none.
 SEQUENTIAL = ("a sequential sweep: its claims are decided by its looks, not by a "
               "fixed-design test over the seeds it stopped at")
 
 
-def label_sweep(config, results):
+def label_sweep(config, results, looks=None):
     """A lone sweep's claims labelled from its members: a pair, contrast or
     constant from its own numbers, an interaction or a level change "not
-    tested" (it needs the study's other sweeps: `kg report --study`), every claim of a
-    sequential sweep "not tested" here (`SEQUENTIAL`). () without claims."""
+    tested" (it needs the study's other sweeps: `kg report --study`). ()
+    without claims.
+
+    `looks`: a sequential sweep's `sequential.SweepLooks`; its claims are
+    then run sequentially at those looks (`sequential_claims.label_all`),
+    whatever `config.seeds` says (the pipeline concludes a sequential sweep
+    at the config of the seeds it used). A config with sequential seeds
+    and no looks: every claim "not tested" (`SEQUENTIAL`), never the fixed
+    design's label."""
     claims = declared(config)
     if not claims:
         return ()
-    if isinstance(config.seeds, schema.SequentialSeeds):
-        return rule.label_all([rule.Evidence(c, missing=SEQUENTIAL) for c in claims],
-                              config.analysis.power)
+    power = config.analysis.power
+    if looks is None and isinstance(config.seeds, schema.SequentialSeeds):
+        return rule.label_all([rule.Evidence(c, missing=SEQUENTIAL) for c in claims], power)
     tables = results_tables(results, {c.metric for c in claims})
     level = None
     factor = config.study_factor
     if factor is not None:
         level = schema.setting_value(config, factor.setting)
-    return label_levels(claims, {level: tables}, config.analysis.power)
+    if looks is not None:
+        return sequential_claims.label_all(
+            [evidence(c, {level: tables}) for c in claims], looks.counts, looks.n_max,
+            looks.spending, power)
+    return label_levels(claims, {level: tables}, power)

@@ -57,6 +57,8 @@ REPRODUCED, CONTRADICTED, NOT_TESTED, INCONCLUSIVE = (
 GREATER, LESS = "greater", "less"
 # Why a claim is not tested, or how it is contradicted (`Label.why`).
 NO_TEST, CEILING, FLOOR, UNDERPOWERED = "no test", "ceiling", "floor", "underpowered"
+# A sequential claim stopped for futility: its smallest effect out of reach.
+OUT_OF_REACH = "out of reach"
 OPPOSITE, EQUIVALENT = "opposite", "equivalent"
 
 
@@ -110,6 +112,12 @@ class Label:
     CEILING, FLOOR or UNDERPOWERED; for contradicted OPPOSITE or
     EQUIVALENT; else "". `detail`: the numbers `why` is said with (a
     bound's side, its mean and the bound; or the reason no test ran).
+
+    A claim run sequentially (`sequential_claims`) has `spending` (its
+    spending function; "" for the fixed design), `look` of `looks` (the
+    look that decided it, or its last), `estimate` the median-unbiased
+    one and `naive_estimate` the plain mean; `interval` is the repeated
+    confidence interval and the Holm p's are NaN (Bonferroni there).
     """
 
     claim: Claim
@@ -125,6 +133,14 @@ class Label:
     p_holm: float
     p_equivalence_holm: float
     detail: tuple = ()
+    spending: str = ""
+    look: int = 0
+    looks: int = 0
+    naive_estimate: float = math.nan
+
+    @property
+    def sequential(self):
+        return bool(self.spending)
 
 
 def power_at(n, smallest_effect, sd, alpha):
@@ -254,7 +270,7 @@ def bound_hit(claim, sides, bounds):
     return None
 
 
-def _no_test(evidence):
+def untestable(evidence):
     """Why the paired test cannot run on this evidence, or ""."""
     n = len(evidence.diffs)
     if evidence.missing:
@@ -266,19 +282,23 @@ def _no_test(evidence):
     return ""
 
 
-def label(claim, verdict, *, estimate, power, target, seeds, needed, hit=None, no_test=""):
+def label(claim, verdict, *, estimate, power, target, seeds, needed, hit=None, no_test="",
+          out_of_reach=()):
     """The one rule: a claim's label from its `decisions.Verdict` (made at
     Holm's levels over the paper's claims, higher = the claimed direction)
     and what could be tested. Returns (label, why, detail).
 
-    A sequential claim plugs in here: its verdict is the sequential
-    design's (`decisions.decided_elsewhere`), its power and seeds the
-    design's, and the same rule words it.
+    A sequential claim plugs in here (`sequential_claims`): its verdict is
+    the sequential design's (`decisions.decided_elsewhere`), its power and
+    seeds those of its last look; `out_of_reach` (smallest effect, look,
+    seeds) where it stopped for futility: not tested, as underpowered is.
     """
     if no_test:
         return NOT_TESTED, NO_TEST, (no_test,)
     if hit is not None:
         return NOT_TESTED, hit[0], hit[1:]
+    if out_of_reach:
+        return NOT_TESTED, OUT_OF_REACH, tuple(out_of_reach)
     if verdict.outcome == decisions.BETTER:
         return REPRODUCED, "", ()
     if verdict.outcome == decisions.WORSE:
@@ -302,7 +322,7 @@ def label_all(evidence, power=0.8):
     alpha = evidence[0].claim.alpha
     level = alpha / len(evidence)
     tests = [stats.paired_test(e.diffs, e.claim.metric, e.seeds) for e in evidence]
-    no_test = [_no_test(e) for e in evidence]
+    no_test = [untestable(e) for e in evidence]
     p_sup = [t.p_value if not why else math.nan for t, why in zip(tests, no_test)]
     p_eq = [stats.tost_p(e.diffs, e.claim.smallest_effect) if not why else math.nan
             for e, why in zip(evidence, no_test)]

@@ -45,6 +45,7 @@ def write_report(
     failed=(),
     resolved=None,
     sections=(),
+    claims=None,
 ):
     """Writes report.md, report.html, summary.json and the figures into `out_dir`.
 
@@ -74,6 +75,9 @@ def write_report(
             its own `config` points at the store and output it rebuilds to.
         sections: `page.Section`s added at the end (a sequential sweep's
             looks, a tuned sweep's tuning), their figures drawn already.
+        claims: the config's claims labelled (`claims.Label`s; a
+            sequential sweep's from its looks); None: labelled here from
+            `results` (`claim_data.label_sweep`).
 
     Returns:
         The paths written: report.md, summary.json, report.html, the figures.
@@ -94,7 +98,8 @@ def write_report(
     summary_path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
     written = page.write(report_page(summary, results, title=title, dataset=dataset,
                                      config=config, figures=figures, failed=failed,
-                                     resolved=resolved, sections=sections), out, REPORT)
+                                     resolved=resolved, sections=sections, claims=claims),
+                         out, REPORT)
     return [written[0], summary_path, written[1]] + [out / name for name, _ in figures]
 
 
@@ -126,17 +131,17 @@ def member_data(dataset, config):
 
 def render_markdown(
     summary, results, *, title, dataset=None, config=None, figures=(), failed=(),
-    resolved=None,
+    resolved=None, claims=None,
 ):
     """The report's Markdown text (pure; `write_report` saves it)."""
     return page.markdown(report_page(summary, results, title=title, dataset=dataset,
                                      config=config, figures=figures, failed=failed,
-                                     resolved=resolved))
+                                     resolved=resolved, claims=claims))
 
 
 def report_page(
     summary, results, *, title, dataset=None, config=None, figures=(), failed=(),
-    resolved=None, sections=(),
+    resolved=None, sections=(), claims=None,
 ):
     """The report as a `page.Page`: the setup, results, verdicts (the HTML
     page's lead), comparisons, figures, per-seed tables and how to read
@@ -144,7 +149,7 @@ def report_page(
     blocks = [_setup(summary, results, dataset, config, resolved),
               _results(summary, results, dataset, config, failed),
               _verdicts(summary), *_comparison_details(summary),
-              *_claims(config, results),
+              *_claims(config, results, claims),
               *variance_report.sections(summary, results, config)]
     notes = [f"{who}: {n}" if who else n for who, n in wording.all_notes(summary)]
     if notes:
@@ -353,10 +358,12 @@ def _comparison_details(summary):
     return blocks
 
 
-def _claims(config, results):
+def _claims(config, results, labels=None):
     """The claims the config declared, labelled from this sweep's members
-    (an interaction needs the study: `kg report --study`), as a section."""
-    labels = claim_data.label_sweep(config, results) if config is not None else ()
+    (an interaction needs the study: `kg report --study`), as a section;
+    `labels`: labelled already (a sequential sweep's, from its looks)."""
+    if labels is None:
+        labels = claim_data.label_sweep(config, results) if config is not None else ()
     if not labels:
         return []
     return [page.Section("Claims", (

@@ -13,7 +13,7 @@ from kg_service.analysis.words import wording
 HEADING = "Sequential seeds"
 
 
-SPENDING = {"obrien_fleming": "O'Brien-Fleming-type", "pocock": "Pocock-type"}
+SPENDING = sequential_wording.SPENDING
 DECISIONS = {"better": "better", "worse": "worse", "equivalent": "equivalent",
              sequential.FUTILITY: "futility", "": "inconclusive"}
 

@@ -10,6 +10,9 @@ import math
 
 from kg_service.analysis.words import wording
 
+# The spending functions' names in words (a sweep's looks, a claim's test).
+SPENDING = {"obrien_fleming": "O'Brien-Fleming-type", "pocock": "Pocock-type"}
+
 
 def _raw(looks, x):
     """An oriented difference (positive is better) in the metric's sign."""
