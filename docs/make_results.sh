@@ -5,7 +5,7 @@
 #   bash docs/make_results.sh                     # store: results-store/mlflow.db
 #   bash docs/make_results.sh /tmp/store          # another store folder
 #   bash docs/make_results.sh results-store glu   # only some parts, no page:
-#       revival_ln revival_noln slope glu digits (revival = both halves;
+#       revival_ln revival_noln slope glu digits digits_dropout (revival = both halves;
 #       train_all = every part, as `kg results --run` calls it)
 #   KG_TRAIN_EXTRA=--smoke bash docs/make_results.sh /tmp/s   # the whole
 #       chain at the least cost (each sweep's --smoke), to check it first
@@ -105,7 +105,12 @@ digits() {  # 5 seeds, as the paper's 5 runs; the shipped tuning block (2 seeds 
   train digits-gelu-paper --config configs/digits.yaml --set "tuning.values=[0.001, 0.003, 0.01]"
 }
 
-train_all() { side_by_side revival_ln revival_noln slope glu digits; }
+digits_dropout() {  # the paper's Figure 3 at dropout 0.5, as digits (its own study tag)
+  train digits-gelu-paper-dropout --config configs/digits-dropout.yaml \
+    --set "tuning.values=[0.001, 0.003, 0.01]"
+}
+
+train_all() { side_by_side revival_ln revival_noln slope glu digits digits_dropout; }
 
 if [ $# -eq 0 ]; then
   train_all

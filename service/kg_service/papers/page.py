@@ -30,9 +30,14 @@ from kg_service.papers.sections import setup_lines
 # The page's studies, in its order: (study tag, section title).
 STUDIES = (
     ("digits", "Hendrycks & Gimpel 2016 (GELU), MNIST classifier → 8x8 digits"),
+    ("digits-dropout", "Hendrycks & Gimpel 2016 (GELU), the same classifier at dropout 0.5"),
     ("glu-variants", "Shazeer 2020, GLU variants in the transformer feed-forward"),
     ("revival", "Jha & Reagen 2024, \"ReLU's Revival\" (normalization-free LMs)"),
 )
+# What each study's section adds after its claims (Revival's also reads the slope runs);
+# the dropout half of the GELU paper's Figure 3 is its claims alone.
+SECTIONS = {"digits": digits_section, "glu-variants": glu_section,
+            "digits-dropout": lambda runs, analysed: []}
 DIGITS_STUDY = "digits"  # its members' loss curves and test predictions are read too
 SLOPE_STUDY = "revival-slope"  # the learnable slope trained longer (optional)
 
@@ -132,12 +137,11 @@ def render(found, analysed, *, command, commit, when, slope_runs=()):
                          "or not finished when the page was made).")
             continue
         lines += [runs_line(runs) + ".", "", *setup_lines(runs), ""]
-        section = {"digits": digits_section, "glu-variants": glu_section}.get(tag)
         lines += claims_lines(tag, runs) + [""]
-        if section is not None:
-            lines += section(runs, analysed[tag])
-        else:
+        if tag == "revival":
             lines += revival_section(runs, analysed[tag], slope_runs)
+        else:
+            lines += SECTIONS[tag](runs, analysed[tag])
     if slope_runs:
         lines += ["", f"Learnable-slope sweep(s): {runs_line(slope_runs)}.", "",
                   *setup_lines(slope_runs)]

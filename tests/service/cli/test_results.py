@@ -148,7 +148,7 @@ def test_a_store_without_the_pages_studies_exits_2_naming_what_is_there(tmp_path
     sqlite3.connect(empty).close()
     result = kg_results(str(tmp_path / "page.md"), "--tracking-uri", f"sqlite:///{empty}")
     assert result.exit_code == 2
-    assert "none of the page's studies (digits, glu-variants, revival)" in result.output
+    assert "none of the page's studies (digits, digits-dropout, glu-variants, revival)" in result.output
     assert "Traceback" not in result.output
 
 
