@@ -73,9 +73,18 @@ def config_to_dict(config):
     `source` (not a key) is left out; tuples become lists. So is an absent
     `tuning:` block: a sweep without one keeps the params and sharded sweep
     id (`sweep.shards.sweep_id`) it had before the block existed.
+    A claim lists only the keys it sets, so a claim kind added later (an
+    optional key, None when unset) changes no sweep's params or id.
     """
     exclude = {"source"} | ({"tuning"} if config.tuning is None else set())
-    return schema.SCHEMA.dump_python(config, mode="json", exclude=exclude, warnings=False)
+    tree = schema.SCHEMA.dump_python(config, mode="json", exclude=exclude, warnings=False)
+    if tree.get("claims"):
+        tree["claims"] = [_set_keys(c) for c in tree["claims"]]
+    return tree
+
+
+def _set_keys(entry):
+    return {k: v for k, v in entry.items() if v is not None}
 
 
 def flatten(tree, prefix=""):

@@ -9,6 +9,7 @@ raise typed errors with data (`ResumeRefused`, `SweepMismatch`,
 
 import errno
 import functools
+import json
 import os
 import socket
 import uuid
@@ -74,7 +75,7 @@ def check_same_settings(store, run_id, params, sweep_id=None):
         for key, value in sorted(params.items())
         if key in logged
         and not key.startswith(shards.FREE_KEYS)
-        and logged[key] != store_param(value)
+        and not same_param(logged[key], value)
     ]
     if changed:
         shown = "; ".join(f"{key}: was {was}, now {now}" for key, was, now in changed)
@@ -86,6 +87,27 @@ def check_same_settings(store, run_id, params, sweep_id=None):
             sweep_id=sweep_id,
         )
     return status
+
+
+def same_param(logged, value):
+    """Whether the stored text `logged` holds `value`; in a list of
+    mappings (claims) an unset (null) key counts as absent, so a sweep
+    logged before a claim kind existed still resumes."""
+    if logged == store_param(value):
+        return True
+    try:
+        was = json.loads(logged)
+    except ValueError:
+        return False
+    return _unset_dropped(was) == _unset_dropped(json.loads(store_param(value)))
+
+
+def _unset_dropped(tree):
+    if isinstance(tree, list):
+        return [_unset_dropped(v) for v in tree]
+    if isinstance(tree, dict):
+        return {k: _unset_dropped(v) for k, v in tree.items() if v is not None}
+    return tree
 
 
 def store_param(value):

@@ -193,3 +193,26 @@ def test_every_sweep_of_make_results_loads_with_its_claims():
     assert {"revival-layernorm", "revival-no-layernorm", "revival-slope-long"} <= set(loaded)
     assert loaded["revival-slope-long"].claims == ()
     assert len(loaded["revival-no-layernorm"].claims) == 4
+
+
+def test_a_claim_is_logged_with_only_its_keys_and_an_older_logged_form_still_resumes(tmp_path):
+    """A claim kind added later (an optional key, unset) changes no sweep's
+    params or id, and a sweep logged with every key spelled (null for the
+    unset ones, as the first claims were) still resumes: a glu-variants
+    shard logged before `change`/`versus` existed was refused as 'differs'."""
+    import json  # noqa: PLC0415 (this test only)
+
+    from kg_service.config.loading import config_to_dict  # noqa: PLC0415 (this test only)
+    from kg_service.sweep import resume  # noqa: PLC0415 (this test only)
+    from kg_service.sweep import shards  # noqa: PLC0415 (this test only)
+
+    config = load(tmp_path, GOOD)
+    claims = config_to_dict(config)["claims"]
+    assert claims and all(None not in entry.values() for entry in claims)
+    assert load_config(tmp_path / "sweep.yaml") == config
+    logged_then = json.dumps([{"change": None, "versus": None, "level": None, **entry}
+                              for entry in claims])
+    assert resume.same_param(logged_then, claims)
+    changed = [{**claims[0], "smallest_effect": claims[0]["smallest_effect"] * 2}, *claims[1:]]
+    assert not resume.same_param(logged_then, changed)
+    assert shards.sweep_id(config) == shards.sweep_id(load(tmp_path, GOOD))
