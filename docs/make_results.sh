@@ -27,14 +27,17 @@
 # split is which corpus blocks a member holds out). Each part's wall and CPU
 # time (user+sys, from /usr/bin/time) go to $STORE/times/<name>.txt.
 #
-# Measured: `/usr/bin/time kg results --run` into a fresh store, sweeps at
-# commit 85db798 (page rendered at 8bda39c), 2026-12-01 20:33-20:55 UTC, load average 7-17 on the shared 2
-# cores (other engineers' tests beside it): 1335 s wall, 1922 s user + 94 s
-# sys for every part together; per part (wall / user+sys): digits 825 /
-# 160 s, GLU's 4 tuned shards 1323 (longest) / 1178 s, Revival LayerNorm
-# 1327 / 312 s, no LayerNorm 1230 / 257 s, slope 595 / 102 s (each part's
-# line on docs/results.md). The run before (commit 64a4f9d, GLU untuned,
-# 2-value grids, load 17-31): 1547 s wall, 1300 s CPU.
+# Measured (docs/results.md as it stands): the parts run side by side into a
+# fresh store, 2026-12-03 17:13-17:49 UTC, sweeps at commits 346b03e-370aa7b
+# (issue 32's claims; page rendered at e8680f7), load average 6-15 on the
+# shared 2 cores (the suite and other engineers' tests beside it); per part
+# (wall / user+sys CPU): digits 419 / 192 s, digits-dropout 1086 / 241 s,
+# GLU's 4 tuned shards 1343 (longest) / 1315 s, Revival LayerNorm 870 / 174 s,
+# no LayerNorm 779 / 150 s, slope 555 / 117 s: 2,189 CPU s in all, each part
+# under 23 min wall. Two sweeps (GLU's shard 2, digits-dropout) stopped at
+# their comparison because their code was upgraded under them mid-run (an
+# editable install); `kg-train --resume RUN` at their commit finished them
+# without training anything again (83 / 51 s and 41 / 29 s more).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STORE=${1:-results-store}
