@@ -142,7 +142,8 @@ def open_in_browser(echo, target):
 
 def report_study(name, tracking_uri, output_dir=None, echo=options.echo, open_page=False):
     """`kg_service.sweep.studies.report_study`, its tables printed, and its
-    page (report.html; a study has no run of its own to log it on); returns 0."""
+    page (report.html, logged on each of the study's sweeps' runs under
+    study/<name>/: a study has no run of its own); returns 0."""
     from kg_service.analysis.reports import page as report_page  # scipy: a real run only
     from kg_service.analysis.reports import study_report  # scipy, matplotlib: a real run only
     from kg_service.cli import summary  # the pipeline's outcomes: a real run only
@@ -159,9 +160,10 @@ def report_study(name, tracking_uri, output_dir=None, echo=options.echo, open_pa
             echo(f"  {line}")
     echo(f"\nStudy report: {outcome.out_dir}")
     page = outcome.out_dir / report_page.HTML
-    summary.show_page(echo, page)
+    served = tracking_uri.startswith(("http://", "https://"))
+    summary.show_page(echo, page, outcome.page_url, local=not served)
     if open_page:
-        open_in_browser(echo, page.resolve().as_uri())
+        open_in_browser(echo, outcome.page_url if served else page.resolve().as_uri())
     return 0
 
 

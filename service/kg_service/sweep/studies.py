@@ -37,6 +37,7 @@ class StudyOutcome:
     claims: tuple = ()  # the study's declared claims labelled (claims.Label)
     # The mixed model's `MixedFit`, or why it was not fitted (a sentence).
     mixed: object = None
+    page_url: str = ""  # report.html in MLflow's UI, on the newest sweep's run
 
 
 def sweep_names(stored):
@@ -261,5 +262,6 @@ def report_study(name, tracking_uri, output_dir=None, confidence=0.95,
     claims = study_claims(name, tracking_uri, stored)
     mixed = mixed_model(stored, sweeps, confidence)
     paths = study_report.write_study_report(study, aggregate, out, claims, mixed)
+    url = studies.log_study_report(tracking_uri, stored, name, paths)
     return StudyOutcome(study=study, aggregate=aggregate, out_dir=out, paths=tuple(paths),
-                        claims=claims, mixed=mixed)
+                        claims=claims, mixed=mixed, page_url=url)

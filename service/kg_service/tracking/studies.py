@@ -17,6 +17,7 @@ import numpy as np
 from kg_service.errors import ServiceError
 from kg_service.tracking import client as mlflow_client
 from kg_service.tracking import destinations
+from kg_service.tracking import mlflow_store
 from kg_service.tracking import store
 from kg_service.tracking.member_runs import LOGGED_TAG
 from kg_service.tracking.member_runs import MEMBER_TEST_CORRECT
@@ -25,6 +26,7 @@ STUDY_TAG = "kg.study"
 METRIC_TAG = "kg.metric"
 DIRECTION_TAG = "kg.higher_is_better"
 LOSS = "test_loss"  # read beside the compared metric: the classifiers' second metric
+STUDY_FOLDER = "study"  # a study's report on each of its sweeps' runs: study/<name>/
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +85,32 @@ def read_study(tracking_uri, name):
                 for run in mine]
     except Exception as error:  # the store went away, an artifact is missing
         raise ServiceError(mlflow_client.store_problem(tracking_uri, error)) from None
+
+
+def log_study_report(tracking_uri, stored, name, paths):
+    """Logs a study's report files on each of its sweeps' parent runs,
+    under study/<name>/ (a study has no run of its own; issue 34 §1), so
+    MLflow's UI shows the study's page from any of them.
+
+    Args:
+        stored: the study's `StoredSweep`s (`read_study`).
+        paths: the files to log (report.md, report.html, figures...).
+
+    Returns:
+        The UI address of report.html on the newest sweep's run.
+    """
+    mlflow = mlflow_client.import_mlflow()
+    folder = f"{STUDY_FOLDER}/{name}"
+    try:
+        client = mlflow.MlflowClient(tracking_uri, registry_uri=tracking_uri)
+        for sweep in stored:
+            for path in paths:
+                client.log_artifact(sweep.run_id, str(path), artifact_path=folder)
+        newest = client.get_run(stored[-1].run_id)
+    except Exception as error:  # the store went away, a read-only artifact store
+        raise ServiceError(mlflow_client.store_problem(tracking_uri, error)) from None
+    return mlflow_store.ui_url(tracking_uri, newest.info.experiment_id, newest.info.run_id,
+                               f"{folder}/report.html")
 
 
 def _study_parents(client, experiment_ids):

@@ -8,6 +8,7 @@ read here with MLflow's own client, and against statsmodels and scipy.
 """
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from statsmodels.stats.multitest import multipletests
 from kg_service.cli.report import report
 from kg_service.errors import ServiceError
 from kg_service.sweep import studies as sweep_studies
+from kg_service.tracking import store as tracking_store
 from kg_service.tracking import studies as tracking_studies
 from tests.service import toy_store
 
@@ -97,6 +99,30 @@ def test_the_study_is_its_two_tagged_sweeps_one_holm_family(reported):
     page = (folder / "report.html").read_text()
     assert page.index("<h2>Verdicts</h2>") < page.index("<h2>Comparisons (one family)</h2>")
     assert page.count("data:image/png;base64,") == 3  # a forest plot per metric, the profile
+
+
+def test_the_study_page_is_logged_on_each_of_its_sweeps_runs(reported, store):
+    """A study has no run of its own: its report.html (and report.md, the
+    figures) go on every one of its sweeps' runs, under study/<name>/, and
+    the printed MLflow address points at one of them (issue 34 §1)."""
+    import mlflow
+
+    output, _, folder = reported
+    client = mlflow.MlflowClient(store[1])
+    parents = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()],
+        f"tags.`kg.study` = 'toy' and tags.`kg.role` = '{tracking_store.SWEEP_ROLE}'")
+    assert len(parents) == 2
+    for run in parents:
+        logged = {a.path for a in client.list_artifacts(run.info.run_id, "study/toy")}
+        assert {"study/toy/report.html", "study/toy/report.md",
+                "study/toy/performance_profile.png"} <= logged
+        there = client.download_artifacts(run.info.run_id, "study/toy/report.html",
+                                          str(folder.parent / run.info.run_id))
+        assert pathlib.Path(there).read_text() == (folder / "report.html").read_text()
+    shown = [line for line in output.splitlines() if line.startswith("In MLflow:")]
+    assert len(shown) == 1 and "/artifactPath/study/toy/report.html" in shown[0]
+    assert any(f"/runs/{run.info.run_id}/" in shown[0] for run in parents)
 
 
 def test_study_numbers_are_the_member_runs_in_the_store(reported, store):
