@@ -13,6 +13,9 @@ Ray's nodes then use 127.0.0.1, and every process ends with it.
   ray 1 node `ray start --head --num-cpus 1`, kg-train --engine ray, a
              sqlite store (allowed on one node), the group as one task
              (the same stacking as local);
+  ray 1 node, all cores  the same with `--num-cpus` the machine's cores
+             and `execution.group_resources.num_cpus` as many: the task
+             has every core, as local's process has;
   ray 2 nodes a head and a second node (1 CPU each), the PostgreSQL-backed
              MLflow server, execution.members_per_task 5 (4 tasks).
 
@@ -49,8 +52,8 @@ def kg_train(cpu_seconds, folder, uri, sets, *extra):
     return wall, cpu
 
 
-def ray_start(temp_dir, port=None, head=None, resources=None):
-    command = [os.path.join(BIN, "ray"), "start", "--num-cpus", "1", "--disable-usage-stats",
+def ray_start(temp_dir, port=None, head=None, resources=None, cpus=1):
+    command = [os.path.join(BIN, "ray"), "start", "--num-cpus", str(cpus), "--disable-usage-stats",
                "--object-store-memory", str(80 * 2**20), "--temp-dir", temp_dir]
     if head is None:
         command += ["--head", "--port", str(port), "--include-dashboard=false"]
@@ -143,6 +146,19 @@ def main(argv):
     runs["ray, 1 node"] = kg_train(cpu_seconds, folder, uri, sets, "--engine", "ray", "--ray-address",
                                    "127.0.0.1:6380")
     results["ray, 1 node"] = numbers(uri), summary(folder)
+    ray_stop()
+
+    # The node with every core, the group's task asking for all of them:
+    # what local's process has (TensorFlow's threads on every core).
+    cores = os.cpu_count()
+    folder = os.path.join(work, "ray1all")
+    os.makedirs(folder)
+    ray_start(os.path.join(work, "r1all"), port=6382, cpus=cores)
+    uri = f"sqlite:///{folder}/m.db"
+    runs["ray, 1 node, all cores"] = kg_train(
+        cpu_seconds, folder, uri, [*sets, f"execution.group_resources.num_cpus={cores}"],
+        "--engine", "ray", "--ray-address", "127.0.0.1:6382")
+    results["ray, 1 node, all cores"] = numbers(uri), summary(folder)
     ray_stop()
 
     folder = os.path.join(work, "ray2")
