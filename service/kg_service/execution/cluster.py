@@ -6,7 +6,9 @@ does not answer is a `ServiceError` naming it (kg-train's exit 2), not
 Ray's minute-long retries; a cluster of more than one node refuses a
 store that lives on the driver's disk (sqlite, a file store), which the
 other nodes would each create afresh on their own disk, so their members
-would silently never reach the sweep.
+would silently never reach the sweep. Once connected, it starts a worker
+on each node that imports the training code (`warm_up`) while the driver
+prepares the sweep: the import is Ray's per-job fixed cost.
 """
 
 import os
@@ -56,7 +58,30 @@ def connect(execution, tracking_uri):
         ) from None
     nodes = alive_nodes(ray)
     check_store(nodes, tracking_uri, address)
+    warm_up(ray, execution.group_resources, nodes)
     return nodes
+
+
+WARM_UP_NAME = "kg-train warm-up"
+
+
+def warm_up(ray, resources, nodes):
+    """Starts a worker on each node that imports what a group's task needs
+    (TensorFlow, MLflow, the training loop) while the driver still prepares
+    the sweep (its pre-flight, its run, the data): Ray hands the job's
+    next task to that idle worker, which trains at once instead of
+    importing first. Fire and forget: nothing waits for it, and a worker
+    that fails to warm up is started again by the task that needs it."""
+    task = ray.remote(_import_training).options(
+        name=WARM_UP_NAME, num_cpus=resources.num_cpus, num_gpus=resources.num_gpus,
+        scheduling_strategy="SPREAD", max_retries=0)
+    return [task.remote() for _ in range(nodes)]
+
+
+def _import_training():
+    from kg_service.execution import remote  # noqa: F401  in the worker: the task's module
+    from kg_service.tracking import mlflow_store  # noqa: F401  MLflow, in the worker
+    from kg_service.training import loop  # noqa: F401  TensorFlow, in the worker
 
 
 def check_supported(config, shard=None):
