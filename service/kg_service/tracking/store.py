@@ -50,6 +50,27 @@ def param_text(value):
     return value if len(value) <= 6000 else value[:5997] + "..."
 
 
+def same_param(logged, value):
+    """Whether the stored text `logged` holds `value`; in a list of
+    mappings (claims) an unset (null) key counts as absent, so a sweep
+    logged before a claim kind existed still resumes."""
+    if logged == param_text(value):
+        return True
+    try:
+        was = json.loads(logged)
+    except ValueError:
+        return False
+    return _unset_dropped(was) == _unset_dropped(json.loads(param_text(value)))
+
+
+def _unset_dropped(tree):
+    if isinstance(tree, list):
+        return [_unset_dropped(v) for v in tree]
+    if isinstance(tree, dict):
+        return {k: _unset_dropped(v) for k, v in tree.items() if v is not None}
+    return tree
+
+
 def tag_strings(tags):
     """Tags as a store keeps them: text, a None left out."""
     return {k: str(v) for k, v in tags.items() if v is not None}
