@@ -146,7 +146,9 @@ def report_page(
     """The report as a `page.Page`: the setup, results, verdicts (the HTML
     page's lead), comparisons, figures, per-seed tables and how to read
     them; `sections` (the looks', the tuning's) at the end."""
-    blocks = [_setup(summary, results, dataset, config, resolved),
+    # The config as plain data, made once: the sweep's own (`resolved`), else here.
+    cfg = resolved if resolved is not None or config is None else config_lib.config_to_dict(config)
+    blocks = [_setup(summary, results, dataset, config, cfg),
               _results(summary, results, dataset, config, failed),
               _verdicts(summary), *_comparison_details(summary),
               *_claims(config, results, claims),
@@ -212,7 +214,7 @@ def _task_of(name):
     return tasks.get(name) if name in tasks.names() else None
 
 
-def _setup(summary, results, dataset, config, resolved=None):
+def _setup(summary, results, dataset, config, cfg):
     lines = []
     names = ", ".join(f"{a.activation} (baseline)" if a.activation == summary.baseline
                       else a.activation for a in summary.activations)
@@ -226,12 +228,11 @@ def _setup(summary, results, dataset, config, resolved=None):
         task = _task_of(config.data.dataset)
         model_line = task.model_line if task is not None else None
         lines.append(model_line(config.model) if model_line else _model_line(config.model))
-        steps = task is not None and _reads(task, "training.steps_per_epoch",
-                                             config_lib.config_to_dict(config))
+        steps = task is not None and _reads(task, "training.steps_per_epoch", cfg)
         lines.append(_training_line(config.training, wording.thresholded(summary), steps))
     blocks = [page.Bullets(tuple(line.removeprefix("- ") for line in lines))]
     if config is not None:
-        blocks.append(page.Details("Full configuration", (_config_block(config, resolved),)))
+        blocks.append(page.Details("Full configuration", (_config_block(cfg),)))
     return page.Section("Setup", tuple(blocks))
 
 
@@ -324,8 +325,8 @@ _ConfigDumper.add_representer(
         "tag:yaml.org,2002:seq", data, flow_style=True))
 
 
-def _config_block(config, resolved=None):
-    cfg = used_config(resolved if resolved is not None else config_lib.config_to_dict(config))
+def _config_block(cfg):
+    cfg = used_config(cfg)
     text = yaml.dump(json.loads(json.dumps(cfg, default=str)), Dumper=_ConfigDumper,
                      sort_keys=False, default_flow_style=False, width=100)
     return page.Code(text.rstrip(), "yaml")
