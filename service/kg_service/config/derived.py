@@ -95,6 +95,12 @@ def with_seeds(config, n):
     return dataclasses.replace(config, seeds=tuple(range(n)))
 
 
+def look_configs(config):
+    """A sequential sweep's looks, planned once: `(n, config at seeds
+    0..n-1)` for each look's seed count n (`look_counts`)."""
+    return tuple((n, with_seeds(config, n)) for n in look_counts(sequential(config)))
+
+
 def seed_budget(config):
     """The most seeds a sweep trains: its seeds, or a sequential one's max."""
     schedule = sequential(config)

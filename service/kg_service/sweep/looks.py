@@ -64,11 +64,13 @@ def check_supported(config, shard=None):
         )
 
 
-def train_in_looks(config, pre, sweep_run_id, progress, logged, echo):
+def train_in_looks(planned, schedule, pre, sweep_run_id, progress, logged, echo):
     """Trains a sequential sweep's batches until its looks decide.
 
     Args:
-        config: a config with sequential seeds.
+        planned: `derived.look_configs`: each look's seed count and the
+            config at those seeds.
+        schedule: the sweep's `SequentialSeeds`.
         pre, sweep_run_id, progress, logged: as for `stages.train`.
         echo: prints the line of each look.
 
@@ -77,12 +79,11 @@ def train_in_looks(config, pre, sweep_run_id, progress, logged, echo):
     """
     from kg_service.analysis.reports import sequential_report  # scipy: after pre-flight's checks
 
-    counts = derived.look_counts(derived.sequential(config))
-    for k, n in enumerate(counts):
-        now = derived.with_seeds(config, n)
+    counts = tuple(n for n, _ in planned)
+    for k, (_, now) in enumerate(planned):
         trained = stages.train(now, pre, sweep_run_id, progress, logged)
         pre = dataclasses.replace(pre, done=held(pre, trained), spooled={})
-        looks = look(now, pre, trained, counts[: k + 1], config.seeds)
+        looks = look(now, pre, trained, counts[: k + 1], schedule)
         last = looks.decided or k == len(counts) - 1
         echo(sequential_report.look_line(looks, None if last else counts[k + 1]))
         if last:
