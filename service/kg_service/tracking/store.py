@@ -248,6 +248,21 @@ class TrackingStore(abc.ABC):
     def log_dict(self, run_id, data, artifact_file):
         """Stores `data` as a JSON artifact of the run."""
 
+    def claim_dict(self, run_id, key, data, artifact_file):
+        """A write-once JSON record on the run: stores `data` as
+        `artifact_file`, then claims `key` with that name (`claim`).
+        Returns `data` if this call won the claim, else the record
+        claimed first."""
+        self.log_dict(run_id, data, artifact_file)  # before the claim names it
+        if self.claim(run_id, key, artifact_file):
+            return data
+        return self.claimed_dict(run_id, key)
+
+    def claimed_dict(self, run_id, key):
+        """The record claimed under `key` on the run (`claim_dict`), or None."""
+        artifact = self.sweep_info(run_id)[1].get(key)
+        return None if artifact is None else self.load_dict(run_id, artifact)
+
     @abc.abstractmethod
     def log_summary(self, metrics, tags, artifact_paths):
         """Summary metrics, tags and report files on the parent run."""
