@@ -26,7 +26,6 @@ from kg_service.analysis.reports.canvas import save
 from kg_service.analysis.reports import forest
 from kg_service.config import catalog
 from kg_service.config import loading as config_lib
-from kg_service.errors import ServiceError
 from kg_service.tasks import base as tasks
 
 REPORT = "report.md"
@@ -232,7 +231,7 @@ def _setup(summary, results, dataset, config, cfg):
         lines.append(_training_line(config.training, wording.thresholded(summary), steps))
     blocks = [page.Bullets(tuple(line.removeprefix("- ") for line in lines))]
     if config is not None:
-        blocks.append(page.Details("Full configuration", (_config_block(cfg),)))
+        blocks.append(page.Details("Full configuration", (_config_block(cfg, task),)))
     return page.Section("Setup", tuple(blocks))
 
 
@@ -297,14 +296,11 @@ def _reads(task, path, cfg):
     return not (task.unused_keys and path in task.unused_keys(cfg))
 
 
-def used_config(cfg):
-    """`cfg` (a config as plain data) without the keys its task does not read.
-
-    Unchanged when its `data.dataset` names no registered task.
-    """
-    try:
-        task = tasks.get(cfg["data"]["dataset"])
-    except (KeyError, TypeError, ServiceError):
+def used_config(cfg, task):
+    """`cfg` (a config as plain data) without the keys `task` (its
+    `data.dataset`'s) does not read; unchanged without a task (None: a
+    dataset no registered task loads)."""
+    if task is None:
         return cfg
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in cfg.items()}
     # The report's "Full configuration" shows the keys its task reads, not,
@@ -325,8 +321,8 @@ _ConfigDumper.add_representer(
         "tag:yaml.org,2002:seq", data, flow_style=True))
 
 
-def _config_block(cfg):
-    cfg = used_config(cfg)
+def _config_block(cfg, task):
+    cfg = used_config(cfg, task)
     text = yaml.dump(json.loads(json.dumps(cfg, default=str)), Dumper=_ConfigDumper,
                      sort_keys=False, default_flow_style=False, width=100)
     return page.Code(text.rstrip(), "yaml")
