@@ -112,9 +112,8 @@ def tune(config, pre, sweep_run_id, progress, echo, activations=None, claim_on=N
         search = analysis.Search(tuning, kind)
         candidates = []
         for index, value in search:
-            results = _train_candidate(
-                config, pre, activation, index, value, done, kept, progress
-            )
+            sub = config_tuning.candidate_config(config, activation, index, value)
+            results = _train_candidate(sub, pre, tuning.parameter, value, done, kept, progress)
             candidates.append(analysis.candidate(value, results, tuning.select_by))
             search.tell(candidates[-1])
         mine = analysis.choice(activation, tuple(candidates), tuning)
@@ -192,40 +191,32 @@ def _claimed(config, store, run_id, activation):
     return None if data is None else analysis.choice_from_dict(data, activation, run_id)
 
 
-def _train_candidate(config, pre, activation, index, value, done, kept, progress):
-    """The members of one candidate: from the store (`done`) or trained now
-    as one stacked model and logged."""
+def _train_candidate(sub, pre, parameter, value, done, kept, progress):
+    """The members of one candidate (`sub`: `kg_service.config.tuning.candidate_config`):
+    from the store (`done`) or trained now as one stacked model and logged."""
     from kg_service.training import loop as train_lib  # TensorFlow: a real run only
 
-    tuning = config.tuning
-    seeds = config_tuning.tuning_seeds(index, tuning.seeds)
-    for seed in seeds:
+    activation = sub.baseline
+    for seed in sub.seeds:
         held = done.get((activation, seed))
         if held is not None and not math.isclose(held.final[VALUE], value, rel_tol=1e-9):
             raise ServiceError(
                 f"tuning member {activation} seed {seed} in the store trained at "
-                f"{tuning.parameter} {held.final[VALUE]:g}, but this sweep asks "
+                f"{parameter} {held.final[VALUE]:g}, but this sweep asks "
                 f"{value:g} of it; the store holds another search's member. Start the "
                 "sweep afresh (without --resume)."
             )
-    sub = config_tuning.with_value(
-        dataclasses.replace(
-            config, activations=(activation,), baseline=activation, seeds=seeds, tuning=None
-        ),
-        tuning.parameter,
-        value,
-    )
-    progress.stage(f"tuning {activation}: {tuning.parameter} = {value:g}")
-    if config.execution.engine == "ray":  # its seeds as Ray tasks, which log them
+    progress.stage(f"tuning {activation}: {parameter} = {value:g}")
+    if sub.execution.engine == "ray":  # its seeds as Ray tasks, which log them
         from kg_service.execution import groups  # Ray: only for execution.engine ray
 
-        params, tags = _marks(pre, tuning.parameter, value)
+        params, tags = _marks(pre, parameter, value)
         log = groups.member_log(sub, pre.tracking_uri, pre.store.parent_run_id, {activation: params},
                                 tags, final={VALUE: value}, keep_model=False)
         return groups.train_sweep(pre.task, pre.dataset, sub, log, store=pre.store, done=done)
     return train_lib.train_sweep(
         pre.task, pre.dataset, sub, done=done,
-        on_trained=lambda new: _log(pre, new, tuning.parameter, value, kept),
+        on_trained=lambda new: _log(pre, new, parameter, value, kept),
     )
 
 
