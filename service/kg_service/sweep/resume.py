@@ -122,6 +122,7 @@ def stored_members(config, pre, sweep_run_id):
             sweep_run_id=sweep_run_id,
             run_ids={key: stored[key][0] for key in grid},
         ),
+        in_store={key: stored[key] for key in grid},
     )
 
 
