@@ -1,6 +1,6 @@
 """What follows from a validated config alone: the (activation, seed)
-grid, registered model names, the tracking URI, a memory estimate, and
-the same sweep at smoke sizes.
+grid, registered model names, the tracking URI, a memory estimate (and
+whether a machine's memory holds it), and the same sweep at smoke sizes.
 """
 
 import dataclasses
@@ -95,6 +95,12 @@ def with_seeds(config, n):
     return dataclasses.replace(config, seeds=tuple(range(n)))
 
 
+def look_configs(config):
+    """A sequential sweep's looks, planned once: `(n, config at seeds
+    0..n-1)` for each look's seed count n (`look_counts`)."""
+    return tuple((n, with_seeds(config, n)) for n in look_counts(sequential(config)))
+
+
 def seed_budget(config):
     """The most seeds a sweep trains: its seeds, or a sequential one's max."""
     schedule = sequential(config)
@@ -134,6 +140,25 @@ def memory_estimate(config):
 
 
 BYTES_PER_PARAMETER_SLOT = 4  # weight, gradient, two optimizer moments
+
+
+def check_memory(config, available):
+    """Raises a ServiceError when a run of `config` needs more memory than
+    the machine has (`available` bytes; no check if None: unknown)."""
+    needed = memory_estimate(config)
+    if available is None or needed <= available:
+        return
+    gib = 2**30
+    raise ServiceError(
+        f"this config needs about {needed / gib:,.1f} GiB of memory (data.n_samples "
+        f"{config.data.n_samples:,}, {seeds_at_once(config)} seeds trained at once, "
+        f"training.batch_size {config.training.batch_size:,}, about "
+        f"{parameter_estimate(config):,} weights per model from model.hidden_units "
+        f"{list(config.model.hidden_units)}), but this machine has "
+        f"{available / gib:,.1f} GiB available. Lower data.n_samples, the seeds, the "
+        f"batch size or the widths (--set data.n_samples=..., "
+        f"--set model.hidden_units=[64,64]), or run it on a larger machine."
+    )
 
 
 def parameter_estimate(config):

@@ -166,6 +166,17 @@ def with_value(config, parameter, value):
     )
 
 
+def candidate_config(config, activation, index, value):
+    """The config of `activation`'s candidate `index`, at `value`: that
+    activation alone (its own baseline), the candidate's tuning seeds
+    (`tuning_seeds`), the tuned setting at `value`, and no tuning block."""
+    alone = dataclasses.replace(
+        config, activations=(activation,), baseline=activation,
+        seeds=tuning_seeds(index, config.tuning.seeds), tuning=None,
+    )  # fmt: skip
+    return with_value(alone, config.tuning.parameter, value)
+
+
 def smoke(tuning):
     """The block at smoke sizes: its first `SMOKE_VALUES` value (or that
     many trials), `SMOKE_SEEDS` seed."""

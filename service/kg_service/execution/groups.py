@@ -40,10 +40,12 @@ def train_sweep(task, dataset, config, log, *, store, done=None, members=None, l
     """
     import ray  # Ray: only for execution.engine ray
 
+    together = loop.activation_groups(task, config)  # each one stacked model, split into tasks
     keys = grid(config)
     wanted = set(keys if members is None else members)
     trained = dict(done or {})
-    chunks = tasks_of(task, config, [k for k in keys if k in wanted and k not in trained])
+    chunks = tasks_of(together, [k for k in keys if k in wanted and k not in trained],
+                      config.execution.members_per_task)
     pending = submit(ray, task, dataset, config, log, chunks)
     total = sum(len(chunk) for chunk in chunks)
     try:
@@ -77,12 +79,12 @@ def member_log(config, tracking_uri, sweep_run_id, params, tags, final=None, kee
     )  # fmt: skip
 
 
-def tasks_of(task, config, missing):
+def tasks_of(together, missing, size):
     """`missing` (activation, seed) pairs in Ray tasks: each training
-    group's (`loop.activation_groups`), cut into `members_per_task`."""
-    size = config.execution.members_per_task
+    group's of `together` (`loop.activation_groups`), cut into `size`
+    members (`execution.members_per_task`; 0: the group whole)."""
     chunks = []
-    for group in loop.activation_groups(task, config):
+    for group in together:
         pairs = tuple(k for k in missing if k[0] in group)
         step = size or len(pairs) or 1
         chunks += [pairs[i:i + step] for i in range(0, len(pairs), step)]

@@ -64,25 +64,29 @@ def check_supported(config, shard=None):
         )
 
 
-def train_in_looks(config, pre, sweep_run_id, progress, logged, echo):
+def train_in_looks(planned, schedule, pre, sweep_run_id, progress, logged, echo):
     """Trains a sequential sweep's batches until its looks decide.
 
     Args:
-        config: a config with sequential seeds.
+        planned: `derived.look_configs`: each look's seed count and the
+            config at those seeds.
+        schedule: the sweep's `SequentialSeeds`.
         pre, sweep_run_id, progress, logged: as for `stages.train`.
         echo: prints the line of each look.
 
     Returns:
         A `Looked`.
     """
+    from kg_service.analysis.numbers import sequential  # scipy: after pre-flight's checks
     from kg_service.analysis.reports import sequential_report  # scipy: after pre-flight's checks
 
-    counts = derived.look_counts(derived.sequential(config))
-    for k, n in enumerate(counts):
-        now = derived.with_seeds(config, n)
+    counts = tuple(n for n, _ in planned)
+    for k, (_, now) in enumerate(planned):
         trained = stages.train(now, pre, sweep_run_id, progress, logged)
-        pre = dataclasses.replace(pre, done=held(pre, trained), spooled={})
-        looks = look(now, pre, trained, counts[: k + 1], config.seeds)
+        # The next look trains only new seeds.
+        pre = dataclasses.replace(pre, done=trained.in_store, spooled={})
+        looks = sequential.member_looks(trained.results, pre.task.compared, now.baseline,
+                                        counts[: k + 1], schedule, now.analysis)
         last = looks.decided or k == len(counts) - 1
         echo(sequential_report.look_line(looks, None if last else counts[k + 1]))
         if last:
@@ -90,48 +94,17 @@ def train_in_looks(config, pre, sweep_run_id, progress, logged, echo):
     raise AssertionError("a sequential sweep has at least one look")
 
 
-def held(pre, trained):
-    """Every member in the store after a look: (activation, seed) ->
-    (run id, MemberResult), so that the next look trains only new seeds.
-    Members logged from the spool count too, whatever look they are of."""
-    results = {
-        **{key: result for key, (_, result) in pre.done.items()},
-        **pre.spooled,
-        **{(r.activation, r.seed): r for r in trained.results},
-    }
-    run_ids = trained.tracked.run_ids
-    return {key: (run_ids[key], result) for key, result in results.items() if key in run_ids}
-
-
-def look(config, pre, trained, counts, schedule):
-    """The `SweepLooks` of the looks at `counts`, from `trained`'s members
-    (a diverged member is left out, as in the comparison), at the config's
-    `analysis.alpha` and `analysis.margin` for the compared metric, with the
-    schedule's futility rule (`seeds.futility`, `seeds.smallest_effect`)."""
-    from kg_service.analysis.numbers import sequential  # scipy: after pre-flight's checks
-
-    metric = pre.task.compared
-    values = {
-        (r.activation, r.seed): float(getattr(r, metric.name))
-        for r in trained.results
-        if r.ok
-    }
-    return sequential.compare_looks(
-        values, config.baseline, counts, schedule.max, metric=metric.name,
-        higher_is_better=metric.higher_is_better, alpha=config.analysis.alpha,
-        spending=schedule.spending, margin=config.analysis.margin_for(metric.name),
-        futility=sequential.Futility(schedule.smallest_effect) if schedule.futility else None,
-    )
-
-
 def replay(config, pre, trained, used):
     """The looks of a sequential sweep that trained seeds 0..used-1, from
     its members (what `kg report` rebuilds): its looks up to `used`,
     stopped at the first that decided every comparison."""
+    from kg_service.analysis.numbers import sequential  # scipy: after pre-flight's checks
+
     schedule = derived.sequential(config)
     counts = [n for n in derived.look_counts(schedule) if n <= used] or [used]
     for k in range(len(counts)):
-        looks = look(config, pre, trained, counts[: k + 1], schedule)
+        looks = sequential.member_looks(trained.results, pre.task.compared, config.baseline,
+                                        counts[: k + 1], schedule, config.analysis)
         if looks.decided:
             break
     return looks

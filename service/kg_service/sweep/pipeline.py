@@ -149,8 +149,11 @@ def train_all(config, pre, sweep_run_id, progress, logged, echo):
     looks = None
     if config.tuning is not None:
         pre = tuning.tune(config, pre, sweep_run_id, progress, echo)
-    if derived.sequential(config):
-        looked = looks_lib.train_in_looks(config, pre, sweep_run_id, progress, logged, echo)
+    schedule = derived.sequential(config)
+    if schedule:
+        looked = looks_lib.train_in_looks(
+            derived.look_configs(config), schedule, pre, sweep_run_id, progress, logged, echo
+        )
         config, trained, looks = looked.config, looked.trained, looked.looks
     else:
         trained = stages.train(config, pre, sweep_run_id, progress, logged)

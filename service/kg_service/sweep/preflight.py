@@ -80,7 +80,7 @@ def preflight(config, store=None, resume=None, wait=False, echo=print):
     exported = names.values() if config.registry.enabled and config.export.enabled else ()
     # First, before the heavy imports: a wrong path or a server that is
     # down costs a second, not TensorFlow's start-up.
-    check_memory(config)
+    derived.check_memory(config, available_memory())
     destinations.check_run(config.output_dir, tracking_uri, config.export.dir, exported)
     check_cluster(config, tracking_uri)  # an unreachable Ray cluster costs seconds too
     # TensorFlow, MLflow: only once the cheap checks above passed.
@@ -220,27 +220,6 @@ def available_memory():
         except (OSError, ValueError):  # absent, or "max"
             pass
     return min(found) if found else None
-
-
-def check_memory(config, available=None):
-    """Raises a ServiceError, before the data is loaded, when a run of
-    `config` needs more memory than the machine has (`available` bytes;
-    default: `available_memory()`, and no check if unknown)."""
-    available = available_memory() if available is None else available
-    needed = derived.memory_estimate(config)
-    if available is None or needed <= available:
-        return
-    gib = 2**30
-    raise ServiceError(
-        f"this config needs about {needed / gib:,.1f} GiB of memory (data.n_samples "
-        f"{config.data.n_samples:,}, {derived.seeds_at_once(config)} seeds trained at once, "
-        f"training.batch_size {config.training.batch_size:,}, about "
-        f"{derived.parameter_estimate(config):,} weights per model from model.hidden_units "
-        f"{list(config.model.hidden_units)}), but this machine has "
-        f"{available / gib:,.1f} GiB available. Lower data.n_samples, the seeds, the "
-        f"batch size or the widths (--set data.n_samples=..., "
-        f"--set model.hidden_units=[64,64]), or run it on a larger machine."
-    )
 
 
 def git_commit():

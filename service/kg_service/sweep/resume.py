@@ -9,7 +9,6 @@ raise typed errors with data (`ResumeRefused`, `SweepMismatch`,
 
 import errno
 import functools
-import json
 import os
 import socket
 import uuid
@@ -30,7 +29,7 @@ from kg_service.sweep import spool
 from kg_service.sweep.stages import Tracked
 from kg_service.sweep.stages import Trained
 from kg_service.tracking import lease as lease_lib
-from kg_service.tracking.store import param_text
+from kg_service.tracking import store as store_lib
 
 # The write-once param on a sweep's parent run that names the process
 # that compares and registers it: exactly one claim succeeds.
@@ -75,7 +74,7 @@ def check_same_settings(store, run_id, params, sweep_id=None):
         for key, value in sorted(params.items())
         if key in logged
         and not key.startswith(shards.FREE_KEYS)
-        and not same_param(logged[key], value)
+        and not store_lib.same_param(logged[key], value)
     ]
     if changed:
         shown = "; ".join(f"{key}: was {was}, now {now}" for key, was, now in changed)
@@ -87,32 +86,6 @@ def check_same_settings(store, run_id, params, sweep_id=None):
             sweep_id=sweep_id,
         )
     return status
-
-
-def same_param(logged, value):
-    """Whether the stored text `logged` holds `value`; in a list of
-    mappings (claims) an unset (null) key counts as absent, so a sweep
-    logged before a claim kind existed still resumes."""
-    if logged == store_param(value):
-        return True
-    try:
-        was = json.loads(logged)
-    except ValueError:
-        return False
-    return _unset_dropped(was) == _unset_dropped(json.loads(store_param(value)))
-
-
-def _unset_dropped(tree):
-    if isinstance(tree, list):
-        return [_unset_dropped(v) for v in tree]
-    if isinstance(tree, dict):
-        return {k: _unset_dropped(v) for k, v in tree.items() if v is not None}
-    return tree
-
-
-def store_param(value):
-    """A param value as the tracking store keeps it (text)."""
-    return param_text(value)
 
 
 def refuse_registration(store, sweep_run_id):
@@ -149,6 +122,7 @@ def stored_members(config, pre, sweep_run_id):
             sweep_run_id=sweep_run_id,
             run_ids={key: stored[key][0] for key in grid},
         ),
+        in_store={key: stored[key] for key in grid},
     )
 
 

@@ -33,6 +33,9 @@ class Tracked:
 class Trained:
     results: tuple  # MemberResult per (activation, seed), config order
     tracked: Tracked  # every member's run, this process's and earlier ones
+    # Every member the store holds now, as `Preflight.done` holds them:
+    # (activation, seed) -> (run id, MemberResult); what a next look skips.
+    in_store: Mapping[tuple, tuple] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,9 +110,13 @@ def train(config, pre, sweep_run_id, progress, logged=None, members=None):
             on_trained=on_trained, members=members,
         )  # fmt: skip
     progress.close()
+    results = tuple(results)
+    # Members logged from the spool count too, whatever look they are of.
+    every = {**done, **{(r.activation, r.seed): r for r in results}}
     return Trained(
-        results=tuple(results),
+        results=results,
         tracked=Tracked(sweep_run_id=sweep_run_id, run_ids=dict(run_ids)),
+        in_store={key: (run_ids[key], r) for key, r in every.items() if key in run_ids},
     )
 
 

@@ -18,7 +18,7 @@ metric and the tuned setting's param), logged without their models (only
 their scores are read), kept in the spool when the store fails, and not trained again by a resumed sweep (their seeds are their
 keys, as any member's).
 
-Each activation's choice is claimed once per sweep (`_claim`): the candidates
+Each activation's choice is claimed once per sweep (`TrackingStore.claim_dict`): the candidates
 it was made from go into a JSON artifact of the sweep's run
 (`tuning/choice-<i>-<token>.json`), then its name into the write-once param
 `kg.tuning.choice.<i>` (i: the activation's place in the config), which one
@@ -109,17 +109,20 @@ def tune(config, pre, sweep_run_id, progress, echo, activations=None, claim_on=N
             done.update({key: result for key, (_, result)
                          in pre.store.finished_members(sweep_run_id).items()
                          if is_tuning_seed(key[1])})
-        search = _Search(tuning, kind)
+        search = analysis.Search(tuning, kind)
         candidates = []
         for index, value in search:
-            results = _train_candidate(
-                config, pre, activation, index, value, done, kept, progress
-            )
+            sub = config_tuning.candidate_config(config, activation, index, value)
+            results = _train_candidate(sub, pre, tuning.parameter, value, done, kept, progress)
             candidates.append(analysis.candidate(value, results, tuning.select_by))
             search.tell(candidates[-1])
-        mine = _chosen(activation, tuple(candidates), tuning)
-        per_activation.append(_claim(config, pre.store, claim_on(), mine))
-    outcome = _outcome(tuning, per_activation)
+        mine = analysis.choice(activation, tuple(candidates), tuning)
+        # Claimed once per sweep (module docstring): this call's, or the first's.
+        at, run_id = config.activations.index(activation), claim_on()
+        won = pre.store.claim_dict(run_id, CHOICE.format(index=at), analysis.choice_as_dict(
+            mine), f"tuning/choice-{at}-{uuid.uuid4().hex[:12]}.json")
+        per_activation.append(analysis.choice_from_dict(won, activation, run_id))
+    outcome = analysis.outcome(tuning, per_activation)
     pre.store.log_summary({}, analysis.tuning_tags(outcome), ())
     echo(
         f"Tuned {tuning.parameter} by mean {tuning.select_by} on validation: "
@@ -171,8 +174,8 @@ def stored(config, pre, sweep_run_id):
             analysis.candidate(rs[0].final[VALUE], rs, config.tuning.select_by)
             for _, rs in sorted(by_index.items())
         )
-        per_activation.append(_chosen(activation, candidates, config.tuning))
-    return _outcome(config.tuning, per_activation)
+        per_activation.append(analysis.choice(activation, candidates, config.tuning))
+    return analysis.outcome(config.tuning, per_activation)
 
 
 # --- One choice per activation and sweep, claimed once. ---------------------
@@ -180,163 +183,40 @@ def stored(config, pre, sweep_run_id):
 CHOICE = "kg.tuning.choice.{index}"  # write-once param: the choice's artifact
 
 
-def _claim(config, store, run_id, mine):
-    """The sweep's choice for `mine.activation`: `mine`, if this call is the
-    first to claim it, else the one claimed first (module docstring)."""
-    index = config.activations.index(mine.activation)
-    artifact = f"tuning/choice-{index}-{uuid.uuid4().hex[:12]}.json"
-    data = _as_dict(mine)
-    store.log_dict(run_id, data, artifact)  # before the claim names it
-    if store.claim(run_id, CHOICE.format(index=index), artifact):
-        return mine
-    return _claimed(config, store, run_id, mine.activation)
-
-
 def _claimed(config, store, run_id, activation):
     """The `ActivationTuning` claimed for `activation` in sweep run
     `run_id`, or None if none is yet."""
     index = config.activations.index(activation)
-    artifact = store.sweep_info(run_id)[1].get(CHOICE.format(index=index))
-    if artifact is None:
-        return None
-    data = store.load_dict(run_id, artifact)
-    if data["activation"] != activation:
-        raise ServiceError(
-            f"the sweep's run {run_id} holds a tuning choice for {data['activation']!r} "
-            f"where this config has {activation!r}; the store holds another sweep's "
-            "choices. Start the sweep afresh (without --resume, or another --sweep-id)."
-        )
-    return analysis.ActivationTuning(
-        activation=activation,
-        candidates=tuple(
-            analysis.Candidate(c["value"], tuple(c["scores"]), c["failed"])
-            for c in data["candidates"]
-        ),
-        chosen=data["chosen"],
-    )
+    data = store.claimed_dict(run_id, CHOICE.format(index=index))
+    return None if data is None else analysis.choice_from_dict(data, activation, run_id)
 
 
-def _as_dict(chosen):
-    """An `ActivationTuning` as JSON (floats' repr: read back exactly)."""
-    return {
-        "activation": chosen.activation,
-        "chosen": chosen.chosen,
-        "candidates": [
-            {"value": c.value, "scores": [float(x) for x in c.scores], "failed": c.failed}
-            for c in chosen.candidates
-        ],
-    }
-
-
-def _outcome(tuning, per_activation):
-    return analysis.Tuning(
-        parameter=tuning.parameter,
-        select_by=tuning.select_by,
-        higher_is_better=config_tuning.SELECT_BY[tuning.select_by],
-        seeds=tuning.seeds,
-        activations=tuple(per_activation),
-    )
-
-
-def _chosen(activation, candidates, tuning):
-    best = analysis.choose(candidates, config_tuning.SELECT_BY[tuning.select_by])
-    if best is None:
-        raise ServiceError(
-            f"every tuning member of {activation} diverged (loss not finite) at every "
-            f"{tuning.parameter} tried; no value can be chosen. They are logged as FAILED "
-            "runs. Tune over a safer range."
-        )
-    return analysis.ActivationTuning(
-        activation=activation, candidates=candidates, chosen=candidates[best].value
-    )
-
-
-class _Search:
-    """The candidates of one activation, in order: a grid's values, or
-    Optuna's TPE asked one trial at a time and told each trial's mean score.
-
-    TPE's sampler is seeded, so a resumed sweep, told the same scores, asks
-    the same values again and finds their members in the store.
-    """
-
-    def __init__(self, tuning, kind):
-        self.tuning, self.kind = tuning, kind
-        self.values = config_tuning.grid(tuning, kind)
-        self.study = self.trial = None
-        if self.values is None:
-            import optuna  # only a range searched by TPE needs it
-
-            optuna.logging.set_verbosity(optuna.logging.WARNING)
-            higher = config_tuning.SELECT_BY[tuning.select_by]
-            # Half the budget random, then TPE (Optuna's default, 10 random
-            # trials, would leave a budget of 6 random search).
-            sampler = optuna.samplers.TPESampler(
-                seed=0, n_startup_trials=max(1, tuning.trials // 2)
-            )
-            self.study = optuna.create_study(
-                direction="maximize" if higher else "minimize", sampler=sampler
-            )
-            if kind is int:
-                low, high = math.ceil(tuning.low), math.floor(tuning.high)
-                self.space = optuna.distributions.IntDistribution(low, high, log=tuning.log)
-            else:
-                self.space = optuna.distributions.FloatDistribution(
-                    tuning.low, tuning.high, log=tuning.log
-                )
-
-    def __iter__(self):
-        if self.values is not None:
-            yield from enumerate(self.values)
-            return
-        for index in range(self.tuning.trials):
-            self.trial = self.study.ask({"value": self.space})
-            yield index, self.trial.params["value"]
-
-    def tell(self, candidate):
-        if self.study is None:
-            return
-        import optuna  # optuna: only for a tuned sweep
-
-        if candidate.failed or not candidate.scores:
-            self.study.tell(self.trial, state=optuna.trial.TrialState.FAIL)
-        else:
-            self.study.tell(self.trial, candidate.mean)
-
-
-def _train_candidate(config, pre, activation, index, value, done, kept, progress):
-    """The members of one candidate: from the store (`done`) or trained now
-    as one stacked model and logged."""
+def _train_candidate(sub, pre, parameter, value, done, kept, progress):
+    """The members of one candidate (`sub`: `kg_service.config.tuning.candidate_config`):
+    from the store (`done`) or trained now as one stacked model and logged."""
     from kg_service.training import loop as train_lib  # TensorFlow: a real run only
 
-    tuning = config.tuning
-    seeds = config_tuning.tuning_seeds(index, tuning.seeds)
-    for seed in seeds:
+    activation = sub.baseline
+    for seed in sub.seeds:
         held = done.get((activation, seed))
         if held is not None and not math.isclose(held.final[VALUE], value, rel_tol=1e-9):
             raise ServiceError(
                 f"tuning member {activation} seed {seed} in the store trained at "
-                f"{tuning.parameter} {held.final[VALUE]:g}, but this sweep asks "
+                f"{parameter} {held.final[VALUE]:g}, but this sweep asks "
                 f"{value:g} of it; the store holds another search's member. Start the "
                 "sweep afresh (without --resume)."
             )
-    sub = config_tuning.with_value(
-        dataclasses.replace(
-            config, activations=(activation,), baseline=activation, seeds=seeds, tuning=None
-        ),
-        tuning.parameter,
-        value,
-    )
-    progress.stage(f"tuning {activation}: {tuning.parameter} = {value:g}")
-    if config.execution.engine == "ray":  # its seeds as Ray tasks, which log them
+    progress.stage(f"tuning {activation}: {parameter} = {value:g}")
+    if sub.execution.engine == "ray":  # its seeds as Ray tasks, which log them
         from kg_service.execution import groups  # Ray: only for execution.engine ray
 
-        params, tags = _marks(pre, tuning.parameter, value)
+        params, tags = _marks(pre, parameter, value)
         log = groups.member_log(sub, pre.tracking_uri, pre.store.parent_run_id, {activation: params},
                                 tags, final={VALUE: value}, keep_model=False)
         return groups.train_sweep(pre.task, pre.dataset, sub, log, store=pre.store, done=done)
     return train_lib.train_sweep(
         pre.task, pre.dataset, sub, done=done,
-        on_trained=lambda new: _log(pre, new, tuning.parameter, value, kept),
+        on_trained=lambda new: _log(pre, new, parameter, value, kept),
     )
 
 

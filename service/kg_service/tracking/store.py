@@ -50,6 +50,27 @@ def param_text(value):
     return value if len(value) <= 6000 else value[:5997] + "..."
 
 
+def same_param(logged, value):
+    """Whether the stored text `logged` holds `value`; in a list of
+    mappings (claims) an unset (null) key counts as absent, so a sweep
+    logged before a claim kind existed still resumes."""
+    if logged == param_text(value):
+        return True
+    try:
+        was = json.loads(logged)
+    except ValueError:
+        return False
+    return _unset_dropped(was) == _unset_dropped(json.loads(param_text(value)))
+
+
+def _unset_dropped(tree):
+    if isinstance(tree, list):
+        return [_unset_dropped(v) for v in tree]
+    if isinstance(tree, dict):
+        return {k: _unset_dropped(v) for k, v in tree.items() if v is not None}
+    return tree
+
+
 def tag_strings(tags):
     """Tags as a store keeps them: text, a None left out."""
     return {k: str(v) for k, v in tags.items() if v is not None}
@@ -226,6 +247,21 @@ class TrackingStore(abc.ABC):
     @abc.abstractmethod
     def log_dict(self, run_id, data, artifact_file):
         """Stores `data` as a JSON artifact of the run."""
+
+    def claim_dict(self, run_id, key, data, artifact_file):
+        """A write-once JSON record on the run: stores `data` as
+        `artifact_file`, then claims `key` with that name (`claim`).
+        Returns `data` if this call won the claim, else the record
+        claimed first."""
+        self.log_dict(run_id, data, artifact_file)  # before the claim names it
+        if self.claim(run_id, key, artifact_file):
+            return data
+        return self.claimed_dict(run_id, key)
+
+    def claimed_dict(self, run_id, key):
+        """The record claimed under `key` on the run (`claim_dict`), or None."""
+        artifact = self.sweep_info(run_id)[1].get(key)
+        return None if artifact is None else self.load_dict(run_id, artifact)
 
     @abc.abstractmethod
     def log_summary(self, metrics, tags, artifact_paths):

@@ -194,14 +194,18 @@ def test_activation_curve_unknown_name_is_skipped():
 
 
 def test_the_data_line_says_the_split_is_shared_only_when_it_is():
+    def data_line(config):
+        task, _ = report._looked_up(config, None, None)
+        return report._data_line(config, None, task)
+
     fixed = dataclasses.replace(CONFIG, vary=("init", "order"))
-    assert "split seed 0 (the same for every member)" in report._data_line(fixed, None)
-    assert "split varied by seed" in report._data_line(CONFIG, None)
+    assert "split seed 0 (the same for every member)" in data_line(fixed)
+    assert "split varied by seed" in data_line(CONFIG)
     # The language model varies its split too (which corpus blocks it holds out).
     lm = Config(data=DataConfig(dataset="python_code"))
-    assert "split varied by seed" in report._data_line(lm, None)
+    assert "split varied by seed" in data_line(lm)
     lm_fixed = dataclasses.replace(lm, vary=("init", "order"))
-    assert "split seed 0 (the same for every member)" in report._data_line(lm_fixed, None)
+    assert "split seed 0 (the same for every member)" in data_line(lm_fixed)
 
 
 def test_setup_says_what_the_models_take_and_return():
@@ -578,7 +582,7 @@ def test_decision_boundaries_draw_each_members_own_test_split_and_its_accuracy()
         results.append((MemberResult(activation, seed, history, 0.3, acc, None, model), own))
     summary = comparisons.summarize([r for r, _ in results], "relu")
     fig = figures.decision_boundaries(summary, [r for r, _ in results], dataset,
-                                      report.member_data(dataset, config))
+                                      report.member_data(dataset, config, _task(config)))
     panels = {ax.get_title().split(",")[0]: ax for ax in fig.axes if ax.get_title()}
     for r, own in results:
         ax = panels[r.activation]
@@ -592,9 +596,14 @@ def test_decision_boundaries_draw_each_members_own_test_split_and_its_accuracy()
         assert f"test {100 * r.test_accuracy:.1f}%" in ax.get_title()
 
 
+def _task(config):
+    return report._looked_up(config, None, None)[0]
+
+
 def test_a_member_whose_split_cannot_be_rebuilt_gets_no_panel():
     results = sweep()
     summary = comparisons.summarize(results, "relu")
     config = dataclasses.replace(CONFIG, vary=("init", "split"))
     assert figures.decision_boundaries(summary, results, fake_dataset(2),
-                                       report.member_data(fake_dataset(2), config)) is None
+                                       report.member_data(fake_dataset(2), config,
+                                                          _task(config))) is None

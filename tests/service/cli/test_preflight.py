@@ -274,16 +274,15 @@ def test_kg_train_exits_2_with_one_paragraph_and_writes_nothing(tmp_path, a_file
 
 
 def test_memory_check_names_the_need_and_what_the_machine_has():
-    from kg_service.sweep import preflight
     from kg_service.config.loading import load_config
 
     config = load_config(TINY, ["data.n_samples=10000000", "seeds=10"])
     need = config_module.memory_estimate(config)
     with pytest.raises(ServiceError) as info:
-        preflight.check_memory(config, available=need - 1)
+        config_module.check_memory(config, available=need - 1)
     assert f"about {need / 2**30:,.1f} GiB" in str(info.value)
     assert f"has {(need - 1) / 2**30:,.1f} GiB available" in str(info.value)
-    preflight.check_memory(config, available=need)  # enough: no error
+    config_module.check_memory(config, available=need)  # enough: no error
 
 
 def test_memory_estimate_counts_each_members_weights_and_optimizer_state():

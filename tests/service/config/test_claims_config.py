@@ -203,8 +203,8 @@ def test_a_claim_is_logged_with_only_its_keys_and_an_older_logged_form_still_res
     import json  # noqa: PLC0415 (this test only)
 
     from kg_service.config.loading import config_to_dict  # noqa: PLC0415 (this test only)
-    from kg_service.sweep import resume  # noqa: PLC0415 (this test only)
     from kg_service.sweep import shards  # noqa: PLC0415 (this test only)
+    from kg_service.tracking import store  # noqa: PLC0415 (this test only)
 
     config = load(tmp_path, GOOD)
     claims = config_to_dict(config)["claims"]
@@ -212,7 +212,7 @@ def test_a_claim_is_logged_with_only_its_keys_and_an_older_logged_form_still_res
     assert load_config(tmp_path / "sweep.yaml") == config
     logged_then = json.dumps([{"change": None, "versus": None, "level": None, **entry}
                               for entry in claims])
-    assert resume.same_param(logged_then, claims)
+    assert store.same_param(logged_then, claims)
     changed = [{**claims[0], "smallest_effect": claims[0]["smallest_effect"] * 2}, *claims[1:]]
-    assert not resume.same_param(logged_then, changed)
+    assert not store.same_param(logged_then, changed)
     assert shards.sweep_id(config) == shards.sweep_id(load(tmp_path, GOOD))

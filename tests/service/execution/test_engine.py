@@ -60,14 +60,17 @@ def test_where_members_train_is_not_what_they_are(tmp_path):
 
 def test_a_group_becomes_tasks_of_members_per_task(tmp_path):
     from kg_service.execution import groups  # Keras: this test only
+    from kg_service.training import loop  # Keras: this test only
 
     task = types.SimpleNamespace(train_members=print, stack_key=lambda c, a: "plain")
     config = load_config(_config(tmp_path, "activations: [relu, gelu]\nseeds: 3\n"))
     missing = [(a, s) for a in ("relu", "gelu") for s in range(3) if (a, s) != ("gelu", 1)]
-    assert groups.tasks_of(task, config, missing) == [tuple(missing)]  # the stacked group, whole
+    together = loop.activation_groups(task, config)
+    assert groups.tasks_of(together, missing, config.execution.members_per_task) == [
+        tuple(missing)]  # the stacked group, whole
     config = load_config(_config(tmp_path, "activations: [relu, gelu]\nseeds: 3\n"),
                          ["execution.members_per_task=2"])
-    assert groups.tasks_of(task, config, missing) == [
+    assert groups.tasks_of(together, missing, config.execution.members_per_task) == [
         (("relu", 0), ("relu", 1)), (("relu", 2), ("gelu", 0)), (("gelu", 2),)]
 
 

@@ -29,6 +29,7 @@ import json
 import math
 import os
 import subprocess
+import uuid
 
 import mlflow
 import numpy as np
@@ -86,7 +87,7 @@ def test_ties_go_to_the_earlier_value_and_sd_is_the_sample_sd():
 
 
 def _search(trials=6):
-    return stage._Search(
+    return analysis.Search(
         schema.TuningConfig(parameter="training.learning_rate", low=1e-4, high=1e-2,
                             log=True, trials=trials, seeds=1), float)
 
@@ -200,10 +201,16 @@ def test_two_jobs_that_tuned_one_activation_both_use_the_first_claimed_choice():
         analysis.Candidate(1e-3, (0.5000001,)), analysis.Candidate(5e-2, (0.5,))), 5e-2)
     second = analysis.ActivationTuning("relu", (
         analysis.Candidate(1e-3, (0.4999999,)), analysis.Candidate(5e-2, (0.5,))), 1e-3)
-    assert stage._claim(config, store, run, first) == first
-    assert stage._claim(config, store, run, second) == first  # lost: the first's
+
+    def claim(index, mine):  # as `stage.tune` claims an activation's choice
+        won = store.claim_dict(run, stage.CHOICE.format(index=index), analysis.choice_as_dict(
+            mine), f"tuning/choice-{index}-{uuid.uuid4().hex[:12]}.json")
+        return analysis.choice_from_dict(won, mine.activation, run)
+
+    assert claim(0, first) == first
+    assert claim(0, second) == first  # lost: the first's
     gelu = analysis.ActivationTuning("gelu", (analysis.Candidate(1e-3, (0.7,), 0),), 1e-3)
-    stage._claim(config, store, run, gelu)
+    claim(1, gelu)
 
     pre = Preflight(task=_no_training_task(), dataset=None,
                     store=store, tracking_uri="", resume=None, done={}, spooled={},
@@ -337,7 +344,7 @@ def test_a_tuned_sweep_resumes_without_retraining_its_tuning_members(tuned_sweep
 # Shard jobs never wait for nor talk to each other: each tunes the
 # activations of its own members, reusing the tuning members whole in the
 # store and training the missing ones, and every job uses the one choice per
-# activation claimed first (`sweep.tuning._claim`). The same tiny sweep in 3
+# activation claimed first (`TrackingStore.claim_dict`). The same tiny sweep in 3
 # shards of its 2 x 2 grid (relu/0 | relu/1 | gelu/0, gelu/1): shards 1 and
 # 2 both need relu's tuning. Its tuning members are those of `tuned_sweep`
 # (tuning seeds do not depend on the comparison's), so it must choose as that

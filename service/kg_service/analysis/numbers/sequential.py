@@ -358,6 +358,21 @@ class SweepLooks:
                 for a, test in self.comparisons}
 
 
+def member_looks(results, metric, baseline, counts, schedule, analysis):
+    """`compare_looks` at `counts` from a sequential sweep's members
+    (`MemberResult`s; a diverged member is left out, as in the comparison)
+    on `metric` (a task's compared metric: its `name`, `higher_is_better`),
+    at the `analysis` block's alpha and margin for that metric, with the
+    `schedule`'s (`SequentialSeeds`) spending and futility rule."""
+    values = {(r.activation, r.seed): float(getattr(r, metric.name)) for r in results if r.ok}
+    return compare_looks(
+        values, baseline, counts, schedule.max, metric=metric.name,
+        higher_is_better=metric.higher_is_better, alpha=analysis.alpha,
+        spending=schedule.spending, margin=analysis.margin_for(metric.name),
+        futility=Futility(schedule.smallest_effect) if schedule.futility else None,
+    )
+
+
 def compare_looks(values, baseline, counts, n_max, *, metric="test_accuracy",
                   higher_is_better=True, alpha=ALPHA, spending="obrien_fleming",
                   margin=None, futility=None):

@@ -26,7 +26,6 @@ from kg_service.analysis.reports.canvas import save
 from kg_service.analysis.reports import forest
 from kg_service.config import catalog
 from kg_service.config import loading as config_lib
-from kg_service.errors import ServiceError
 from kg_service.tasks import base as tasks
 
 REPORT = "report.md"
@@ -85,20 +84,21 @@ def write_report(
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results = list(results)
+    task, cfg = _looked_up(config, dataset, resolved)
     threshold = (config.training.convergence_threshold
                  if config is not None and wording.thresholded(summary) else None)
     figures = _forest(summary, out) + draw_figures(
         figures, out, summary, results, dataset=dataset, threshold=threshold,
-        member_data=member_data(dataset, config))
+        member_data=member_data(dataset, config, task))
 
     summary_path = out / SUMMARY
     # Issue 19: McNemar per test example and the training-loss curves.
     data = {**verdict_wording.summary_json(summary),
             **variance_report.summary_entries(summary, results, config)}
     summary_path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
-    written = page.write(report_page(summary, results, title=title, dataset=dataset,
-                                     config=config, figures=figures, failed=failed,
-                                     resolved=resolved, sections=sections, claims=claims),
+    written = page.write(report_page(summary, results, title=title, task=task, cfg=cfg,
+                                     dataset=dataset, config=config, figures=figures,
+                                     failed=failed, sections=sections, claims=claims),
                          out, REPORT)
     return [written[0], summary_path, written[1]] + [out / name for name, _ in figures]
 
@@ -111,14 +111,14 @@ def _forest(summary, out):
     return [(forest.FOREST, forest.ALT)] if save(fig, out / forest.FOREST) else []
 
 
-def member_data(dataset, config):
+def member_data(dataset, config, task):
     """result -> the split that member trained and was tested on (issue 30
-    §5): with `vary: split` its own, rebuilt from the data seed's split;
-    None where that cannot be done (no panel then, never another split's
-    points). Without a config: `dataset` for every member."""
+    §5): with `vary: split` its own, rebuilt by `task` (the config's) from
+    the data seed's split; None where that cannot be done (no panel then,
+    never another split's points). Without a config: `dataset` for every
+    member."""
     if dataset is None or config is None or "split" not in config.vary:
         return lambda result: dataset
-    task = _task_of(config.data.dataset)
     member_split = task.member_split if task is not None else None
     if (member_split is None or not getattr(dataset, "unsplit", None)
             or getattr(dataset, "data_config", None) is None):
@@ -134,20 +134,34 @@ def render_markdown(
     resolved=None, claims=None,
 ):
     """The report's Markdown text (pure; `write_report` saves it)."""
-    return page.markdown(report_page(summary, results, title=title, dataset=dataset,
-                                     config=config, figures=figures, failed=failed,
-                                     resolved=resolved, claims=claims))
+    task, cfg = _looked_up(config, dataset, resolved)
+    return page.markdown(report_page(summary, results, title=title, task=task, cfg=cfg,
+                                     dataset=dataset, config=config, figures=figures,
+                                     failed=failed, claims=claims))
+
+
+def _looked_up(config, dataset, resolved):
+    """`(task, cfg)`, looked up once for the whole report: the registered
+    task of the config's dataset (else of `dataset`'s name; None where no
+    registered task loads it), and the config as plain data (the sweep's
+    own `resolved`, else `config`'s; None without a config)."""
+    name = config.data.dataset if config is not None else getattr(dataset, "name", None)
+    task = tasks.get(name) if name in tasks.names() else None
+    return task, (
+        resolved if resolved is not None or config is None else config_lib.config_to_dict(config)
+    )
 
 
 def report_page(
-    summary, results, *, title, dataset=None, config=None, figures=(), failed=(),
-    resolved=None, sections=(), claims=None,
+    summary, results, *, title, task, cfg, dataset=None, config=None, figures=(), failed=(),
+    sections=(), claims=None,
 ):
     """The report as a `page.Page`: the setup, results, verdicts (the HTML
     page's lead), comparisons, figures, per-seed tables and how to read
-    them; `sections` (the looks', the tuning's) at the end."""
-    blocks = [_setup(summary, results, dataset, config, resolved),
-              _results(summary, results, dataset, config, failed),
+    them; `sections` (the looks', the tuning's) at the end. `task`, `cfg`:
+    `_looked_up`'s."""
+    blocks = [_setup(summary, results, dataset, config, cfg, task),
+              _results(summary, results, failed, task),
               _verdicts(summary), *_comparison_details(summary),
               *_claims(config, results, claims),
               *variance_report.sections(summary, results, config)]
@@ -164,7 +178,7 @@ def report_page(
     return page.Page(title, tuple(blocks))
 
 
-def _results(summary, results, dataset, config, failed):
+def _results(summary, results, failed, task):
     blocks = [page.Paragraph(f"Metric: {wording.metric_note(summary)}."),
               page.table(*tables.table_rows(summary))]
     if failed:
@@ -175,8 +189,7 @@ def _results(summary, results, dataset, config, failed):
             page.table(["activation", "seed", "failure", "epoch"],
                        [[m.activation, m.seed, m.failure, m.failed_epoch] for m in failed]),
         ]
-    name = config.data.dataset if config is not None else getattr(dataset, "name", None)
-    blocks += _task_tables(summary, results, _task_of(name))
+    blocks += _task_tables(summary, results, task)
     blocks.append(page.Paragraph(tables.results_caption(summary)))
     return page.Section("Results", tuple(blocks))
 
@@ -206,41 +219,32 @@ def _task_tables(summary, results, task):
     return [page.Paragraph(caption), page.table(header, rows)]
 
 
-def _task_of(name):
-    """The registered task called `name`, else None (a report of a dataset
-    no registered task loads)."""
-    return tasks.get(name) if name in tasks.names() else None
-
-
-def _setup(summary, results, dataset, config, resolved=None):
+def _setup(summary, results, dataset, config, cfg, task):
     lines = []
     names = ", ".join(f"{a.activation} (baseline)" if a.activation == summary.baseline
                       else a.activation for a in summary.activations)
     seeds = sorted({r.seed for r in results})
     lines.append(f"- Activations: {names}; {len(seeds)} seeds: {_seed_list(seeds)}.")
-    data_line = _data_line(config, dataset)
+    data_line = _data_line(config, dataset, task)
     if data_line:
         lines.append(data_line)
     lines += _model_io(dataset)
     if config is not None:
-        task = _task_of(config.data.dataset)
         model_line = task.model_line if task is not None else None
         lines.append(model_line(config.model) if model_line else _model_line(config.model))
-        steps = task is not None and _reads(task, "training.steps_per_epoch",
-                                             config_lib.config_to_dict(config))
+        steps = task is not None and _reads(task, "training.steps_per_epoch", cfg)
         lines.append(_training_line(config.training, wording.thresholded(summary), steps))
     blocks = [page.Bullets(tuple(line.removeprefix("- ") for line in lines))]
     if config is not None:
-        blocks.append(page.Details("Full configuration", (_config_block(config, resolved),)))
+        blocks.append(page.Details("Full configuration", (_config_block(cfg, task),)))
     return page.Section("Setup", tuple(blocks))
 
 
-def _data_line(config, dataset):
+def _data_line(config, dataset, task):
     data = config.data if config is not None else None
     name = data.dataset if data is not None else getattr(dataset, "name", None)
     if not name:
         return ""
-    task = _task_of(name)
     own = task.data_parts(data, dataset) if task is not None and task.data_parts else []
     # A task's own description of what it loaded replaces its name (a corpus).
     parts = own if own and task.describes_data else [str(name)] + own
@@ -296,14 +300,11 @@ def _reads(task, path, cfg):
     return not (task.unused_keys and path in task.unused_keys(cfg))
 
 
-def used_config(cfg):
-    """`cfg` (a config as plain data) without the keys its task does not read.
-
-    Unchanged when its `data.dataset` names no registered task.
-    """
-    try:
-        task = tasks.get(cfg["data"]["dataset"])
-    except (KeyError, TypeError, ServiceError):
+def used_config(cfg, task):
+    """`cfg` (a config as plain data) without the keys `task` (its
+    `data.dataset`'s) does not read; unchanged without a task (None: a
+    dataset no registered task loads)."""
+    if task is None:
         return cfg
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in cfg.items()}
     # The report's "Full configuration" shows the keys its task reads, not,
@@ -324,8 +325,8 @@ _ConfigDumper.add_representer(
         "tag:yaml.org,2002:seq", data, flow_style=True))
 
 
-def _config_block(config, resolved=None):
-    cfg = used_config(resolved if resolved is not None else config_lib.config_to_dict(config))
+def _config_block(cfg, task):
+    cfg = used_config(cfg, task)
     text = yaml.dump(json.loads(json.dumps(cfg, default=str)), Dumper=_ConfigDumper,
                      sort_keys=False, default_flow_style=False, width=100)
     return page.Code(text.rstrip(), "yaml")

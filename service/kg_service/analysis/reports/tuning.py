@@ -1,11 +1,12 @@
 """A tuning stage's numbers and its part of the report (issue 19).
 
 Each activation's candidates (a value of the tuned setting, with the
-validation scores of its tuning members), the choice among them
-(`choose`), and the report's tuning section: a table per activation
-(value -> mean validation score ± sd over the tuning seeds), the value
-each got, a figure of the curves, and an entry of summary.json. Pure but
-for `tuning_section` (draws the figure) and `add_tuning_summary`.
+validation scores of its tuning members; which values: `Search`), the
+choice among them (`choose`, `choice`) and its JSON form, and the
+report's tuning section: a table per activation (value -> mean validation
+score ± sd over the tuning seeds), the value each got, a figure of the
+curves, and an entry of summary.json. Pure but for `Search` (Optuna's
+study), `tuning_section` (draws the figure) and `add_tuning_summary`.
 """
 
 import dataclasses
@@ -16,6 +17,8 @@ import pathlib
 import numpy as np
 
 from kg_service.analysis.reports import page
+from kg_service.config import tuning as config_tuning
+from kg_service.errors import ServiceError
 
 HEADING = "Tuning"
 FIGURE = "tuning_curves.png"
@@ -91,6 +94,122 @@ def candidate(value, results, select_by):
     """The `Candidate` of `value` from its members' `MemberResult`s."""
     scores = tuple(float(score(r, select_by)) for r in results if r.ok)
     return Candidate(value=value, scores=scores, failed=sum(not r.ok for r in results))
+
+
+def choice(activation, candidates, tuning):
+    """The `ActivationTuning` of `activation`: its best candidate (`choose`)
+    by the tuning block's `select_by`.
+
+    Raises:
+        ServiceError: every member of every candidate diverged.
+    """
+    best = choose(candidates, config_tuning.SELECT_BY[tuning.select_by])
+    if best is None:
+        raise ServiceError(
+            f"every tuning member of {activation} diverged (loss not finite) at every "
+            f"{tuning.parameter} tried; no value can be chosen. They are logged as FAILED "
+            "runs. Tune over a safer range."
+        )
+    return ActivationTuning(
+        activation=activation, candidates=candidates, chosen=candidates[best].value
+    )
+
+
+def outcome(tuning, per_activation):
+    """The `Tuning` of a tuning block, from each activation's choice."""
+    return Tuning(
+        parameter=tuning.parameter,
+        select_by=tuning.select_by,
+        higher_is_better=config_tuning.SELECT_BY[tuning.select_by],
+        seeds=tuning.seeds,
+        activations=tuple(per_activation),
+    )
+
+
+def choice_as_dict(chosen):
+    """An `ActivationTuning` as JSON (floats' repr: read back exactly)."""
+    return {
+        "activation": chosen.activation,
+        "chosen": chosen.chosen,
+        "candidates": [
+            {"value": c.value, "scores": [float(x) for x in c.scores], "failed": c.failed}
+            for c in chosen.candidates
+        ],
+    }
+
+
+def choice_from_dict(data, activation, run_id):
+    """The `ActivationTuning` that `choice_as_dict` wrote, claimed for
+    `activation` on the sweep's run `run_id`.
+
+    Raises:
+        ServiceError: it is another activation's (another sweep's choices).
+    """
+    if data["activation"] != activation:
+        raise ServiceError(
+            f"the sweep's run {run_id} holds a tuning choice for {data['activation']!r} "
+            f"where this config has {activation!r}; the store holds another sweep's "
+            "choices. Start the sweep afresh (without --resume, or another --sweep-id)."
+        )
+    return ActivationTuning(
+        activation=activation,
+        candidates=tuple(
+            Candidate(c["value"], tuple(c["scores"]), c["failed"]) for c in data["candidates"]
+        ),
+        chosen=data["chosen"],
+    )
+
+
+class Search:
+    """The candidates of one activation, in order: a grid's values, or
+    Optuna's TPE asked one trial at a time and told each trial's mean score.
+
+    TPE's sampler is seeded, so a resumed sweep, told the same scores, asks
+    the same values again and finds their members in the store.
+    """
+
+    def __init__(self, tuning, kind):
+        self.tuning, self.kind = tuning, kind
+        self.values = config_tuning.grid(tuning, kind)
+        self.study = self.trial = None
+        if self.values is None:
+            import optuna  # only a range searched by TPE needs it
+
+            optuna.logging.set_verbosity(optuna.logging.WARNING)
+            higher = config_tuning.SELECT_BY[tuning.select_by]
+            # Half the budget random, then TPE (Optuna's default, 10 random
+            # trials, would leave a budget of 6 random search).
+            sampler = optuna.samplers.TPESampler(
+                seed=0, n_startup_trials=max(1, tuning.trials // 2)
+            )
+            self.study = optuna.create_study(
+                direction="maximize" if higher else "minimize", sampler=sampler
+            )
+            if kind is int:
+                low, high = math.ceil(tuning.low), math.floor(tuning.high)
+                self.space = optuna.distributions.IntDistribution(low, high, log=tuning.log)
+            else:
+                self.space = optuna.distributions.FloatDistribution(
+                    tuning.low, tuning.high, log=tuning.log
+                )
+
+    def __iter__(self):
+        if self.values is not None:
+            yield from enumerate(self.values)
+            return
+        for index in range(self.tuning.trials):
+            self.trial = self.study.ask({"value": self.space})
+            yield index, self.trial.params["value"]
+
+    def tell(self, candidate):
+        if self.study is None:
+            return
+        import optuna  # optuna: only for a tuned sweep
+
+        if candidate.failed or not candidate.scores:
+            self.study.tell(self.trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            self.study.tell(self.trial, candidate.mean)
 
 
 # --- The report's part. ------------------------------------------------------
