@@ -79,7 +79,8 @@ def warm_up(ray, resources, nodes):
 
 
 def _import_training():
-    from kg_service.execution import remote  # noqa: F401  in the worker: the task's module
+    # What `remote.train_and_log` imports first (not `remote` itself, which
+    # imports this module: the task's unpickling brings it, a small file).
     from kg_service.tracking import mlflow_store  # noqa: F401  MLflow, in the worker
     from kg_service.training import loop  # noqa: F401  TensorFlow, in the worker
 
