@@ -16,7 +16,6 @@ import socket
 import urllib.parse
 
 from kg_service.errors import ServiceError
-from kg_service.tracking import destinations
 
 CONNECT_SECONDS = 3.0  # a head that does not accept a TCP connection by then is down
 NAMESPACE = "kg-train"  # the Ray namespace of kg-train's jobs
@@ -28,9 +27,11 @@ FORWARDED_ENV = ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "TF_FORCE_GPU_ALLOW_GR
                  "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION")
 
 
-def connect(execution, tracking_uri):
+def connect(execution, tracking_uri, on_disk):
     """Connects this process to the Ray cluster of `execution` (an
     `ExecutionConfig`), or starts a local Ray when `address` is null.
+    `on_disk`: whether the store `tracking_uri` is a file on this
+    machine (`destinations.on_this_machine`).
 
     Returns:
         The number of alive nodes.
@@ -57,7 +58,7 @@ def connect(execution, tracking_uri):
             "ray://host:10001), or leave execution.address null for a local Ray."
         ) from None
     nodes = alive_nodes(ray)
-    check_store(nodes, tracking_uri, address)
+    check_store(nodes, tracking_uri, on_disk, address)
     warm_up(ray, execution.group_resources, nodes)
     return nodes
 
@@ -137,12 +138,10 @@ def alive_nodes(ray):
     return sum(1 for node in ray.nodes() if node.get("Alive"))
 
 
-def check_store(nodes, tracking_uri, address):
-    """Raises a ServiceError for a machine-local store on a cluster of
-    more than one node (module docstring)."""
-    scheme = urllib.parse.urlsplit(tracking_uri).scheme.lower()
-    local = scheme == "sqlite" or destinations.local_store_path(tracking_uri) is not None
-    if nodes > 1 and local:
+def check_store(nodes, tracking_uri, on_disk, address):
+    """Raises a ServiceError for a store `on_disk` of this machine on a
+    cluster of more than one node (module docstring)."""
+    if nodes > 1 and on_disk:
         raise ServiceError(
             f"execution.engine ray: the cluster at {address or 'auto'} has {nodes} nodes, and "
             f"the tracking store {tracking_uri} is a file on this machine: the "

@@ -82,7 +82,8 @@ def preflight(config, store=None, resume=None, wait=False, echo=print):
     # down costs a second, not TensorFlow's start-up.
     derived.check_memory(config, available_memory())
     destinations.check_run(config.output_dir, tracking_uri, config.export.dir, exported)
-    check_cluster(config, tracking_uri)  # an unreachable Ray cluster costs seconds too
+    # An unreachable Ray cluster costs seconds too.
+    check_cluster(config, tracking_uri, destinations.on_this_machine(tracking_uri))
     # TensorFlow, MLflow: only once the cheap checks above passed.
     from kg_service.serving import export as export_lib
     from kg_service.tasks import base as tasks  # TensorFlow: after the cheap checks
@@ -137,13 +138,14 @@ def preflight(config, store=None, resume=None, wait=False, echo=print):
     )
 
 
-def check_cluster(config, tracking_uri):
+def check_cluster(config, tracking_uri, on_disk):
     """With `execution.engine: ray`, connects to the cluster (or starts a
-    local Ray) and checks that its nodes can reach the store."""
+    local Ray) and checks that its nodes can reach the store (not one
+    `on_disk` of this machine, for more than one node)."""
     if config.execution.engine == "ray":
         from kg_service.execution import cluster  # Ray: only for execution.engine ray
 
-        cluster.connect(config.execution, tracking_uri)
+        cluster.connect(config.execution, tracking_uri, on_disk)
 
 
 def study_tags(config, task):

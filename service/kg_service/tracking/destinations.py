@@ -256,6 +256,12 @@ def _host_refused(uri):
     )
 
 
+def on_this_machine(uri):
+    """Whether the store `uri` is a file on this machine's disk (a sqlite
+    file, a file store), which no other machine reaches."""
+    return urllib.parse.urlsplit(uri).scheme.lower() == "sqlite" or local_store_path(uri) is not None
+
+
 def local_store_path(uri):
     """The folder of a local file store (`file:` URI or plain path), else None."""
     parts = urllib.parse.urlsplit(uri)

@@ -14,6 +14,7 @@ from statsmodels.stats.power import TTestPower
 
 from kg_service.analysis.numbers import claims
 from kg_service.analysis.numbers import decisions
+from kg_service.config.loading import config_to_dict
 
 
 def claim(direction=claims.GREATER, effect=0.01, metric="test_loss", alpha=0.05, **kw):
@@ -173,7 +174,7 @@ def test_a_sweeps_report_shows_its_claims_table():
         ClaimConfig(name="ln", interaction=("gelu", "relu"), reference=True,
                     metric="test_accuracy", direction="greater", smallest_effect=0.003)))
     md = report.render_markdown(comparisons.summarize(results, "relu"), results, title="t",
-                                config=config)
+                                config=config, resolved=config_to_dict(config))
     claims_part = md[md.index("## Claims"):]
     assert "| gelu-wins | gelu − relu | test_accuracy |" in claims_part
     assert "- gelu-wins: reproduced: significant in the claimed direction" in claims_part

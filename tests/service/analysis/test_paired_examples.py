@@ -19,6 +19,7 @@ from kg_service.analysis.numbers import multiplicity
 from kg_service.analysis.numbers import stats
 from kg_service.analysis.reports import variance_report
 from kg_service.analysis.reports.report import render_markdown
+from kg_service.config.loading import config_to_dict
 from kg_service.config.schema import Config
 from kg_service.config.schema import TrainingConfig
 from tests.service.analysis.members import member
@@ -160,7 +161,8 @@ def test_the_report_and_summary_json_show_both_views():
     summary = comparisons.summarize(results, "relu")
     config = Config(activations=("relu", "gelu"), seeds=tuple(range(6)),
                     training=TrainingConfig(loss_threshold=0.3))
-    text = render_markdown(summary, results, title="t", config=config)
+    text = render_markdown(summary, results, title="t", config=config,
+                           resolved=config_to_dict(config))
     assert "## Per-example tests (McNemar, test split)" in text
     assert "## Training-loss curves" in text and "of 0.3 (training.loss_threshold)" in text
     assert "covers the sampling of the test examples only" in text
@@ -172,7 +174,8 @@ def test_the_report_and_summary_json_show_both_views():
     assert {c["measure"] for c in entries["curves"]["comparisons"]} == set(curves.MEASURES)
     # A member without kept predictions (resumed from the store) is said, not hidden.
     results[1].test_correct = None  # gelu, seed 0
-    text = render_markdown(summary, results, title="t", config=config)
+    text = render_markdown(summary, results, title="t", config=config,
+                           resolved=config_to_dict(config))
     assert "Seeds left out (a member without kept test predictions" in text
     assert "without kept test predictions, e.g. one a resumed sweep read back from the " \
            "store): gelu 1." in text

@@ -18,6 +18,7 @@ from kg_service.analysis.reports import report
 from kg_service.analysis.numbers import stats
 from kg_service.analysis.words import tables
 from kg_service.analysis.words import verdict_wording
+from kg_service.config.loading import config_to_dict
 from kg_service.config.schema import Config
 from kg_service.config.schema import DataConfig
 from kg_service.config.schema import ModelConfig
@@ -91,7 +92,8 @@ def written(tmp_path_factory):
     # CONFIG varies the split: a dataset made by data.split, from which each
     # member's own split is rebuilt for its figure panel (issue 30 §5).
     paths = report.write_report(summary, results, out, title="moons: relu vs gelu",
-                                dataset=split_dataset(), config=CONFIG)
+                                dataset=split_dataset(), config=CONFIG,
+                                resolved=config_to_dict(CONFIG))
     return summary, out, paths
 
 
@@ -195,7 +197,7 @@ def test_activation_curve_unknown_name_is_skipped():
 
 def test_the_data_line_says_the_split_is_shared_only_when_it_is():
     def data_line(config):
-        task, _ = report._looked_up(config, None, None)
+        task = report._task_of(config, None)
         return report._data_line(config, None, task)
 
     fixed = dataclasses.replace(CONFIG, vary=("init", "order"))
@@ -362,6 +364,7 @@ def test_language_model_report_has_no_accuracy_threshold(tmp_path):
                     data=DataConfig(dataset="python_code"),
                     training=TrainingConfig(steps_per_epoch=5))
     paths = report.write_report(summary, results, tmp_path, title="lm", config=config,
+                                resolved=config_to_dict(config),
                                 figures=("learning_curves", "attention_entropy",
                                          "leaky_slopes"))
     md = (tmp_path / "report.md").read_text()
@@ -536,7 +539,8 @@ def test_the_report_says_what_each_seed_varies_and_what_the_intervals_cover(vary
     a fixed split is said to be fixed, a varied one to be each member's own."""
     config = dataclasses.replace(Config(), vary=vary)
     md = report.render_markdown(comparisons.summarize(golden_results(), "relu"),
-                                golden_results(), title="vary", config=config)
+                                golden_results(), title="vary", config=config,
+                                resolved=config_to_dict(config))
     if "split" in vary:
         assert ("its seed sets the initial weights, the batch order and the train / "
                 "validation / test split") in md
@@ -597,7 +601,7 @@ def test_decision_boundaries_draw_each_members_own_test_split_and_its_accuracy()
 
 
 def _task(config):
-    return report._looked_up(config, None, None)[0]
+    return report._task_of(config, None)
 
 
 def test_a_member_whose_split_cannot_be_rebuilt_gets_no_panel():

@@ -13,6 +13,7 @@ from scipy import stats as sps
 from kg_service.analysis.numbers import claims
 from kg_service.analysis.numbers import sequential
 from kg_service.analysis.numbers import sequential_claims
+from kg_service.config.loading import config_to_dict
 
 
 def claim(direction=claims.GREATER, effect=0.01, alpha=0.05, name="c"):
@@ -125,7 +126,7 @@ def test_a_sequential_sweeps_report_says_its_claims_are_sequential():
 
     config, results, looks = _sweep_case()
     md = report.render_markdown(comparisons.summarize(results, "relu"), results, title="t",
-                                config=config,
+                                config=config, resolved=config_to_dict(config),
                                 claims=claim_data.label_sweep(config, results, looks))
     part = md[md.index("## Claims"):]
     assert "- gelu-wins: not tested: power" in part and "sequential" in part

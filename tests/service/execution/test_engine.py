@@ -11,6 +11,7 @@ from kg_service.errors import ServiceError
 from kg_service.execution import cluster
 from kg_service.sweep import shards
 from kg_service.results import MemberResult
+from kg_service.tracking import destinations
 from kg_service.tracking import member_runs
 from tests.service import in_process
 from tests.service import servers
@@ -88,11 +89,12 @@ def test_a_member_from_a_task_reads_its_model_from_its_run_once_and_only_when_us
     (2, "http://mlflow:5000", False), (1, "sqlite:////tmp/m.db", False),
 ])
 def test_a_multi_node_cluster_refuses_a_store_on_the_drivers_disk(nodes, uri, refused):
+    on_disk = destinations.on_this_machine(uri)
     if refused:
         with pytest.raises(ServiceError, match=f"has {nodes} nodes"):
-            cluster.check_store(nodes, uri, "head:6379")
+            cluster.check_store(nodes, uri, on_disk, "head:6379")
     else:
-        cluster.check_store(nodes, uri, "head:6379")
+        cluster.check_store(nodes, uri, on_disk, "head:6379")
 
 
 def test_a_tasks_own_error_reaches_the_driver_unwrapped_and_a_bug_keeps_rays():

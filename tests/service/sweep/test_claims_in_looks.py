@@ -25,7 +25,7 @@ def test_a_sequential_sweeps_compare_stage_labels_its_claims_from_its_looks(tmp_
     values = {(r.activation, r.seed): r.test_accuracy for r in results}
     looks = sequential.compare_looks(values, "relu", (4,), 40)
 
-    compared = stages.compare(config, stage_fakes.pre(tmp_path),
+    compared = stages.compare(config, stage_fakes.pre(tmp_path, config),
                               stage_fakes.trained(results), looks)
 
     (lab,) = compared.claims

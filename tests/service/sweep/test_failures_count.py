@@ -34,7 +34,7 @@ def test_compare_counts_diverged_members_and_pairs_only_the_rest(tmp_path):
     config = Config(activations=("relu", "gelu"), seeds=tuple(range(6)),
                     export=ExportConfig(enabled=False),
                     analysis=AnalysisConfig(margin=0.004))
-    compared = stages.compare(config, stage_fakes.pre(tmp_path),
+    compared = stages.compare(config, stage_fakes.pre(tmp_path, config),
                               stage_fakes.trained(results))
 
     s = compared.summary

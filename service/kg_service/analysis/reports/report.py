@@ -25,7 +25,6 @@ from kg_service.analysis.reports.figures import FIGURES
 from kg_service.analysis.reports.canvas import save
 from kg_service.analysis.reports import forest
 from kg_service.config import catalog
-from kg_service.config import loading as config_lib
 from kg_service.tasks import base as tasks
 
 REPORT = "report.md"
@@ -65,13 +64,15 @@ def write_report(
             y_test arrays as fed to the models, `input_dim`; with
             `features`, the setup says what the models take and return).
         config: optional resolved `kg_service.config.schema.Config`, for the setup
-            section and the learning curves' threshold.
+            section and the learning curves' threshold; with `resolved`.
         figures: names of the figures to draw, in `FIGURES` order.
         failed: `MemberResult`s that diverged, listed in the report.
         resolved: the config as the sweep ran it, as plain data (its
-            logged config.json), for the "Full configuration" section;
-            default: `config`'s. `kg report` passes the stored one, since
-            its own `config` points at the store and output it rebuilds to.
+            logged config.json, the tracking URI's password redacted), for
+            the "Full configuration" section; required with `config`, and
+            resolved once by the sweep's pre-flight (`kg report` passes the
+            stored one, since its own `config` points at the store and
+            output it rebuilds to).
         sections: `page.Section`s added at the end (a sequential sweep's
             looks, a tuned sweep's tuning), their figures drawn already.
         claims: the config's claims labelled (`claims.Label`s; a
@@ -84,7 +85,7 @@ def write_report(
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results = list(results)
-    task, cfg = _looked_up(config, dataset, resolved)
+    task = _task_of(config, dataset)
     threshold = (config.training.convergence_threshold
                  if config is not None and wording.thresholded(summary) else None)
     figures = _forest(summary, out) + draw_figures(
@@ -96,7 +97,7 @@ def write_report(
     data = {**verdict_wording.summary_json(summary),
             **variance_report.summary_entries(summary, results, config)}
     summary_path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
-    written = page.write(report_page(summary, results, title=title, task=task, cfg=cfg,
+    written = page.write(report_page(summary, results, title=title, task=task, cfg=resolved,
                                      dataset=dataset, config=config, figures=figures,
                                      failed=failed, sections=sections, claims=claims),
                          out, REPORT)
@@ -134,22 +135,18 @@ def render_markdown(
     resolved=None, claims=None,
 ):
     """The report's Markdown text (pure; `write_report` saves it)."""
-    task, cfg = _looked_up(config, dataset, resolved)
-    return page.markdown(report_page(summary, results, title=title, task=task, cfg=cfg,
+    task = _task_of(config, dataset)
+    return page.markdown(report_page(summary, results, title=title, task=task, cfg=resolved,
                                      dataset=dataset, config=config, figures=figures,
                                      failed=failed, claims=claims))
 
 
-def _looked_up(config, dataset, resolved):
-    """`(task, cfg)`, looked up once for the whole report: the registered
-    task of the config's dataset (else of `dataset`'s name; None where no
-    registered task loads it), and the config as plain data (the sweep's
-    own `resolved`, else `config`'s; None without a config)."""
+def _task_of(config, dataset):
+    """The registered task of the config's dataset (else of `dataset`'s
+    name), looked up once for the whole report; None where no registered
+    task loads it."""
     name = config.data.dataset if config is not None else getattr(dataset, "name", None)
-    task = tasks.get(name) if name in tasks.names() else None
-    return task, (
-        resolved if resolved is not None or config is None else config_lib.config_to_dict(config)
-    )
+    return tasks.get(name) if name in tasks.names() else None
 
 
 def report_page(
@@ -158,8 +155,15 @@ def report_page(
 ):
     """The report as a `page.Page`: the setup, results, verdicts (the HTML
     page's lead), comparisons, figures, per-seed tables and how to read
-    them; `sections` (the looks', the tuning's) at the end. `task`, `cfg`:
-    `_looked_up`'s."""
+    them; `sections` (the looks', the tuning's) at the end. `task`:
+    `_task_of`'s; `cfg`: the config as the sweep logged it (`resolved`),
+    which a report of a `config` needs.
+
+    Raises:
+        ValueError: for a `config` without its `cfg`.
+    """
+    if config is not None and cfg is None:
+        raise ValueError("a report of a config needs it as the sweep logged it: pass `resolved`")
     blocks = [_setup(summary, results, dataset, config, cfg, task),
               _results(summary, results, failed, task),
               _verdicts(summary), *_comparison_details(summary),
