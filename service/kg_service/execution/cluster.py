@@ -64,19 +64,30 @@ def connect(execution, tracking_uri, on_disk):
 
 
 WARM_UP_NAME = "kg-train warm-up"
+WARM_UP_SECONDS = 300.0  # the most the first tasks wait for the warm-up
+_warming = []  # this process's warm-up tasks not yet waited for
 
 
 def warm_up(ray, resources, nodes):
     """Starts a worker on each node that imports what a group's task needs
     (TensorFlow, MLflow, the training loop) while the driver still prepares
-    the sweep (its pre-flight, its run, the data): Ray hands the job's
-    next task to that idle worker, which trains at once instead of
-    importing first. Fire and forget: nothing waits for it, and a worker
-    that fails to warm up is started again by the task that needs it."""
+    the sweep (its pre-flight, its run, the data). `warmed` waits for them
+    before the first tasks go out: a task submitted while they still
+    import would start a cold worker of its own where a CPU is free, and
+    Ray hands a task to an idle warm worker of its job. A warm-up that
+    fails costs nothing: its node's first task imports as before."""
     task = ray.remote(_import_training).options(
         name=WARM_UP_NAME, num_cpus=resources.num_cpus, num_gpus=resources.num_gpus,
         scheduling_strategy="SPREAD", max_retries=0)
-    return [task.remote() for _ in range(nodes)]
+    _warming[:] = [task.remote() for _ in range(nodes)]
+
+
+def warmed(ray):
+    """Waits (at most WARM_UP_SECONDS) until `warm_up`'s workers have
+    imported, once per process."""
+    if _warming:
+        ray.wait(list(_warming), num_returns=len(_warming), timeout=WARM_UP_SECONDS)
+        _warming.clear()
 
 
 def _import_training():

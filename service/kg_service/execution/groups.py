@@ -14,6 +14,7 @@ import keras
 
 from kg_service.config.derived import grid
 from kg_service.errors import ServiceError
+from kg_service.execution import cluster
 from kg_service.execution import remote
 from kg_service.tracking import member_runs
 from kg_service.training import loop
@@ -96,6 +97,7 @@ def submit(ray, task, dataset, config, log, chunks):
     to the object store once, not once per task."""
     if not chunks:
         return {}
+    cluster.warmed(ray)  # the first tasks go to the workers that imported already
     resources = config.execution.group_resources
     train = ray.remote(remote.train_and_log).options(
         name=TASK_NAME,
