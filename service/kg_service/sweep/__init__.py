@@ -1,4 +1,4 @@
-"""One sweep end to end: the pipeline stages, shards, the spool, data-parallel training.
+"""One sweep end to end: the pipeline stages, shards, resume, tuning, looks.
 
 Modules:
     claims: `kg plan --config`: a config's claims planned from a stored pilot.
@@ -10,7 +10,6 @@ Modules:
     roles: which process of a sweep this is (chief or worker).
     sharded: one job's share of a sharded sweep (`run_shard`).
     shards: which slice of the (activation, seed) grid a job trains.
-    spool: members trained but not yet in the store, kept on local disk.
     stages: the stages after pre-flight, one function each.
     studies: `kg report --study`: a study's sweeps analysed as one family.
     tuning: the tuning stage: each activation's own value of one setting.

@@ -22,7 +22,7 @@ from kg_service.config import loading
 from kg_service.config.loading import flatten
 from kg_service.errors import ServiceError
 from kg_service.sweep import resume as resume_lib
-from kg_service.sweep import spool
+from kg_service.tracking import spool
 from kg_service.tracking import destinations
 from kg_service.tracking import lease as lease_lib
 from kg_service.tracking import versions

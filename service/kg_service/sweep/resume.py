@@ -25,7 +25,7 @@ from kg_service.errors import StoreUnavailable
 from kg_service.errors import SweepInterrupted
 from kg_service.errors import SweepMismatch
 from kg_service.sweep import shards
-from kg_service.sweep import spool
+from kg_service.tracking import spool
 from kg_service.sweep.stages import Tracked
 from kg_service.sweep.stages import Trained
 from kg_service.tracking import lease as lease_lib
@@ -215,7 +215,5 @@ def stopped(config, sweep_run_id, held, error):
         return None
     if sweep_run_id is None:
         return make(None)
-    return make(
-        sweep_run_id, kept=kept(config, sweep_run_id, held, state),
-        resume=resume_hint(config, sweep_run_id),
-    )  # fmt: skip
+    hint = resume_hint(config, sweep_run_id)
+    return make(sweep_run_id, kept=kept(config, sweep_run_id, held, state), resume=hint)

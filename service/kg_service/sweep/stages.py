@@ -17,7 +17,7 @@ from typing import Optional
 from kg_service import redact
 from kg_service.errors import ServiceError
 from kg_service.errors import StoreUnavailable
-from kg_service.sweep import spool
+from kg_service.tracking import spool
 
 
 # --- What each stage hands on. ---------------------------------------------

@@ -42,7 +42,7 @@ from kg_service.config import schema
 from kg_service.config import tuning as config_tuning
 from kg_service.errors import ServiceError
 from kg_service.errors import StoreUnavailable
-from kg_service.sweep import spool
+from kg_service.tracking import spool
 from kg_service.tracking.store import TUNING_ROLE
 
 ROLE = TUNING_ROLE  # the kg.role tag of a tuning member's run

@@ -10,6 +10,7 @@ Modules:
     model_logging: a trained model logged as an MLflow pyfunc model.
     registry: registered models, their versions and aliases.
     retry: one retry policy for every store operation.
+    spool: members trained but not yet in the store, kept on local disk.
     store: `TrackingStore`: the interface, and its bookkeeping.
     studies: a study's sweeps, read back from the store.
     versions: the library versions a sweep ran with.
