@@ -19,7 +19,6 @@ after the other in one invocation; the ratio is what the issue's target
 """
 
 import argparse
-import dataclasses
 import os
 import subprocess
 import sys
