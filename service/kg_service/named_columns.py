@@ -12,6 +12,7 @@ type (kg serve's `BadRequest`, MLflow's `INVALID_PARAMETER_VALUE`).
 
 import collections
 import difflib
+import re
 
 
 class Mismatch(ValueError):
@@ -67,3 +68,46 @@ def number(text):
         return float(text)
     except ValueError:
         return None
+
+
+def first_row(given, names=None):
+    """The numbers of a CSV's first row that pandas read as its header, if
+    every name in `given` is a number, else None (names). pandas renames a
+    repeated name: "0.5,0.5" is read as "0.5", "0.5.1".
+
+    Raises:
+        Mismatch: where the row cannot be read back exactly: "0,0" is read
+            as "0", "0.1", also the row 0, 0.1; and "0", "1", ... are
+            pandas' names for an unnamed frame's columns too (its records
+            as JSON), so which value is which feature cannot be told.
+    """
+    if not all(isinstance(name, str) for name in given):
+        return None
+    features = f"name the features ({listed(names)})" if names else "send a header row"
+    if sorted(given) == [str(i) for i in range(len(given))]:
+        raise Mismatch(
+            f"the columns carry the names {listed(given)}: pandas' names for an unnamed "
+            f"frame's columns, or a CSV's first row of numbers; which value is which "
+            f'feature cannot be told. {features[0].upper() + features[1:]}, or send '
+            f'rows in the model\'s order, {{"inputs": [[...], ...]}}.'
+        )
+    values, seen = [], set()
+    for name in given:
+        value = number(name)
+        repeated = re.fullmatch(r"(.+)\.\d+", name)
+        if repeated is not None and repeated.group(1) in seen:
+            if value is not None:  # "0.1" after "0": the value 0.1, or "0" again?
+                raise Mismatch(
+                    f"a CSV's first row of numbers ({', '.join(given)} as read) cannot be "
+                    f"read back exactly: pandas reads it as the header and renames a "
+                    f"repeated value ('0,0' reads as '0', '0.1', which is also the row 0, "
+                    f"0.1). Send the CSV with a header row of the feature names, or the "
+                    f'rows as JSON, {{"inputs": [[...], ...]}}; kg serve reads such a CSV '
+                    f"exactly."
+                )
+            value = number(repeated.group(1))
+        if value is None:
+            return None
+        seen.add(name)
+        values.append(value)
+    return values

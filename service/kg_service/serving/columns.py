@@ -1,7 +1,8 @@
 """Named columns matched to the model's features by name, never by place.
 
 A request may name its columns (`dataframe_records`, the `columns` of
-`dataframe_split`, a CSV header). MLflow's scoring server turns a
+`dataframe_split`, `inputs` or `instances` as `{name: values}` or as
+`[{name: value}, ...]`, a CSV header). MLflow's scoring server turns a
 DataFrame into a tensor by position, so `{"y": -0.2, "x": 0.5}` was
 answered as x = -0.2, y = 0.5 (issue 30 §2). Here every named form is
 checked against the model's feature names (the `feature_names` of its
@@ -25,6 +26,7 @@ import numpy as np
 
 from kg_service import named_columns
 from kg_service.serving.request_checks import EXAMPLE
+from kg_service.serving.request_checks import ROWS
 from kg_service.serving.request_checks import BadRequest
 
 NAMED = ("dataframe_records", "dataframe_split")
@@ -43,29 +45,44 @@ def positional(request, names):
     """
     key = next((k for k in NAMED if k in request), None)
     if key is None:
-        return request
-    data = request[key]
-    if key == "dataframe_records":
-        rows = _records(data, names)
+        key = next((k for k in ROWS if k in request), None)
+        data = request.get(key)
+        if isinstance(data, dict) and len(data) > 1:  # {name: values}: named columns
+            rows = _columns(data, names, key)
+        elif isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
+            rows = _records(data, names, key)  # [{name: value}, ...], as TF Serving names rows
+        else:
+            return request
+    elif key == "dataframe_records":
+        rows = _records(request[key], names)
     else:
-        rows = _split(data, names)
+        rows = _split(request[key], names)
     rewritten = {"inputs": rows}
     if "params" in request:
         rewritten["params"] = request["params"]
     return rewritten
 
 
-def _records(records, names):
+def _records(records, names, key="dataframe_records"):
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise BadRequest(
-            "dataframe_records: expected a list of {name: value} records, e.g. "
+            f"{key}: expected a list of {{name: value}} records, e.g. "
             f"{_records_example(names)}."
         )
     wanted = set(names or ())
     for i, record in enumerate(records):
         if names is None or record.keys() != wanted:  # the usual record: one set compare
-            order(list(record), names, f"dataframe_records: record {i}")
+            order(list(record), names, f"{key}: record {i}")
     return [[record[name] for name in names] for record in records]
+
+
+def _columns(data, names, key):
+    """`{name: values}` (checked: `request_checks.check_named_columns`) as
+    rows in `names`' order; a lone number per name is one row."""
+    index = order(list(data), names, f"{key}: names")
+    given = list(data.values())
+    columns = [given[k] if isinstance(given[k], list) else [given[k]] for k in index]
+    return [list(row) for row in zip(*columns)]
 
 
 def _split(data, names):

@@ -63,7 +63,7 @@ def _read(path, max_bytes):
     """`(kind, content)`: "csv"/"json" with text, or "npy" with an array."""
     if path == "-":
         text = _decoded(_bounded(sys.stdin.buffer, max_bytes, "--input -"), "--input -")
-        return ("json" if text.lstrip().startswith("{") else "csv"), text
+        return ("json" if text.lstrip().startswith(("{", "[")) else "csv"), text
     file = pathlib.Path(path)
     kind = file.suffix.lower().lstrip(".")
     if kind not in ("csv", "json", "npy"):

@@ -17,8 +17,10 @@ import itertools
 import json
 
 FORMATS = ("inputs", "instances", "dataframe_split", "dataframe_records")
+ROWS = ("inputs", "instances")  # rows, or named columns {name: values}
 KEYS = (*FORMATS, "params")  # every top-level key a request may hold
 EXAMPLE = '{"inputs": [[...], ...]}'
+NAMED_EXAMPLE = '{"inputs": {"x": [0.5, 1.0], "y": [-0.2, 0.3]}}'
 NUMBERS = {int, float}  # what JSON numbers decode to
 FLOAT64_MAX = 1.7976931348623157e308
 
@@ -96,7 +98,10 @@ def check(request, features=None, param_names=()):
     _check_keys(request)
     _check_params(request.get("params"), tuple(param_names))
     found = [key for key in FORMATS if key in request]
-    rows = _rows(request[found[0]], found[0])
+    data = request[found[0]]
+    if features is not None and found[0] in ROWS and isinstance(data, dict) and len(data) > 1:
+        return check_named_columns(data, found[0], features)
+    rows = _rows(data, found[0])
     if rows is None:
         return
     if not isinstance(rows, list):  # {"inputs": {"x": false}}: a TypeError below (fuzzed)
@@ -140,10 +145,38 @@ def check_not_empty(rows, features=None):
         )
 
 
+def check_named_columns(columns, key, features=None):
+    """`{"inputs": {"x": [...], "y": [...]}}`: each named column one JSON
+    number per row (or one number: one row), all of one length. MLflow
+    casts strings and booleans there, reads `[[a, b]]` in a column as two
+    rows and answers an empty batch with no predictions, all with 200."""
+    lengths = {}
+    for name, values in columns.items():
+        values = values if isinstance(values, list) else [values]
+        for i, value in enumerate(values):
+            if type(value) not in NUMBERS:
+                raise BadRequest(
+                    f"{key}: column {json.dumps(str(name)[:40])}, row {i} is "
+                    f"{_shown(value, nested='')}; a named column holds one JSON number "
+                    f"per row, e.g. {NAMED_EXAMPLE}."
+                )
+        _check_ints(values, set(map(type, values)), key)
+        lengths[name] = len(values)
+    if len(set(lengths.values())) > 1:
+        shown = ", ".join(f"{str(name)[:40]} {n}" for name, n in lengths.items())
+        raise BadRequest(
+            f"{key}: the named columns hold different numbers of rows ({shown}); "
+            f"each holds one number per row, e.g. {NAMED_EXAMPLE}."
+        )
+    check_not_empty(next(iter(lengths.values())), features)
+
+
 def _rows(data, key):
     if key == "dataframe_split":
         return data.get("data") if isinstance(data, dict) else None
-    if key == "dataframe_records":
+    if key == "dataframe_records" or (
+        key in ROWS and isinstance(data, list) and data and all(isinstance(r, dict) for r in data)
+    ):  # records, or instances as TF Serving names them: [{name: value}, ...]
         if not isinstance(data, list):
             return None
         return [list(r.values()) if isinstance(r, dict) else r for r in data]
@@ -167,6 +200,7 @@ def check_numbers(rows, key="inputs"):
     if kinds == {list}:
         values = set(map(type, itertools.chain.from_iterable(rows)))
         if values <= NUMBERS:
+            _check_width(rows, key)
             return _check_ints(itertools.chain.from_iterable(rows), values, key)
     for i, row in enumerate(rows):
         values = row if isinstance(row, list) else [row]
@@ -177,6 +211,25 @@ def check_numbers(rows, key="inputs"):
                     f"must be a JSON number (strings and booleans are not "
                     f"features), e.g. {EXAMPLE}."
                 )
+    _check_width(rows, key)
+
+
+def _check_width(rows, key):
+    """Every row a list of one width, or every row one number: numpy's
+    words for anything else are "inhomogeneous shape"."""
+    first = rows[0]
+    for i, row in enumerate(rows):
+        if isinstance(row, list) != isinstance(first, list):
+            shown = ("a list", "a number") if isinstance(row, list) else ("a number", "a list")
+            raise BadRequest(
+                f"{key}: row {i} is {shown[0]}, row 0 {shown[1]}; every row is a "
+                f"list of one value per feature, e.g. {EXAMPLE}."
+            )
+        if isinstance(row, list) and len(row) != len(first):
+            raise BadRequest(
+                f"{key}: row {i} has {len(row)} value{'s' * (len(row) != 1)}, row 0 has "
+                f"{len(first)}; every row holds one value per feature, e.g. {EXAMPLE}."
+            )
 
 
 def _check_ints(values, kinds, key):
@@ -193,13 +246,13 @@ def _check_ints(values, kinds, key):
             )
 
 
-def _shown(value):
+def _shown(value, nested=" (rows nest one level: [[...], ...])"):
     if isinstance(value, bool):
         return f"a boolean ({json.dumps(value)})"
     if isinstance(value, str):
         return f"a string ({json.dumps(value[:20])}{'...' if len(value) > 20 else ''})"
     if isinstance(value, (list, dict)):
-        return f"a {'list' if isinstance(value, list) else 'dictionary'} (rows nest one level: [[...], ...])"
+        return f"a {'list' if isinstance(value, list) else 'dictionary'}{nested}"
     return "null" if value is None else type(value).__name__
 
 

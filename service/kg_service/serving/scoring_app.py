@@ -163,6 +163,8 @@ class Guard:
     async def _invocations(self, scope, receive, send):
         headers = dict(scope["headers"])
         media_type, problem = _media_type(headers.get(b"content-type"))
+        if problem is None:
+            problem = _encoding_problem(headers.get(b"content-encoding"))
         if problem:
             return await answers.answer(send, 415, problem)
         length = headers.get(b"content-length")
@@ -269,6 +271,18 @@ class Guard:
             # "Failed to predict data '<the whole input>'. Error: <why>"
             message = message.rsplit("Error: ", 1)[1].strip()
         return answers.error_body(code or answers.error_code(status), answers.cut(message))
+
+
+def _encoding_problem(value):
+    """Why a Content-Encoding is refused (None: none, or identity): a
+    compressed body was read as text, "not valid JSON (not UTF-8 text)"."""
+    shown = (value or b"").decode("latin-1").strip()
+    if shown.lower() in ("", "identity"):
+        return None
+    return (
+        f"Content-Encoding {shown[:40]!r}: compressed bodies are not taken; send "
+        f"the body uncompressed (no Content-Encoding header)."
+    )
 
 
 def _media_type(header):

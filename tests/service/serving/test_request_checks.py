@@ -137,7 +137,10 @@ def is_number(value):
 
 
 def refused_by_reference(rows):
-    return any(
+    # A non-number anywhere, or rows that are not all numbers or all lists
+    # of one length.
+    shapes = {len(row) if isinstance(row, list) else None for row in rows}
+    return len(shapes) > 1 or any(
         not is_number(value) for row in rows for value in (row if isinstance(row, list) else [row])
     )
 
@@ -577,3 +580,92 @@ def test_no_json_request_gets_a_500_or_a_200_with_nan(mlflow_app, request_):
     assert status < 500, answer[:300]
     if status == 200:
         assert b"NaN" not in answer and b"Infinity" not in answer, answer[:300]
+
+
+# --- Named columns as a dict, and rows of one width (a skeptic's probes) -----
+# `{"inputs": {"x": [...], "y": [...]}}` passed unchecked: strings and
+# booleans were cast and answered 200, `[[a, b]]` in one column became two
+# rows, and an empty batch was answered with no predictions.
+
+
+@pytest.mark.parametrize(
+    "request_, says",
+    [
+        ({"inputs": {"y": ["-0.2"], "x": ["0.5"]}}, 'column "y", row 0 is a string ("-0.2")'),
+        ({"inputs": {"y": "-0.2", "x": "0.5"}}, 'column "y", row 0 is a string ("-0.2")'),
+        ({"instances": {"y": [True], "x": [False]}}, 'column "y", row 0 is a boolean (true)'),
+        ({"inputs": {"y": [[-0.2, 1]], "x": [[0.5, 0]]}}, 'column "y", row 0 is a list'),
+        ({"inputs": {"y": [None], "x": [0.5]}}, 'column "y", row 0 is null'),
+        ({"inputs": {"y": [1, 2], "x": [0.5]}}, "different numbers of rows (y 2, x 1)"),
+        ({"inputs": {"y": [], "x": []}}, "batch is empty"),
+        ({"inputs": {"x": [[[[0.5]]]] * 1, "y": [1]}}, 'column "x", row 0 is a list'),
+    ],
+)
+def test_named_columns_in_a_dict_hold_one_json_number_per_row(request_, says):
+    message = refusal(checks.check, request_, FEATURES)
+    assert says in message, message
+    if "empty" not in says:
+        assert "one JSON number per row" in message or "numbers of rows" in message
+
+
+@pytest.mark.parametrize(
+    "rows, says",
+    [
+        ([[0.5, -0.2], [0.1]], "row 1 has 1 value, row 0 has 2"),
+        ([[0.5, -0.2], [0.1, 0.2, 0.3]], "row 1 has 3 values, row 0 has 2"),
+        ([[0.5, -0.2], 0.3], "row 1 is a number, row 0 a list"),
+        ([0.3, [0.5, -0.2]], "row 1 is a list, row 0 a number"),
+    ],
+)
+def test_rows_of_different_widths_are_refused_naming_the_first_that_differs(rows, says):
+    message = refusal(checks.check, {"inputs": rows}, FEATURES)
+    assert says in message, message
+
+
+def test_named_columns_in_a_dict_and_named_instances_are_put_in_the_models_order():
+    from kg_service.serving import columns
+
+    for request_, rows in [
+        ({"inputs": {"y": [-0.2, 2], "x": [0.5, 1]}}, [[0.5, -0.2], [1, 2]]),
+        ({"inputs": {"y": -0.2, "x": 0.5}}, [[0.5, -0.2]]),  # one row, as MLflow reads it
+        ({"instances": [{"y": -0.2, "x": 0.5}, {"x": 1, "y": 2}]}, [[0.5, -0.2], [1, 2]]),
+    ]:
+        assert checks.check(request_, FEATURES) is None
+        assert columns.positional(request_, NAMES) == {"inputs": rows}
+    message = refusal(columns.positional, {"inputs": {"x": [0.5], "why": [1]}}, NAMES)
+    assert "unknown 'why'" in message and "this model's features are 'x', 'y'" in message
+    message = refusal(columns.positional, {"instances": [{"x": 0.5, "y": 1}, {"x": 1}]}, NAMES)
+    assert "instances: record 1" in message and "'y' missing" in message
+    message = refusal(columns.positional, {"inputs": {"y": [1], "x": [2]}}, None)
+    assert "declares no feature names" in message
+    assert "row 0, column 1" in refusal(checks.check, {"instances": [{"x": 0.5, "y": "1"}]}, FEATURES)
+
+
+@pytest.mark.parametrize("text, kind", [("[[0.5, -0.2]]\n", "json"), (' {"inputs": [[1, 2]]}', "json"),
+                                        ("0.5,-0.2\n", "csv"), ("x,y\n0.5,-0.2\n", "csv")])
+def test_kg_predict_reads_stdin_starting_with_a_bracket_as_json(monkeypatch, text, kind):
+    # A JSON array on stdin was read as a CSV ("the CSV header: unknown
+    # '[[0.5'"): as JSON it gets JSON's words ("must be a JSON dictionary").
+    import io
+    import sys
+
+    from kg_service.serving import predict
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    assert predict._read("-", 1 << 20) == (kind, text)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate, gzip", "br"])
+def test_guard_refuses_a_compressed_body_naming_the_encoding(mlflow_app, encoding):
+    # A gzip body was read as text: "the body is not valid JSON (not UTF-8 text)".
+    import gzip
+
+    body = gzip.compress(json_body({"inputs": [[0.5, 1.0]]}))
+    message = refused(*call(guard(mlflow_app), body, headers={"content-encoding": encoding}), 415)
+    assert f"Content-Encoding {encoding!r}" in message and "uncompressed" in message
+
+
+def test_guard_takes_an_identity_content_encoding(mlflow_app):
+    body = json_body({"inputs": [[0.5, 1.0]]})
+    status, _, answer = call(guard(mlflow_app), body, headers={"content-encoding": "identity"})
+    assert status == 200 and answer == {"predictions": [[0.5, 1.0]]}

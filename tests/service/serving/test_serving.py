@@ -220,3 +220,38 @@ def test_pyfunc_loads_in_a_fresh_process_on_every_backend(registered, backend, t
     assert "/code/keras_gelu/" in done.stdout, done.stdout
     assert "/code/keras_gelu_names/" in done.stdout, done.stdout
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), reference(registered, x), atol=1e-5)
+
+
+# What MLflow's scoring server hands the model for requests a skeptic sent
+# `mlflow models serve` (the server the README prints beside kg serve):
+# each was answered 200, cast or read by place, before these checks.
+def _not_numbers():
+    import pandas as pd
+
+    return [
+        (pd.DataFrame({"y": ["-0.2"], "x": ["0.5"]}), "not numbers (strings)"),
+        (pd.DataFrame({"y": [True], "x": [False]}), "not numbers (booleans)"),
+        (np.array([["0.5", "-0.2"]]), "not numbers (strings)"),
+        (np.array([[False, True]]), "not numbers (booleans)"),
+        ({"y": np.array(["-0.2"]), "x": np.array(["0.5"])}, "not numbers (strings)"),
+        ({"y": np.array([[-0.2, 1.0]]), "x": np.array([[0.5, 0.0]])}, "one value per row"),
+        ({"y": np.array([]), "x": np.array([])}, "the batch is empty"),
+        (np.zeros((0, FEATURES)), "the batch is empty"),
+        # A headerless CSV whose first row repeats a value: pandas reads
+        # "0,0" as the header "0", "0.1", and 0.1 is a number too.
+        (pd.DataFrame([[0.5, -0.2]], columns=["0", "0.1"]), "cannot be read back exactly"),
+        # pandas' names for an unnamed frame's columns (to_json records).
+        (pd.DataFrame([[0.5, -0.2]], columns=["0", "1"]), "names '0', '1'"),
+        (pd.DataFrame([[-0.2, 0.5]], columns=["1", "0"]), "names '1', '0'"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(11))
+def test_input_that_is_not_a_matrix_of_numbers_is_a_400_never_a_cast(registered, index):
+    from mlflow.exceptions import MlflowException
+
+    given, fragment = _not_numbers()[index]
+    with pytest.raises(MlflowException) as caught:
+        load_pyfunc(registered).predict(given)
+    assert caught.value.get_http_status_code() == 400
+    assert fragment in caught.value.message, caught.value.message

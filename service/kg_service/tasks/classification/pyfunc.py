@@ -28,7 +28,6 @@ os.environ.setdefault(
 )
 
 import gc  # noqa: E402
-import re  # noqa: E402
 import threading  # noqa: E402
 
 import mlflow.pyfunc  # noqa: E402
@@ -123,11 +122,23 @@ def checked_input(model_input, features):
     if hasattr(model_input, "to_numpy"):
         model_input = model_input.to_numpy()
     try:
-        # Beyond float32's range is inf, which the check below names.
-        with np.errstate(over="ignore"):
-            x = np.asarray(model_input, dtype="float32")
-    except (TypeError, ValueError) as error:
-        raise _bad_input(f"expected numbers; got values numpy cannot read as float32 ({error}).")
+        given = np.asarray(model_input)
+    except ValueError:  # rows of different lengths
+        raise _bad_input(
+            f"expected rows of {features} features each (a matrix of shape [n, "
+            f"{features}]); got rows of different lengths."
+        ) from None
+    what = _not_numbers(given)
+    if what is not None:
+        # numpy would read "0.5" and True as floats (MLflow's server hands
+        # over JSON strings and booleans as they came).
+        raise _bad_input(
+            f"not numbers ({what}): every feature must be a number; strings and "
+            f"booleans are not features."
+        )
+    # Beyond float32's range is inf, which the check below names.
+    with np.errstate(over="ignore"):
+        x = given.astype("float32", copy=False)
     if x.ndim == 1:
         x = x[None, :]
     if x.ndim != 2 or x.shape[1] != features:
@@ -135,6 +146,8 @@ def checked_input(model_input, features):
             f"expected rows of {features} features each (a matrix of shape "
             f"[n, {features}]); got shape {list(x.shape)}."
         )
+    if not len(x):
+        raise _bad_input(f"the batch is empty; send at least one row of {features} features.")
     finite = np.isfinite(x)
     if not finite.all():
         rows, columns = np.nonzero(~finite)
@@ -181,10 +194,10 @@ def in_model_order(model_input, names):
     """
     if isinstance(model_input, dict):
         order(list(model_input), names)
-        try:
-            return np.column_stack([np.ravel(model_input[n]) for n in names])
-        except ValueError:
-            raise _bad_input("every named column must hold one value per row.") from None
+        columns = [np.asarray(model_input[n]) for n in names]
+        if any(c.ndim > 1 for c in columns) or len({c.size for c in columns}) > 1:
+            raise _bad_input("every named column must hold one value per row.")
+        return np.column_stack([np.ravel(c) for c in columns])
     if not hasattr(model_input, "columns"):
         return model_input
     frame, given = model_input, list(model_input.columns)
@@ -196,7 +209,10 @@ def in_model_order(model_input, names):
         )
     if given == list(range(len(given))):
         return frame.to_numpy()
-    first = _header_row(given)
+    try:
+        first = named_columns.first_row(given, names)
+    except named_columns.Mismatch as error:
+        raise _bad_input(str(error)) from None
     if first is not None:
         return [first] + frame.to_numpy().tolist()
     return frame.iloc[:, order(given, names)].to_numpy()
@@ -222,23 +238,22 @@ def order(given, names):
         raise _bad_input(str(error)) from None
 
 
-def _header_row(given):
-    """The numbers of a header pandas read from a CSV's first row, if it
-    holds numbers only, else None. pandas renames a repeated name:
-    "0.5,0.5" is read as "0.5", "0.5.1"."""
-    values, seen = [], set()
-    for name in given:
-        if not isinstance(name, str):
-            return None
-        value = named_columns.number(name)
-        if value is None:
-            repeated = re.fullmatch(r"(.+)\.\d+", name)
-            if repeated is None or repeated.group(1) not in seen:
-                return None
-            value = named_columns.number(repeated.group(1))
-        seen.add(name)
-        values.append(value)
-    return values
+def _not_numbers(array):
+    """What `array` holds that is not a number ("strings", "booleans"...),
+    or None for an array of numbers only."""
+    kind = array.dtype.kind
+    if kind in "iuf":
+        return None
+    if kind != "O":
+        return {"b": "booleans", "U": "strings", "S": "strings"}.get(kind, f"values of type {array.dtype}")
+    for value in array.ravel():
+        if isinstance(value, (bool, np.bool_)):
+            return "booleans"
+        if isinstance(value, (str, bytes)):
+            return "strings"
+        if not isinstance(value, (int, float, np.number)):
+            return "nulls" if value is None else f"values of type {type(value).__name__}"
+    return None
 
 
 def checked_output(output):
