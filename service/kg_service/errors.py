@@ -41,6 +41,10 @@ class ResumeHint:
     config_path: Optional[str]
     tracking_uri: Optional[str] = None
     output_dir: Optional[str] = None
+    # The command line's `--set` values and `--smoke`, which the config does
+    # not record (`kg-train` adds them): a resume without them is refused.
+    sets: tuple = ()
+    smoke: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -130,12 +130,15 @@ def resume_command(hint):
     """The command line that resumes a sweep (a `kg_service.errors.ResumeHint`).
 
     It names the tracking URI and the output folder when the config was
-    given them; `--set` overrides are the user's to repeat (resume names
-    any that differ).
+    given them, and repeats the `--set` values and `--smoke` it ran with.
     """
     words = ["kg-train", "--config", hint.config_path or "<config>"]
     if hint.tracking_uri:
         words += ["--tracking-uri", hint.tracking_uri]
     if hint.output_dir is not None:
         words += ["--output-dir", hint.output_dir]
+    for value in hint.sets:
+        words += ["--set", value]
+    if hint.smoke:
+        words.append("--smoke")
     return shlex.join([*words, "--resume", hint.run_id])

@@ -29,6 +29,7 @@ prints the outcome it returns with `kg_service.cli.summary`. The core's
 typed errors become sentences in `kg_service.cli.messages`.
 """
 
+import contextlib
 import dataclasses
 import os
 
@@ -173,7 +174,8 @@ def main(
                 "--wait waits for another process that writes the same sweep: it goes "
                 "with --resume RUN_ID or --shard (a new sweep has no other writer)."
             )
-        config = load_config(config_path, overrides + _engine_sets(engine, ray_address))
+        sets = overrides + _engine_sets(engine, ray_address)
+        config = load_config(config_path, sets)
         config = _apply_flags(config, tracking_uri=tracking_uri, output_dir=output_dir)
         if smoke:
             config = smoke_sizes(config)
@@ -193,7 +195,7 @@ def main(
         mlflow_client.quiet_downloads()
         with options.native_stderr_to_file(enabled=not verbose):
             options.configure_logging(quiet=quiet, verbose=verbose)
-            with options.sigterm_as_interrupt():
+            with options.sigterm_as_interrupt(), _resumed_alike(sets, smoke):
                 if shard is None:
                     code = run(config, quiet=quiet, echo=options.echo, resume=resume, wait=wait)
                 else:
@@ -201,6 +203,20 @@ def main(
                         config, shard, sweep_id, quiet=quiet, echo=options.echo, wait=wait
                     )
     ctx.exit(code or 0)
+
+
+@contextlib.contextmanager
+def _resumed_alike(sets, smoke):
+    """A stopped sweep's resume command repeats this command line's `--set`
+    values and `--smoke` (which the config does not record): without them
+    the printed command was refused, "this config differs from the sweep's"."""
+    try:
+        yield
+    except ServiceError as error:
+        hint = getattr(error, "resume", None)
+        if hint is not None:
+            error.resume = dataclasses.replace(hint, sets=tuple(sets), smoke=bool(smoke))
+        raise
 
 
 def run(config, *, quiet=False, echo=options.echo, store=None, resume=None, wait=False):

@@ -3,6 +3,7 @@ and a file that cannot be read said as the user can fix it."""
 
 import difflib
 import pathlib
+import re
 
 import yaml
 
@@ -42,11 +43,41 @@ class _Loader(yaml.SafeLoader):
             self._depth -= 1
 
 
+# YAML 1.1 (PyYAML's) reads these as numbers other than they look: 010 is
+# octal 8, 1:30 base 60 (a time of day), 90. A skeptic's probe: `epochs: 010`
+# trained 8 epochs, silently. Hex (0x0a) and 1_000 read as written.
+_OCTAL = re.compile(r"[-+]?0[0-7_]+")
+_BASE_60 = re.compile(r"[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?")
+
+
+def _looks_other(node, value):
+    """A ConstructorError for a YAML 1.1 number that reads as another, else None."""
+    text = node.value
+    if _OCTAL.fullmatch(text) and text.strip("+-0_"):
+        decimal = int(text.replace("_", ""), 10)
+        problem = f"{text} is an octal number in YAML 1.1 (it reads as {value}); write {decimal}"
+    elif _BASE_60.fullmatch(text):
+        problem = (
+            f"{text} is a base-60 number in YAML 1.1 (it reads as {value:g}, as a time "
+            f"of day would); write the number itself, or quote it for text"
+        )
+    else:
+        return None
+    return yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+
+
+def _construct_float(loader, node):
+    value = yaml.constructor.SafeConstructor.construct_yaml_float(loader, node)
+    error = _looks_other(node, value)
+    if error is not None:
+        raise error
+    return value
+
+
 def _construct_int(loader, node):
     try:
         value = yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
         str(value)  # a hex or octal one reads, then cannot be written back in decimal
-        return value
     except ValueError:
         raise yaml.constructor.ConstructorError(
             None, None,
@@ -54,6 +85,10 @@ def _construct_int(loader, node):
             "text; no setting takes a number that large",
             node.start_mark,
         ) from None  # fmt: skip
+    error = _looks_other(node, value)
+    if error is not None:
+        raise error
+    return value
 
 
 def _construct_mapping(loader, node):
@@ -84,6 +119,7 @@ def _construct_mapping(loader, node):
 
 _Loader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
 _Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 
 
 def parse_yaml(text):

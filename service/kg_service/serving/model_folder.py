@@ -29,6 +29,7 @@ from kg_service.errors import sentence
 from kg_service.serving import saved_model_proto
 from kg_service.tasks import base as tasks
 from kg_service.tracking import client as mlflow_client
+from kg_service.tracking import destinations
 from kg_service.tracking import versions
 
 
@@ -68,6 +69,7 @@ def local_model(model_uri, tracking_uri=None):
         yield from _local_folder(model_uri, local_path)
         return
     uri = config_lib.tracking_uri_for(tracking_uri)
+    destinations.check_store(uri, must_exist=True)  # MLflow would create an empty one
     mlflow = import_mlflow()
     # models:/ URIs resolve through MLflow's process-wide registry URI
     # (its ModelsArtifactRepository drops the registry_uri argument), so

@@ -9,11 +9,13 @@ Standard library only (plus SQLAlchemy's URL parser for sqlite URIs).
 """
 
 import base64
+import difflib
 import http.client
 import os
 import pathlib
 import socket
 import ssl
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -56,9 +58,20 @@ def writable_dir_problem(path):
                 return f"{candidate} is a file, not a folder"
             if not os.access(candidate, os.W_OK | os.X_OK):
                 return f"{candidate} is not writable by this user"
-            return None
+            return _takes_a_folder(candidate)
         if candidate.is_symlink():
             return f"{candidate} is a symbolic link to nothing ({os.readlink(candidate)})"
+    return None
+
+
+def _takes_a_folder(folder):
+    """None if a folder can be made in `folder` (one is made and removed),
+    else why not. os.access says yes to root for anything, /proc and /sys
+    included: there an export died after every member had trained."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".kg-check-", dir=folder))
+    except OSError as error:
+        return f"{folder} takes no new folder ({error.strerror})"
     return None
 
 
@@ -97,11 +110,13 @@ def check_run(output_dir, tracking_uri, export_dir=None, exported=()):
     check_store(tracking_uri)
 
 
-def check_store(tracking_uri):
+def check_store(tracking_uri, must_exist=False):
     """Pre-flight of a tracking URI, before MLflow writes or retries anything.
 
     A local store (sqlite file, file-store folder) must be writable where
-    it is or would be created; an http(s) server must answer within
+    it is or would be created, and with `must_exist` (a command that only
+    reads: MLflow would create an empty store and answer "nothing here")
+    it must be there already; an http(s) server must answer within
     `SERVER_TIMEOUT` seconds on a REST endpoint (any HTTP status counts:
     whether it lets us in is for its first real call to say), except the
     403 of MLflow's host check, which no credentials can pass. Unknown schemes are MLflow's
@@ -114,13 +129,34 @@ def check_store(tracking_uri):
     if scheme == "sqlite":
         database = sqlite_file(tracking_uri)
         if database is not None:
+            if must_exist:
+                _check_exists(pathlib.Path(os.path.abspath(os.path.expanduser(database))), tracking_uri)
             _check_database_file(database, tracking_uri)
     elif scheme in ("http", "https"):
         _check_server(tracking_uri)
     else:
         folder = local_store_path(tracking_uri)
         if folder is not None:
+            if must_exist:
+                _check_exists(pathlib.Path(folder).absolute(), tracking_uri)
             check_writable_dir(folder, "the tracking store (an MLflow file store)")
+
+
+def _check_exists(path, uri):
+    """Raises a ServiceError naming `path` (and a close name beside it) if
+    the local store is not there."""
+    if path.exists():
+        return
+    near = []
+    if path.parent.is_dir():
+        names = [p.name for p in path.parent.iterdir() if p.suffix == path.suffix]
+        near = difflib.get_close_matches(path.name, names, n=1)
+    raise ServiceError(
+        f"no MLflow tracking store at {redact.uri(uri)!r}: {path} does not exist"
+        + (f" (did you mean {path.parent / near[0]}?)" if near else "")
+        + ". kg-train creates a store with its first sweep; pass --tracking-uri the "
+        "store a sweep logged to. Nothing was created."
+    )
 
 
 def sqlite_file(uri):

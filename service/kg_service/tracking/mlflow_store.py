@@ -69,7 +69,7 @@ class Tracker(store.TrackingStore):
         self.tracking_uri = tracking_uri
         self.retry_seconds = retry_seconds
         self.retried = retry.Retrier(tracking_uri, retry_seconds)
-        destinations.check_store(tracking_uri)
+        destinations.check_store(tracking_uri, must_exist=not create)
         try:
             # A server that is up but fails would otherwise be retried
             # for minutes (MLflow's default: 7 retries, exponential backoff).

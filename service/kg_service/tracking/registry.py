@@ -124,7 +124,7 @@ def registered_versions(tracking_uri, names=()):
         ServiceError: if the store cannot be read, or a name is unknown.
     """
     mlflow = mlflow_client.import_mlflow()
-    destinations.check_store(tracking_uri)
+    destinations.check_store(tracking_uri, must_exist=True)
     try:
         # check_store saw the server answer: no retries, MLflow's own timeout
         # (a basic-auth server's first answers take seconds: password hashing).

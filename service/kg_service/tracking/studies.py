@@ -70,7 +70,7 @@ def read_study(tracking_uri, name):
         ServiceError: for a store that cannot be read.
     """
     mlflow = mlflow_client.import_mlflow()
-    destinations.check_store(tracking_uri)
+    destinations.check_store(tracking_uri, must_exist=True)
     try:
         client = mlflow.MlflowClient(tracking_uri, registry_uri=tracking_uri)
         experiments = {e.experiment_id: e.name for e in client.search_experiments()}

@@ -388,3 +388,45 @@ def test_help_texts_and_readme_say_the_flag_wins_over_the_environment():
         "`--tracking-uri http://host:5000`, else `tracking.uri` in the config, else "
         "`MLFLOW_TRACKING_URI`" in readme
     )
+
+
+def test_the_printed_resume_command_repeats_the_sets_and_smoke_it_ran_with():
+    # A skeptic's probe: the printed command left out --set, so running it
+    # was refused ("this config differs from the sweep's: training.epochs").
+    from kg_service.cli import messages
+    from kg_service.errors import ResumeHint
+
+    hint = ResumeHint(run_id="abc", config_path="c.yaml", output_dir="out",
+                      sets=("training.epochs=1500", "seeds=[0, 1]"), smoke=True)
+    assert messages.resume_command(hint) == (
+        "kg-train --config c.yaml --output-dir out --set training.epochs=1500 "
+        "--set 'seeds=[0, 1]' --smoke --resume abc"
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["models"],
+        ["report", "--experiment", "moons"],
+        ["plan", "--experiment", "moons"],
+        ["predict", "models:/moons-gelu@champion", "--input", "-"],
+    ],
+    ids=["models", "report", "plan", "predict"],
+)
+def test_a_read_only_command_on_a_missing_sqlite_store_exits_2_and_creates_nothing(
+    tmp_path, monkeypatch, args
+):
+    # A skeptic's probe: `kg models --tracking-uri sqlite:///../w1/mlflw.db`
+    # (a typo) said "No registered models", exit 0, and left a new empty
+    # database behind; each read-only command in an empty folder left one.
+    from kg_service.cli.main import main as kg
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mlflow.db").write_bytes(b"")  # a store beside it: the did-you-mean
+    typo = tmp_path / "mlflw.db"
+    result = CliRunner().invoke(kg, [*args, "--tracking-uri", f"sqlite:///{typo}"], input="0.5,-0.2\n")
+    assert result.exit_code == 2, result.output
+    assert f"{typo} does not exist" in result.output and "mlflow.db" in result.output
+    assert "Traceback" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]

@@ -84,6 +84,15 @@ def test_a_read_only_folder_is_named(tmp_path):
     assert destinations.writable_dir_problem(locked / "out") == f"{locked} is not writable by this user"
 
 
+@pytest.mark.parametrize("folder", ["/proc/kg-probe/out", "/sys/kg-probe"])
+def test_a_folder_no_one_can_create_is_named_even_for_root(folder):
+    # A skeptic's probe (as root, for whom os.access says yes to everything):
+    # export.dir=/proc/x passed pre-flight, every member trained, then the
+    # export died with a FileNotFoundError traceback, exit 1.
+    problem = destinations.writable_dir_problem(folder)
+    assert problem is not None and problem.startswith(str(pathlib.Path(folder).parents[-2]))
+
+
 # --- Tracking stores. --------------------------------------------------------
 
 

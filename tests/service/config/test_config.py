@@ -755,3 +755,41 @@ def test_impossible_sizes_are_refused_at_validation(override, expected):
     with pytest.raises(ServiceError) as info:
         load_config(REPO / "configs" / "tiny.yaml", [override])
     assert expected in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "override, says",
+    [
+        ("training.epochs=010", "010 is an octal number in YAML 1.1 (it reads as 8); write 10"),
+        ("seeds=[010,011]", "010 is an octal number in YAML 1.1 (it reads as 8); write 10"),
+        ("training.epochs=-07", "-07 is an octal number in YAML 1.1 (it reads as -7); write -7"),
+        ("training.epochs=1:30", "1:30 is a base-60 number in YAML 1.1 (it reads as 90,"),
+        ("data.noise=1:0", "1:0 is a base-60 number in YAML 1.1 (it reads as 60,"),
+        ("data.noise=1:0.5", "1:0.5 is a base-60 number in YAML 1.1 (it reads as 60.5,"),
+    ],
+)
+def test_yaml_11_octal_and_base_60_numbers_are_refused_not_read_as_another_number(override, says):
+    # A skeptic's probe: `epochs: 010` trained 8 epochs, `1:30` 90, silently.
+    with pytest.raises(ServiceError) as info:
+        load_config(REPO / "configs" / "tiny.yaml", [override])
+    assert says in str(info.value), str(info.value)
+
+
+def test_yaml_11_octal_is_refused_in_a_file_with_its_line(tmp_path):
+    text = (REPO / "configs" / "tiny.yaml").read_text()
+    path = tmp_path / "octal.yaml"
+    path.write_text(text.replace("epochs: ", "epochs: 0", 1))
+    line = next(i for i, l in enumerate(path.read_text().splitlines(), 1) if "epochs: 0" in l)
+    with pytest.raises(ServiceError) as info:
+        load_config(path)
+    assert f"line {line}" in str(info.value) and "octal number in YAML 1.1" in str(info.value)
+
+
+@pytest.mark.parametrize("override, value", [("training.epochs=0x0a", 10), ("training.epochs=1_0", 10),
+                                             ("training.epochs=0", 0), ("training.epochs=10", 10)])
+def test_decimal_hex_and_underscored_integers_still_read_as_written(override, value):
+    if value == 0:
+        with pytest.raises(ServiceError):  # epochs must be >= 1: read as 0, refused by its range
+            load_config(REPO / "configs" / "tiny.yaml", [override])
+        return
+    assert load_config(REPO / "configs" / "tiny.yaml", [override]).training.epochs == value

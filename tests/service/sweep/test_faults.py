@@ -161,6 +161,9 @@ def test_sigterm_and_kill_9_stop_keep_members_and_each_resume_carries_on(tmp_pat
     match = re.search(r"--resume (\w+)", stderr)
     assert match, stderr[-3000:]
     run_id = match.group(1)
+    # The printed command repeats the --set it ran with (without it the
+    # command was refused: "this config differs from the sweep's").
+    assert f"--set export.enabled=true --resume {run_id}" in stderr, stderr[-3000:]
     assert _assert_stopped(tmp_path, "KILLED", 6) == run_id
     resume = [*args, "--resume", run_id]
 

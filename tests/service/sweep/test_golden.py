@@ -118,7 +118,14 @@ def test_resume_refuses_a_changed_config_or_a_finished_sweep(golden_sweep):
     assert "training.learning_rate: was 0.01, now 0.5" in changed.stderr
     missing = kg_train_here(cwd, *args, "--resume", "0123abc")
     assert missing.exit_code == 2 and "no such run" in missing.stderr
-    for refused in (again, changed, missing):
+    # Other seeds or activations were taken silently (a skeptic's probe): the
+    # resumed sweep trained and compared seeds its params and report did not
+    # name, or dropped an activation its params still listed.
+    seeds = kg_train_here(cwd, *args, "--set", "seeds=[5,6]", "--resume", run_id)
+    assert seeds.exit_code == 2 and "seeds: was [0, 1, 2], now [5, 6]" in seeds.stderr, seeds.stderr
+    fewer = kg_train_here(cwd, *args, "--set", "activations=[relu,gelu]", "--resume", run_id)
+    assert fewer.exit_code == 2 and "activations: was" in fewer.stderr, fewer.stderr
+    for refused in (again, changed, missing, seeds, fewer):
         assert refused.exception is None or isinstance(refused.exception, SystemExit)
         assert "Traceback" not in refused.output
     assert left_behind() == before
