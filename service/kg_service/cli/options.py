@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 
 import click
 
@@ -132,16 +133,37 @@ def configure_logging(*, quiet, verbose):
 @contextlib.contextmanager
 def sigterm_as_interrupt():
     """SIGTERM (a scheduler, `kill`, Kubernetes) stops a sweep like Ctrl-C:
-    the pipeline marks the sweep KILLED and says how to resume."""
+    the pipeline marks the sweep KILLED and says how to resume.
+
+    Both are remembered too: an interrupt that lands in a finalizer (a
+    `__del__`: SQLAlchemy's, mid store call) is printed as "Exception
+    ignored" and lost, and the sweep went on to register and exit 0. The
+    progress display raises it again at its next event
+    (`raise_if_interrupted`)."""
 
     def interrupt(signum, frame):
+        _INTERRUPTED.set()
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    _INTERRUPTED.clear()
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+_INTERRUPTED = threading.Event()
+
+
+def raise_if_interrupted():
+    """Raises KeyboardInterrupt, once, for an interrupt `sigterm_as_interrupt`
+    saw (one a finalizer swallowed: an interrupt raised where it landed
+    stops the sweep, and no event follows)."""
+    if _INTERRUPTED.is_set():
+        _INTERRUPTED.clear()
+        raise KeyboardInterrupt
 
 
 @contextlib.contextmanager

@@ -13,6 +13,8 @@ import sys
 from rich import progress as rich_progress
 from rich.console import Console
 
+from kg_service.cli import options
+
 log = logging.getLogger("kg-train")
 
 _DAY = 24 * 3600.0
@@ -64,6 +66,7 @@ class SweepProgress:
             atexit.register(self.close)  # an error must not leave the cursor hidden
 
     def __call__(self, event):
+        options.raise_if_interrupted()  # one a finalizer swallowed
         epochs = event["epochs"]
         done = event["members_done"] * epochs + event["epoch"] * event.get("group_size", 1)
         accuracy = event.get("val_accuracy")
@@ -93,6 +96,7 @@ class SweepProgress:
 
     def stage(self, message):
         """Reports a new stage (tracking, export, registry...)."""
+        options.raise_if_interrupted()  # one a finalizer swallowed
         self.close()
         log.info(message)
 

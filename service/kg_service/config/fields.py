@@ -13,6 +13,7 @@ sweep's configuration.
 
 import difflib
 import math
+import os
 import re
 import string
 from typing import Annotated
@@ -78,6 +79,14 @@ def non_blank(value):
     if not value.strip():
         fail("a non-empty string")
     return value
+
+
+def folder(value):
+    """A folder setting: no control character (a newline split the plan's
+    lines in two); `~` is the home folder, as a shell reads it."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        fail("a folder path without control characters (newlines, tabs...)")
+    return os.path.expanduser(value)
 
 
 def distinct(values):
@@ -309,6 +318,7 @@ def number(**bounds):
 Bool = Annotated[bool, Strict()]
 Str = Annotated[str, Strict()]
 Text = Annotated[Str, AfterValidator(non_blank)]
+Folder = Annotated[Str, AfterValidator(non_blank), AfterValidator(folder)]
 Fraction = number(gt=0, lt=1)
 Seed = integer(ge=0, le=MAX_SEED)
 Activation = Annotated[Str, AfterValidator(activation)]

@@ -163,7 +163,7 @@ class RegistryConfig:
 class ExportConfig:
     __pydantic_config__ = fields.STRICT
     enabled: fields.Bool = True
-    dir: fields.Text = "exports"  # TF Serving layout: <dir>/<model_name>/<version>/
+    dir: fields.Folder = "exports"  # TF Serving layout: <dir>/<model_name>/<version>/
     tolerance: fields.number(gt=0) = 1e-5  # SavedModel vs in-memory model, max abs diff
 
 
@@ -440,7 +440,7 @@ def _compose():
         # seeds (SequentialSeeds; kg_service.config.derived.with_seeds gives
         # the config of the seeds a look has trained).
         seeds: _SeedsSetting = (0, 1, 2, 3, 4)
-        output_dir: fields.Text = "kg-output"  # report, plots, resolved config
+        output_dir: fields.Folder = "kg-output"  # report, plots, resolved config
         # Sweeps tagged with one study name are analysed as one family by
         # `kg report --study NAME` (docs/studies.md); null: a sweep on its own.
         study: Optional[Annotated[fields.Str, AfterValidator(fields.study_name)]] = None

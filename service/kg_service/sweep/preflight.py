@@ -105,12 +105,8 @@ def preflight(config, store=None, resume=None, wait=False, echo=print):
     params = flatten(
         {k: v for k, v in resolved.items() if k not in ("activations", "seeds")}
     )
-    # The sweep's activations and seeds are checked with the settings (as
-    # a shard's are, `sharded.join`): a resume with other seeds trained and
-    # compared seeds its params and report did not name, one with fewer
-    # activations dropped one its params still listed (a skeptic's probe);
-    # a sequential sweep with another schedule would change its design
-    # between looks.
+    # Activations and seeds too, as a shard's (`sharded.join`): other seeds
+    # were trained under the old params, a dropped activation went unsaid.
     checked = {**params, "activations": list(config.activations), "seeds": resolved["seeds"]}
     done, spooled, lease = previous_members(config, store, resume, checked, wait, echo)
     if config.registry.enabled and config.export.enabled:

@@ -134,12 +134,47 @@ def check_store(tracking_uri, must_exist=False):
             _check_database_file(database, tracking_uri)
     elif scheme in ("http", "https"):
         _check_server(tracking_uri)
+    elif scheme.split("+")[0] in DATABASE_SERVERS:
+        _check_database_server(tracking_uri)
     else:
         folder = local_store_path(tracking_uri)
         if folder is not None:
             if must_exist:
                 _check_exists(pathlib.Path(folder).absolute(), tracking_uri)
             check_writable_dir(folder, "the tracking store (an MLflow file store)")
+
+
+# Database servers MLflow's SQLAlchemy store takes (mlflow.store.db.db_types).
+DATABASE_SERVERS = ("postgresql", "mysql", "mssql")
+
+
+def _check_database_server(uri):
+    """One connection, within `SERVER_TIMEOUT`: a closed port, an unknown
+    host or a refused login took ~105 s of MLflow's and the store's retries
+    before its error; a missing driver was a ModuleNotFoundError."""
+    import sqlalchemy  # SQLAlchemy: only for a database server's URI
+    from sqlalchemy.pool import NullPool  # as above
+
+    shown = redact.uri(uri)
+    try:
+        engine = sqlalchemy.create_engine(
+            uri, poolclass=NullPool, connect_args={"connect_timeout": SERVER_TIMEOUT}
+        )
+        with engine.connect():
+            pass
+        engine.dispose()
+    except (ModuleNotFoundError, sqlalchemy.exc.NoSuchModuleError) as error:
+        raise ServiceError(
+            f"cannot use the MLflow tracking store {shown!r}: its database driver is not "
+            f"installed ({error}). PostgreSQL's is in the service's extras: pip install "
+            f"-e '.[service]'; for another database, its SQLAlchemy driver."
+        ) from None
+    except sqlalchemy.exc.SQLAlchemyError as error:
+        reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+        raise ServiceError(
+            f"cannot reach the MLflow tracking store {shown!r}: {redact.text(reason)}. "
+            f"{URI_HELP}"
+        ) from None
 
 
 def _check_exists(path, uri):

@@ -430,3 +430,27 @@ def test_a_read_only_command_on_a_missing_sqlite_store_exits_2_and_creates_nothi
     assert f"{typo} does not exist" in result.output and "mlflow.db" in result.output
     assert "Traceback" not in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the one shown
+def test_an_interrupt_a_finalizer_swallowed_stops_the_sweep_at_its_next_event():
+    # A skeptic's probe: Ctrl-C late in a sweep landed in SQLAlchemy's
+    # InstanceState._cleanup, printed "Exception ignored ... KeyboardInterrupt",
+    # and the sweep went on to register and exit 0.
+    import gc
+    import signal
+
+    from kg_service.cli import options
+    from kg_service.cli.progress import SweepProgress
+
+    class Finalized:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)  # the handler runs inside __del__
+
+    progress = SweepProgress(quiet=True)
+    with options.sigterm_as_interrupt():
+        Finalized()
+        gc.collect()  # the KeyboardInterrupt was raised in __del__, and ignored
+        with pytest.raises(KeyboardInterrupt):
+            progress.stage("registering models")
+        progress.stage("a stage after the interrupt was raised once")  # not again

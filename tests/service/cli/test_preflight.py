@@ -313,3 +313,26 @@ def test_memory_estimate_grows_with_samples_and_seeds_and_tiny_is_small():
     more = config_module.memory_estimate(load_config(TINY, ["data.n_samples=3000"]))
     seeds = config_module.memory_estimate(load_config(TINY, ["seeds=20"]))
     assert more > tiny and seeds > tiny
+
+
+@pytest.mark.parametrize(
+    "uri, says",
+    [
+        ("postgresql://kg:WrongS3cr3t@127.0.0.1:{port}/mlflow", "cannot reach the MLflow tracking store"),
+        ("postgresql://kg:WrongS3cr3t@nonexistent.invalid/mlflow", "cannot reach the MLflow tracking store"),
+        ("mysql://kg:WrongS3cr3t@127.0.0.1:{port}/mlflow", "database driver is not installed"),
+    ],
+    ids=["closed-port", "unknown-host", "no-driver"],
+)
+def test_a_database_store_that_cannot_be_reached_is_named_at_once(uri, says):
+    # A skeptic's probe: each took ~105 s (MLflow's and the store's retries)
+    # before exit 2, nothing printed meanwhile.
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(ServiceError) as info:
+        destinations.check_store(uri.format(port=servers.free_port()))
+    message = str(info.value)
+    assert says in message, message
+    assert "WrongS3cr3t" not in message and "***" in message
+    assert time.monotonic() - started < 15

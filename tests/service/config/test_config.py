@@ -793,3 +793,15 @@ def test_decimal_hex_and_underscored_integers_still_read_as_written(override, va
             load_config(REPO / "configs" / "tiny.yaml", [override])
         return
     assert load_config(REPO / "configs" / "tiny.yaml", [override]).training.epochs == value
+
+
+@pytest.mark.parametrize("key", ["output_dir", "export.dir"])
+def test_a_folder_setting_takes_no_control_character_and_reads_tilde_as_home(key):
+    # A skeptic's probe: a newline in output_dir was taken (the plan's line
+    # split in two); `~/kg` planned a folder named "~" in the working folder.
+    with pytest.raises(ServiceError) as info:
+        load_config(REPO / "configs" / "tiny.yaml", [f"{key}=o\tut"])
+    assert "without control characters" in str(info.value)
+    config = load_config(REPO / "configs" / "tiny.yaml", [f"{key}=~/kg-out"])
+    value = config.output_dir if key == "output_dir" else config.export.dir
+    assert value == os.path.join(os.path.expanduser("~"), "kg-out")
