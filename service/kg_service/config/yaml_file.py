@@ -159,9 +159,11 @@ def read(path):
     except yaml.YAMLError as error:
         raise ServiceError(f"config file {shown}: {_yaml_problem(error)}.") from None
     if raw is None:
+        written = any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines())
         raise ServiceError(
-            f"config file {shown}: is empty; expected a mapping of settings such as "
-            f"{_top_level_example()}."
+            f"config file {shown}: "
+            + ("holds no settings (its YAML reads as null)" if written else "is empty")
+            + f"; expected a mapping of settings such as {_top_level_example()}."
         )
     if not isinstance(raw, dict):
         raise ServiceError(
@@ -173,11 +175,12 @@ def read(path):
 
 def _closest_file(path):
     try:
-        candidates = [c.name for c in path.parent.iterdir() if c.suffix in (".yaml", ".yml")]
+        candidates = {c.stem: c.name for c in path.parent.iterdir() if c.suffix in (".yaml", ".yml")}
     except OSError:
         return ""
-    match = difflib.get_close_matches(path.name, candidates, n=1, cutoff=0.6)
-    return f' Did you mean "{path.parent / match[0]}"?' if match else ""
+    # By name without the suffix: ".yaml" alone made "nonexist.yaml" close to "list.yaml".
+    match = difflib.get_close_matches(path.stem, list(candidates), n=1, cutoff=0.6)
+    return f' Did you mean "{path.parent / candidates[match[0]]}"?' if match else ""
 
 
 def _top_level_example():

@@ -80,6 +80,9 @@ def sqlite_setup_lock(tracking_uri):
         yield
         return
     db = pathlib.Path(tracking_uri[len(prefix):])
+    # Its folder first: pre-flight found it can be made (`destinations.check_store`),
+    # and nothing else makes it (the lock's open failed on it).
+    db.parent.mkdir(parents=True, exist_ok=True)
     with open(f"{db}.lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

@@ -336,3 +336,13 @@ def test_a_database_store_that_cannot_be_reached_is_named_at_once(uri, says):
     assert says in message, message
     assert "WrongS3cr3t" not in message and "***" in message
     assert time.monotonic() - started < 15
+
+
+def test_a_new_sqlite_store_in_a_folder_not_made_yet_is_made_there(tmp_path):
+    # A skeptic's probe: `--tracking-uri sqlite:///nodir/x.db` passed pre-flight
+    # (the folder can be made) and then failed on "nodir/x.db.lock": nothing made it.
+    from kg_service.tracking import mlflow_store
+
+    database = tmp_path / "nodir" / "deeper" / "x.db"
+    store = mlflow_store.Tracker(f"sqlite:///{database}", "made-here")
+    assert database.is_file() and store.tracking_uri.endswith("x.db")

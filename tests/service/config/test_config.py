@@ -805,3 +805,23 @@ def test_a_folder_setting_takes_no_control_character_and_reads_tilde_as_home(key
     config = load_config(REPO / "configs" / "tiny.yaml", [f"{key}=~/kg-out"])
     value = config.output_dir if key == "output_dir" else config.export.dir
     assert value == os.path.join(os.path.expanduser("~"), "kg-out")
+
+
+def test_a_missing_config_is_matched_by_its_name_and_a_null_one_is_not_called_empty(tmp_path):
+    # A skeptic's probe: "nonexist.yaml" was told "Did you mean list.yaml?"
+    # (the shared ".yaml" made them close); a file holding `null` "is empty".
+    (tmp_path / "list.yaml").write_text("x: 1\n")
+    (tmp_path / "moons.yaml").write_text("x: 1\n")
+    with pytest.raises(ServiceError) as info:
+        load_config(tmp_path / "nonexist.yaml")
+    assert "Did you mean" not in str(info.value)
+    with pytest.raises(ServiceError) as info:
+        load_config(tmp_path / "moon.yaml")
+    assert f'Did you mean "{tmp_path / "moons.yaml"}"?' in str(info.value)
+    (tmp_path / "null.yaml").write_text("# nothing set\nnull\n")
+    with pytest.raises(ServiceError) as info:
+        load_config(tmp_path / "null.yaml")
+    assert "holds no settings (its YAML reads as null)" in str(info.value)
+    (tmp_path / "empty.yaml").write_text("# only a comment\n\n")
+    with pytest.raises(ServiceError, match="is empty"):
+        load_config(tmp_path / "empty.yaml")
