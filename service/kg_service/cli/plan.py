@@ -131,12 +131,13 @@ def _claims_text(config):
             f"the seeds each needs: {where}")
 
 
-def describe_plan(config, environ=None):
-    """What a run of `config` would do, as the lines `--dry-run` prints."""
+def describe_plan(config, environ=None, uri_flag=False):
+    """What a run of `config` would do, as the lines `--dry-run` prints.
+    `uri_flag`: its tracking URI came from `--tracking-uri` (the plan says so)."""
     data, model, training = config.data, config.model, config.training
     task = catalog.task(data.dataset)
     if not task.sample_splits:
-        return _describe_language_plan(config, task, environ)
+        return _describe_language_plan(config, task, environ, uri_flag)
     train, validation, test = split_sizes(data)
     if task.fixed_samples:
         source = f"{data.dataset}: {task.fixed_samples} samples, {task.description}"
@@ -163,7 +164,7 @@ def describe_plan(config, environ=None):
                      f"convergence at val accuracy {training.convergence_threshold:g}, "
                      f"{_loss_threshold_text(training)}"),
     ]
-    return _plan(config, rows, environ)
+    return _plan(config, rows, environ, uri_flag)
 
 
 def _loss_threshold_text(training):
@@ -172,7 +173,7 @@ def _loss_threshold_text(training):
     return f"epochs to training loss {training.loss_threshold:g}"
 
 
-def _describe_language_plan(config, task, environ):
+def _describe_language_plan(config, task, environ, uri_flag):
     data, model, training = config.data, config.model, config.training
     steps = training.steps_per_epoch or "one pass over the training bytes"
     rows = [
@@ -196,15 +197,16 @@ def _describe_language_plan(config, task, environ):
                      + f", batch size {training.batch_size} windows, {training.epochs} "
                      f"epochs of {steps} steps"),
     ]
-    return _plan(config, rows, environ)
+    return _plan(config, rows, environ, uri_flag)
 
 
-def _plan(config, rows, environ):
+def _plan(config, rows, environ, uri_flag):
     activations = ", ".join(
         a + (" (baseline)" if a == config.baseline else "") for a in config.activations
     )
     n_act = len(config.activations)
     uri, origin = tracking_uri_and_origin(config, environ)
+    origin = "--tracking-uri" if uri_flag else origin
     device = config.device
     precision = device.mixed_precision or "float32"
     if config.registry.enabled:

@@ -183,7 +183,7 @@ def main(
         tuning.check_supported(config)
         cluster.check_supported(config, shard)
         if dry_run:
-            options.echo(describe_plan(config))
+            options.echo(describe_plan(config, uri_flag=tracking_uri is not None))
             if shard is not None:
                 options.echo(_shard_plan(config, shard, sweep_id))
             if verbose:
