@@ -153,13 +153,12 @@ def check_named_columns(columns, key, features=None):
     lengths = {}
     for name, values in columns.items():
         values = values if isinstance(values, list) else [values]
-        for i, value in enumerate(values):
-            if type(value) not in NUMBERS:
-                raise BadRequest(
-                    f"{key}: column {json.dumps(str(name)[:40])}, row {i} is "
-                    f"{_shown(value, nested='')}; a named column holds one JSON number "
-                    f"per row, e.g. {NAMED_EXAMPLE}."
-                )
+        for i, value in _non_numbers(values):
+            raise BadRequest(
+                f"{key}: column {json.dumps(str(name)[:40])}, row {i} is "
+                f"{_shown(value, nested='')}; a named column holds one JSON number "
+                f"per row, e.g. {NAMED_EXAMPLE}."
+            )
         _check_ints(values, set(map(type, values)), key)
         lengths[name] = len(values)
     if len(set(lengths.values())) > 1:
@@ -203,15 +202,19 @@ def check_numbers(rows, key="inputs"):
             _check_width(rows, key)
             return _check_ints(itertools.chain.from_iterable(rows), values, key)
     for i, row in enumerate(rows):
-        values = row if isinstance(row, list) else [row]
-        for j, value in enumerate(values):
-            if type(value) not in NUMBERS:
-                raise BadRequest(
-                    f"{key}: row {i}, column {j} is {_shown(value)}; every feature "
-                    f"must be a JSON number (strings and booleans are not "
-                    f"features), e.g. {EXAMPLE}."
-                )
+        for j, value in _non_numbers(row if isinstance(row, list) else [row]):
+            raise BadRequest(
+                f"{key}: row {i}, column {j} is {_shown(value)}; every feature "
+                f"must be a JSON number (strings and booleans are not "
+                f"features), e.g. {EXAMPLE}."
+            )
     _check_width(rows, key)
+
+
+def _non_numbers(values):
+    """`(index, value)` of each value that is not a JSON number (`type`, not
+    isinstance: True is an int)."""
+    return ((i, value) for i, value in enumerate(values) if type(value) not in NUMBERS)
 
 
 def _check_width(rows, key):
